@@ -1,0 +1,380 @@
+#!/usr/bin/env bash
+# bs-compare.sh: compare tgt backing stores side by side in ONE run.
+#
+# One stock tgtd (started through scripts/tgtd-sandbox.sh, so our module
+# folder is bind-mounted on /usr/lib/tgt/backing-store without installing
+# anything) serves one target per store over a loopback portal. Each
+# workload is run against every store back to back, so machine noise (the
+# host has 2 cores shared by client, target and whatever else is running)
+# hits all stores alike. For each measurement we report IOPS, MiB/s, the
+# ratio to rdwr, and tgtd's own CPU time per I/O; afterwards one short
+# strace pass per store gives system calls per I/O.
+#
+#   bench/bs-compare.sh [--modules DIR] [--stores "rbio rdwr aio null"]
+#       [--seconds S] [--size-mb N] [--quick] [--rounds R] [--out FILE]
+#       [--control-port N] [--portal-port P] [--bsopts-rbio "..."]
+#
+# Clients: reads use libiscsi's iscsi-perf (READ(16)), as the baselines in
+# docs/ENVIRONMENT.md do. iscsi-perf 1.19 cannot write, Debian 12's fio has
+# no libiscsi engine and the host kernel has no iSCSI initiator, so writes
+# use bench/iscsi-rwperf.c, a small libiscsi client compiled here at run
+# time into the scratch folder (needs libiscsi-dev; installed via apt if
+# missing). Both clients: sequential LBAs, fixed size, N requests in flight.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ORIG_ARGS=("$@")
+SANDBOX=$ROOT/scripts/tgtd-sandbox.sh
+
+die() { printf 'bs-compare: error: %s\n' "$*" >&2; exit 1; }
+note() { printf 'bs-compare: %s\n' "$*" >&2; }
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+
+# ---------------------------------------------------------------- options
+MODULES=$ROOT/build/modules
+STORES="rbio rdwr aio null"
+SECONDS_PER=10
+SIZE_MB=1024
+SIZE_SET=0
+QUICK=0
+OUT=""
+CPORT=5900
+PPORT=13900
+BSOPTS_RBIO=""
+ROUNDS=1
+
+while (( $# )); do
+  case $1 in
+    --modules) MODULES=$2; shift 2 ;;
+    --stores) STORES=$2; shift 2 ;;
+    --seconds) SECONDS_PER=$2; shift 2 ;;
+    --size-mb) SIZE_MB=$2; SIZE_SET=1; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    --control-port) CPORT=$2; shift 2 ;;
+    --portal-port) PPORT=$2; shift 2 ;;
+    --bsopts-rbio) BSOPTS_RBIO=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) printf 'bs-compare: unknown option %s\n\n' "$1" >&2; usage 2 ;;
+  esac
+done
+
+if (( QUICK )); then
+  # Smoke test: 2 s per measurement; a smaller LUN unless one was asked for,
+  # because filling 1 GiB files costs seconds we do not have in --quick.
+  SECONDS_PER=2
+  (( SIZE_SET )) || SIZE_MB=256
+fi
+for v in SECONDS_PER SIZE_MB CPORT PPORT ROUNDS; do
+  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "$v must be a positive integer (got '${!v}')"
+done
+# iscsi-perf takes whole seconds only.
+read -r -a STORE_LIST <<< "$STORES"
+(( ${#STORE_LIST[@]} )) || die "--stores is empty"
+for s in "${STORE_LIST[@]}"; do
+  [[ $s =~ ^[a-z0-9_]+$ ]] || die "bad store name '$s'"
+done
+# A strace pass needs only enough I/Os for stable per-I/O counts.
+STRACE_SECONDS=$(( SECONDS_PER < 3 ? SECONDS_PER : 3 ))
+
+has_store() { local s; for s in "${STORE_LIST[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
+
+# The module folder only matters for rbio (stock stores are built into
+# tgtd); without it the sandbox runs stock tgtd with an empty module folder.
+if has_store rbio; then
+  [[ -f $MODULES/bs_rbio.so ]] || die "rbio requested but $MODULES/bs_rbio.so does not exist (build it, or pass --stores without rbio)"
+fi
+
+# ---------------------------------------------------------------- tools
+need_pkg() {  # need_pkg TEST-COMMAND PACKAGE: apt-get install PACKAGE if TEST fails
+  if ! eval "$1" >/dev/null 2>&1; then
+    note "installing $2 (needed: $1)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1; } \
+      || die "could not install $2"
+  fi
+}
+command -v tgtadm >/dev/null || die "tgtadm not found (package tgt)"
+need_pkg 'command -v iscsi-perf' libiscsi-bin
+need_pkg 'test -f /usr/include/iscsi/iscsi.h' libiscsi-dev
+need_pkg 'command -v strace' strace
+command -v cc >/dev/null || die "a C compiler (cc) is needed to build bench/iscsi-rwperf.c"
+
+# ---------------------------------------------------------------- scratch + cleanup
+# LUN files live on tmpfs so the backing store, not a disk, is measured;
+# sandbox state and the compiled client live in a scratch folder. Both go
+# away at exit, whatever the exit path.
+WORK=$(mktemp -d /tmp/bs-compare.XXXXXX)
+SHM=$(mktemp -d /dev/shm/bs-compare.XXXXXX)
+STATE=$WORK/tgtd
+STARTED=0
+STRACE_PID=""
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n $STRACE_PID ]]; then kill -INT "$STRACE_PID" 2>/dev/null || true; wait "$STRACE_PID" 2>/dev/null || true; fi
+  if (( STARTED )); then
+    if (( rc != 0 )) && [[ -f $STATE/tgtd.log ]]; then
+      note "last lines of tgtd.log:"; tail -n 20 "$STATE/tgtd.log" >&2 || true
+    fi
+    "$SANDBOX" stop "$STATE" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$WORK" "$SHM"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+T_START=$(date +%s)
+
+cc -O2 -Wall -o "$WORK/iscsi-rwperf" "$ROOT/bench/iscsi-rwperf.c" -liscsi \
+  || die "could not build bench/iscsi-rwperf.c"
+RWPERF=$WORK/iscsi-rwperf
+
+# ---------------------------------------------------------------- tgtd
+port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+port_busy "$CPORT" && die "control port $CPORT is already in use"
+port_busy "$PPORT" && die "portal port $PPORT is already in use"
+
+sandbox_args=(--control-port "$CPORT" --portal "127.0.0.1:$PPORT")
+[[ -d $MODULES ]] && sandbox_args+=(--modules "$MODULES")
+STARTED=1
+"$SANDBOX" start "$STATE" "${sandbox_args[@]}" >/dev/null
+TGTD_PID=$(cat "$STATE/tgtd.pid")
+# The sandbox records $! of `unshare`, which execs sh, which execs tgtd: the
+# same PID ends up being tgtd. Verify instead of trusting it, since every
+# CPU and strace number below hangs on it.
+[[ $(cat "/proc/$TGTD_PID/comm" 2>/dev/null) == tgtd ]] \
+  || die "pid $TGTD_PID from $STATE/tgtd.pid is not tgtd ($(cat "/proc/$TGTD_PID/comm" 2>/dev/null || echo gone))"
+
+tgtadm_() { tgtadm -C "$CPORT" --lld iscsi "$@"; }
+
+# Prefill source: 1 MiB of random bytes, repeated. Reads must hit real pages
+# (a tmpfs hole read maps the shared zero page and is cheaper than a page
+# cache read), and random data keeps anything zero-aware honest. Repeating a
+# chunk with cat is ~3x faster here than /dev/urandom for the whole file.
+head -c 1048576 /dev/urandom > "$WORK/chunk"
+fill_file() {
+  local f=$1 i
+  for (( i = 0; i < SIZE_MB; i++ )); do cat "$WORK/chunk"; done > "$f"
+}
+
+# One target per store (LUN 1 each) rather than one target with a LUN per
+# store: each client session then logs into exactly one store, the URL names
+# the store, and per-target state in tgtd (nexus, command queue) is never
+# shared between the stores being compared.
+IQN_BASE=iqn.2026-01.local.bs-compare
+INITIATOR=$IQN_BASE:client
+declare -A URL BLOCKSIZE
+tid=0
+for s in "${STORE_LIST[@]}"; do
+  tid=$(( tid + 1 ))
+  tgtadm_ --op new --mode target --tid "$tid" -T "$IQN_BASE:$s"
+  lun_args=(--bstype "$s")
+  if [[ $s == null ]]; then
+    # bs_null ignores the path and reports a fixed 1 TiB LUN; tgtadm still
+    # wants a --backing-store, and /dev/null documents the intent.
+    lun_args+=(--backing-store /dev/null)
+  else
+    fill_file "$SHM/$s.img"
+    lun_args+=(--backing-store "$SHM/$s.img")
+  fi
+  [[ $s == rbio && -n $BSOPTS_RBIO ]] && lun_args+=(--bsopts "$BSOPTS_RBIO")
+  tgtadm_ --op new --mode logicalunit --tid "$tid" --lun 1 "${lun_args[@]}" \
+    || die "tgtd refused a LUN with bstype $s"
+  tgtadm_ --op bind --mode target --tid "$tid" -I ALL
+  URL[$s]=iscsi://127.0.0.1:$PPORT/$IQN_BASE:$s/1
+  # iscsi-perf counts in blocks, so ask the LUN for its block size.
+  bl=$(iscsi-readcapacity16 -i "$INITIATOR" "${URL[$s]}" | awk -F: '/LOGICAL BLOCK LENGTH/ {print $2+0}')
+  [[ $bl =~ ^[0-9]+$ && $bl -gt 0 ]] || die "cannot read the block size of ${URL[$s]}"
+  BLOCKSIZE[$s]=$bl
+done
+rm -f "$WORK/chunk"
+
+# ---------------------------------------------------------------- measuring
+CLK_TCK=$(getconf CLK_TCK)
+# utime+stime of the whole process (all threads, live or exited), in ticks.
+tgtd_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$TGTD_PID/stat"; }
+
+# measure OP BYTES DEPTH STORE SECONDS -> "iops ios cpu_us_per_io"
+measure() {
+  local op=$1 bytes=$2 depth=$3 s=$4 secs=$5 out iops ios t0 t1 cpu
+  local limit=$(( secs + 60 ))   # a hung session must not hang the run
+  t0=$(tgtd_ticks)
+  if [[ $op == read ]]; then
+    local blocks=$(( bytes / BLOCKSIZE[$s] ))
+    out=$(timeout --foreground "$limit" iscsi-perf -i "$INITIATOR" -m "$depth" -b "$blocks" \
+            -t "$secs" "${URL[$s]}" 2>&1 | tr '\r' '\n') \
+      || die "iscsi-perf failed on $s: $(tail -n 3 <<< "$out")"
+    # The last "iops average N (M MB/s)" is the summary over the whole run.
+    iops=$(awk '/iops average/ { for (i = 1; i < NF; i++) if ($i == "average") v = $(i + 1) } END { print v }' <<< "$out")
+    [[ $iops =~ ^[0-9]+$ ]] || die "cannot parse iscsi-perf output for $s: $(tail -n 3 <<< "$out")"
+    # iscsi-perf does not print its I/O count; its average is over exactly
+    # `secs` seconds (plus at most `depth` drained requests: negligible).
+    ios=$(( iops * secs ))
+  else
+    out=$(timeout --foreground "$limit" "$RWPERF" -w -i "$INITIATOR" -m "$depth" -s "$bytes" \
+            -t "$secs" "${URL[$s]}" 2>&1) \
+      || die "iscsi-rwperf failed on $s: $(tail -n 3 <<< "$out")"
+    read -r ios iops < <(awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } print r["ios"], r["iops"] }' <<< "$out")
+    [[ ${ios:-} =~ ^[0-9]+$ && ${iops:-} =~ ^[0-9]+$ ]] || die "cannot parse iscsi-rwperf output for $s: $out"
+  fi
+  t1=$(tgtd_ticks)
+  if (( ios > 0 )); then
+    cpu=$(awk -v d=$(( t1 - t0 )) -v hz="$CLK_TCK" -v n="$ios" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')
+  else
+    cpu=nan
+  fi
+  echo "$iops $ios $cpu"
+}
+
+# Workloads: OP:BYTES:DEPTH. Reads first, then writes, so every store's
+# reads see the same (prefilled) content.
+WORKLOADS=(read:4096:1 read:4096:32 read:65536:32 read:1048576:32
+           write:4096:1 write:4096:32 write:65536:32 write:1048576:32)
+wl_label() {
+  local op bytes depth unit
+  IFS=: read -r op bytes depth <<< "$1"
+  if (( bytes >= 1048576 )); then unit="$(( bytes / 1048576 )) MiB"; else unit="$(( bytes / 1024 )) KiB"; fi
+  echo "$unit $op, $depth in flight"
+}
+
+NPROC=$(nproc)
+HEADER="Backing stores compared: ${STORE_LIST[*]} | ${SECONDS_PER} s per measurement, ${ROUNDS} round(s) | LUN files ${SIZE_MB} MiB on tmpfs, prefilled with data | one stock tgtd $(dpkg-query -W -f '${Version}' tgt 2>/dev/null || echo '?'), pid $TGTD_PID | nproc $NPROC, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$HEADER"
+echo "WARNING: client (iscsi-perf / iscsi-rwperf) and target (tgtd) share the same $NPROC core(s) over loopback; absolute numbers are CPU-bound and noisy, compare ratios within this run."
+[[ -n $BSOPTS_RBIO ]] && echo "rbio --bsopts: $BSOPTS_RBIO"
+
+NS=${#STORE_LIST[@]}
+total=$(( ROUNDS * ${#WORKLOADS[@]} * NS ))
+est=$(( total * (SECONDS_PER + 1) + NS * (STRACE_SECONDS + 3) ))
+note "$total measurements + $NS strace passes, about $(( est / 60 )) min $(( est % 60 )) s"
+
+declare -A R_IOPS R_CPU   # key "wl|store" -> space-separated values over rounds
+n=0
+for (( r = 0; r < ROUNDS; r++ )); do
+  for (( w = 0; w < ${#WORKLOADS[@]}; w++ )); do
+    wl=${WORKLOADS[w]}
+    IFS=: read -r op bytes depth <<< "$wl"
+    # Rotate the store order per workload and round so no store is always
+    # first (first after a switch of workload) or last.
+    for (( k = 0; k < NS; k++ )); do
+      s=${STORE_LIST[(k + r + w) % NS]}
+      read -r iops ios cpu < <(measure "$op" "$bytes" "$depth" "$s" "$SECONDS_PER")
+      [[ -n ${iops:-} ]] || die "measurement failed ($wl on $s)"
+      R_IOPS[$wl|$s]+="$iops "
+      R_CPU[$wl|$s]+="$cpu "
+      n=$(( n + 1 ))
+      note "[$n/$total] $(wl_label "$wl") on $s: $iops IOPS, $(awk -v i="$iops" -v b="$bytes" 'BEGIN { printf "%.1f", i * b / 1048576 }') MiB/s, tgtd ${cpu} us CPU/IO"
+    done
+  done
+done
+
+# ---------------------------------------------------------------- syscalls
+# strace -f -p attaches to every thread of tgtd (rdwr's worker pool
+# included). It slows tgtd a lot, so this is a separate pass after the timed
+# runs and only counts are used from it, never times.
+declare -A SC_TOTAL SC_TOP
+for s in "${STORE_LIST[@]}"; do
+  sc=$WORK/strace-$s.txt
+  strace -c -f -p "$TGTD_PID" -o "$sc" 2>"$WORK/strace-$s.err" &
+  STRACE_PID=$!
+  # Wait until strace has attached (TracerPid set) so the pass is complete.
+  for (( i = 0; i < 100; i++ )); do
+    [[ $(awk '/^TracerPid:/ {print $2}' "/proc/$TGTD_PID/status") != 0 ]] && break
+    sleep 0.05
+  done
+  sleep 0.2   # let it finish attaching the other threads
+  read -r iops ios cpu < <(measure read 4096 32 "$s" "$STRACE_SECONDS")
+  kill -INT "$STRACE_PID" 2>/dev/null || true
+  wait "$STRACE_PID" 2>/dev/null || true
+  STRACE_PID=""
+  # Rows are "% time, seconds, usecs/call, calls, [errors], name"; the
+  # total line's layout varies, so sum the rows instead of parsing it.
+  calls=$(awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && $4 ~ /^[0-9]+$/ { c += $4 } END { print c + 0 }' "$sc")
+  if (( calls == 0 || ios == 0 )); then
+    note "strace pass on $s gave no usable summary (see $(cat "$WORK/strace-$s.err" 2>/dev/null))"
+    SC_TOTAL[$s]=nan; SC_TOP[$s]=""; continue
+  fi
+  SC_TOTAL[$s]=$(awk -v c="$calls" -v n="$ios" 'BEGIN { printf "%.1f", c / n }')
+  SC_TOP[$s]=$(awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && $4 ~ /^[0-9]+$/ { print $4, $NF }' "$sc" \
+    | sort -k1,1nr | head -n 5 \
+    | awk -v n="$ios" '{ printf "%s%s %.2f", (NR > 1 ? ", " : ""), $2, $1 / n }')
+  note "strace on $s: ${SC_TOTAL[$s]} syscalls per 4 KiB read at 32 in flight (${ios} I/Os)"
+done
+
+# ---------------------------------------------------------------- table
+median() { tr ' ' '\n' | awk 'NF && $1 != "nan"' | sort -g | awk '{ v[NR] = $1 } END { if (!NR) { print "nan"; exit } if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+
+TABLE=$WORK/table.md
+{
+  agg=" (median of $ROUNDS rounds)"; (( ROUNDS > 1 )) || agg=""
+  echo "IOPS and tgtd CPU per I/O$agg; MiB/s = IOPS x request size / 2^20; 'vs rdwr' is the IOPS ratio to rdwr in the same workload."
+  echo "Goals (rbio rows): 4 KiB at 1 in flight: rbio >= 1.5x rdwr; every 32-in-flight workload: rbio >= aio."
+  echo
+  printf '| %-25s | %-6s | %8s | %9s | %7s | %12s | %-22s |\n' workload store IOPS MiB/s "vs rdwr" "tgtd us/IO" goal
+  printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..27})" "$(printf -- '-%.0s' {1..8})" \
+    "$(printf -- '-%.0s' {1..9})-:" "$(printf -- '-%.0s' {1..10})-:" "$(printf -- '-%.0s' {1..8})-:" \
+    "$(printf -- '-%.0s' {1..13})-:" "$(printf -- '-%.0s' {1..24})"
+  for wl in "${WORKLOADS[@]}"; do
+    IFS=: read -r op bytes depth <<< "$wl"
+    declare -A MED=()
+    for s in "${STORE_LIST[@]}"; do MED[$s]=$(median <<< "${R_IOPS[$wl|$s]}"); done
+    for s in "${STORE_LIST[@]}"; do
+      iops=${MED[$s]}
+      mibs=$(awk -v i="$iops" -v b="$bytes" 'BEGIN { printf "%.1f", i * b / 1048576 }')
+      vs=-; has_store rdwr && vs=$(ratio "$iops" "${MED[rdwr]}")
+      cpu=$(median <<< "${R_CPU[$wl|$s]}")
+      goal=""
+      if [[ $s == rbio ]]; then
+        if (( bytes == 4096 && depth == 1 )) && has_store rdwr; then
+          x=$(ratio "$iops" "${MED[rdwr]}")
+          goal="$(awk -v x="$x" 'BEGIN { print (x != "-" && x >= 1.5) ? "MET" : "MISSED" }') >=1.5x rdwr (${x}x)"
+        elif (( depth == 32 )) && has_store aio; then
+          x=$(ratio "$iops" "${MED[aio]}")
+          goal="$(awk -v x="$x" 'BEGIN { print (x != "-" && x >= 1.0) ? "MET" : "MISSED" }') >=aio (${x}x)"
+        fi
+      fi
+      printf '| %-25s | %-6s | %8.0f | %9s | %7s | %12s | %-22s |\n' \
+        "$(wl_label "$wl")" "$s" "$iops" "$mibs" "$vs" "$cpu" "$goal"
+    done
+    unset MED
+  done
+  echo
+  echo "System calls on the target per 4 KiB read at 32 in flight (separate strace -c -f pass of ${STRACE_SECONDS} s per store; top 5 by count):"
+  echo
+  printf '| %-6s | %12s | %-70s |\n' store "syscalls/IO" "top system calls per I/O"
+  printf '|%s|%s|%s|\n' "--------" "-------------:" "$(printf -- '-%.0s' {1..72})"
+  for s in "${STORE_LIST[@]}"; do
+    printf '| %-6s | %12s | %-70s |\n' "$s" "${SC_TOTAL[$s]}" "${SC_TOP[$s]}"
+  done
+} > "$TABLE"
+
+echo
+cat "$TABLE"
+ELAPSED=$(( $(date +%s) - T_START ))
+echo
+echo "Run took $(( ELAPSED / 60 )) min $(( ELAPSED % 60 )) s; load at end $(cut -d' ' -f1-3 /proc/loadavg)."
+
+if [[ -n $OUT ]]; then
+  {
+    echo "# Backing-store comparison ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+    echo
+    echo "$HEADER" | sed 's/ | /\n- /g; s/^/- /'
+    echo "- WARNING: client and target share the same $NPROC core(s) over loopback; compare ratios within this run."
+    echo "- Reads: iscsi-perf (libiscsi $(dpkg-query -W -f '${Version}' libiscsi-bin 2>/dev/null || echo '?')); writes: bench/iscsi-rwperf.c (libiscsi WRITE(16)); sequential LBAs."
+    [[ -n $BSOPTS_RBIO ]] && echo "- rbio --bsopts: \`$BSOPTS_RBIO\`"
+    echo "- Command: \`bench/bs-compare.sh ${ORIG_ARGS[*]}\`; run took $(( ELAPSED / 60 )) min $(( ELAPSED % 60 )) s"
+    echo
+    cat "$TABLE"
+  } > "$OUT"
+  note "table written to $OUT"
+fi

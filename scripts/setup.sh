@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Idempotent setup: installs the Debian packages rbio needs and fetches the
+# tgt headers of exactly the installed tgt version from Debian's source
+# package into .cache/tgt-src/<version>/ (ignored by git; never committed).
+#
+# Usage: scripts/setup.sh [--no-apt]
+#   --no-apt   only fetch tgt headers (packages must already be installed)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache"
+
+PACKAGES=(
+  build-essential cmake pkg-config dpkg-dev
+  tgt libiscsi-bin open-iscsi
+  liburing-dev libboost-log-dev libgtest-dev googletest
+  fio valgrind util-linux iproute2
+)
+
+log() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+want_apt=1
+[[ ${1:-} == --no-apt ]] && want_apt=0
+(( want_apt == 0 )) || [[ $(id -u) -eq 0 ]] || die "run as root (apt-get needs it), or pass --no-apt"
+
+missing_packages() {
+  local p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+# deb-src entries mirroring the existing deb entries, so `apt-get source tgt`
+# works. Written once; a later run finds them and does nothing.
+ensure_deb_src() {
+  if grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    return 1
+  fi
+  local src=/etc/apt/sources.list.d/debian.sources
+  [[ -f $src ]] || die "no $src to mirror deb-src entries from"
+  log "enabling deb-src entries in /etc/apt/sources.list.d/rbio-deb-src.sources"
+  sed -e 's/^Types: deb$/Types: deb-src/' "$src" > /etc/apt/sources.list.d/rbio-deb-src.sources
+  return 0
+}
+
+if (( want_apt )); then
+  need_update=0
+  ensure_deb_src && need_update=1
+  mapfile -t missing < <(missing_packages)
+  if (( ${#missing[@]} )); then need_update=1; fi
+  if (( need_update )); then
+    log "apt-get update"
+    apt-get update -q >/dev/null || die "apt-get update failed"
+  fi
+  if (( ${#missing[@]} )); then
+    log "installing: ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+      || die "apt-get install ${missing[*]} failed"
+  fi
+  # The tgt package starts no daemon here (no systemd), and tests never use
+  # the system tgtd: they run their own in a private mount namespace.
+fi
+
+tgt_version=$(dpkg-query -W -f='${Version}' tgt 2>/dev/null) || die "tgt is not installed"
+# A colon (epoch) in a path upsets include-path lists: use "_" instead.
+dest="$CACHE/tgt-src/${tgt_version//:/_}"
+if [[ -f $dest/.complete ]]; then
+  log "tgt $tgt_version headers present in $dest"
+  exit 0
+fi
+
+log "fetching Debian source of tgt $tgt_version"
+work=$(mktemp -d "$CACHE.tgt-XXXXXX" 2>/dev/null || { mkdir -p "$CACHE"; mktemp -d "$CACHE/tgt-XXXXXX"; })
+trap 'rm -rf "$work"' EXIT
+(
+  cd "$work"
+  apt-get source -q --download-only "tgt=$tgt_version" > apt-source.log 2>&1 \
+    || { cat apt-source.log >&2; exit 1; }
+  dsc=$(ls ./*.dsc 2>/dev/null | head -1)
+  [[ -n $dsc ]] || { echo "setup: error: apt-get source tgt=$tgt_version fetched nothing (deb-src enabled? apt-get update run?)" >&2; exit 1; }
+  dpkg-source -q -x "$dsc" src > dpkg-source.log 2>&1 \
+    || { cat dpkg-source.log >&2; exit 1; }
+)
+[[ -f $work/src/usr/tgtd.h ]] || die "tgt source of $tgt_version has no usr/tgtd.h"
+mkdir -p "$dest"
+# Only the headers the C glue needs: they stay outside the repository.
+cp "$work"/src/usr/*.h "$dest/"
+mkdir -p "$dest/iscsi"
+cp "$work"/src/usr/iscsi/*.h "$dest/iscsi/"
+echo "$tgt_version" > "$dest/VERSION"
+touch "$dest/.complete"
+log "tgt $tgt_version headers in $dest"

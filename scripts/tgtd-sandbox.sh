@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs the stock tgtd in a private mount namespace with a chosen folder of
+# backing-store modules on /usr/lib/tgt/backing-store, its own control port
+# and its own loopback portal. Nothing is installed or changed on the host.
+#
+#   tgtd-sandbox.sh start STATE_DIR [--modules DIR] [--control-port N]
+#                         [--portal ADDR:PORT] [--valgrind] [-- extra tgtd args]
+#   tgtd-sandbox.sh stop STATE_DIR
+#
+# STATE_DIR receives tgtd.pid, tgtd.log and the overlay scratch space.
+# `stop` ends only the tgtd this script started (by the PID it recorded).
+set -euo pipefail
+
+die() { printf 'tgtd-sandbox: error: %s\n' "$*" >&2; exit 1; }
+
+cmd=${1:-}; state=${2:-}
+[[ -n $cmd && -n $state ]] || die "usage: $0 start|stop STATE_DIR [options]"
+shift 2
+
+start() {
+  local modules="" port=5700 portal="127.0.0.1:3260" valgrind=0 extra=()
+  while (( $# )); do
+    case $1 in
+      --modules) modules=$(realpath "$2"); shift 2 ;;
+      --control-port) port=$2; shift 2 ;;
+      --portal) portal=$2; shift 2 ;;
+      --valgrind) valgrind=1; shift ;;
+      --) shift; extra=("$@"); break ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  [[ $port =~ ^[0-9]+$ ]] || die "control port must be a number: $port"
+  mkdir -p "$state"
+  state=$(realpath "$state")
+  [[ -f $state/tgtd.pid ]] && kill -0 "$(cat "$state/tgtd.pid")" 2>/dev/null \
+    && die "a tgtd started from $state is still running (pid $(cat "$state/tgtd.pid"))"
+  rm -rf "$state/ovl" && mkdir -p "$state/ovl/upper" "$state/ovl/work" "$state/empty"
+  [[ -n $modules ]] || modules="$state/empty"
+
+  # /usr/lib/tgt/backing-store need not exist on the host: an overlay on
+  # /usr/lib inside the namespace gives us a mount point without touching it.
+  local prefix=()
+  (( valgrind )) && prefix=(valgrind --error-exitcode=99 --leak-check=full
+                            --errors-for-leak-kinds=definite --track-fds=no
+                            --log-file="$state/valgrind.log")
+  local inner='set -e
+    if [ ! -d /usr/lib/tgt/backing-store ]; then
+      mount -t overlay overlay -o lowerdir=/usr/lib,upperdir="$1/ovl/upper",workdir="$1/ovl/work" /usr/lib
+      mkdir -p /usr/lib/tgt/backing-store
+    fi
+    mount --bind "$2" /usr/lib/tgt/backing-store
+    shift 2
+    exec "$@"'
+  : > "$state/tgtd.log"
+  unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
+    "${prefix[@]}" tgtd -f -C "$port" --iscsi "portal=$portal" "${extra[@]}" \
+    >> "$state/tgtd.log" 2>&1 < /dev/null &
+  local pid=$!
+  echo "$pid" > "$state/tgtd.pid"
+  echo "$port" > "$state/control-port"
+  local i
+  for (( i = 0; i < 300; i++ )); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      cat "$state/tgtd.log" >&2
+      die "tgtd exited during start-up (log: $state/tgtd.log)"
+    fi
+    if tgtadm -C "$port" --mode system --op show >/dev/null 2>&1; then
+      echo "tgtd running: pid $pid, control port $port, portal $portal"
+      return 0
+    fi
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  die "tgtd did not answer on control port $port within 30 s (log: $state/tgtd.log)"
+}
+
+stop() {
+  [[ -f $state/tgtd.pid ]] || return 0
+  local pid port i
+  pid=$(cat "$state/tgtd.pid"); port=$(cat "$state/control-port" 2>/dev/null || echo 0)
+  if kill -0 "$pid" 2>/dev/null; then
+    # A clean shutdown lets tgtd release targets (and valgrind report leaks).
+    tgtadm -C "$port" --mode system --op delete --force >/dev/null 2>&1 || true
+    for (( i = 0; i < 300; i++ )); do
+      kill -0 "$pid" 2>/dev/null || break
+      # The process may linger as a zombie of an earlier shell; reap if ours.
+      [[ $(ps -o stat= -p "$pid" 2>/dev/null) == Z* ]] && break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid" 2>/dev/null) != Z* ]]; then
+      kill -TERM "$pid" 2>/dev/null || true; sleep 1
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || true
+  rm -f "$state/tgtd.pid"
+}
+
+case $cmd in
+  start) start "$@" ;;
+  stop) stop ;;
+  *) die "unknown command $cmd (start|stop)" ;;
+esac

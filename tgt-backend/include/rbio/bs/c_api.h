@@ -1,0 +1,95 @@
+/*
+ * The small C ABI between tgt's world and rbio's backing-store engine.
+ *
+ * Only glue/bs_rbio_glue.c includes tgt's headers; it translates a
+ * `struct scsi_cmd` into `struct rbio_bs_cmd` and turns a
+ * `struct rbio_bs_result` back into tgt status and sense. Everything behind
+ * these functions is C++ with no tgt dependency, unit-tested without tgtd.
+ * No function here lets a C++ exception escape.
+ */
+#ifndef RBIO_BS_C_API_H
+#define RBIO_BS_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rbio_bs_lu; /* one engine per logical unit (opaque) */
+
+enum rbio_bs_log_level { RBIO_BS_LOG_ERROR = 0, RBIO_BS_LOG_INFO = 1, RBIO_BS_LOG_DEBUG = 2 };
+
+/* SAM status plus fixed-format sense fields; the glue builds the sense. */
+struct rbio_bs_result {
+    uint8_t status;    /* 0x00 GOOD, 0x02 CHECK CONDITION */
+    uint8_t sense_key;
+    uint16_t asc;      /* ASC << 8 | ASCQ */
+    uint8_t has_info;  /* INFORMATION field valid (e.g. miscompare offset) */
+    uint64_t info;
+};
+
+struct rbio_bs_hooks {
+    void *ctx;
+    /* A command finished; called from the event loop (flush or eventfd). */
+    void (*complete)(void *ctx, void *cmd, const struct rbio_bs_result *res);
+    /* Ask for rbio_bs_flush() once the current event-loop pass ends. */
+    void (*request_flush)(void *ctx);
+    void (*log)(void *ctx, int level, const char *msg);
+};
+
+/* One SCSI command as the engine needs it. Buffers stay valid until
+ * `complete` is called for `cmd`. */
+struct rbio_bs_cmd {
+    void *cmd;
+    const uint8_t *cdb;
+    uint32_t cdb_len;
+    uint64_t offset;      /* byte offset of the first LBA (set by tgt's SBC code) */
+    uint32_t transfer;    /* bytes the CDB addresses (tl) */
+    uint8_t *in_buf;      /* data-in (to the initiator) */
+    uint32_t in_len;
+    uint8_t *out_buf;     /* data-out (from the initiator) */
+    uint32_t out_len;
+    uint64_t lu_size;     /* bytes */
+    uint32_t block_shift;
+    uint8_t write_cache;  /* WCE of the caching mode page: 0 means every write is FUA */
+    uint8_t thin;         /* LU advertises thin provisioning */
+};
+
+/* Creates an engine from tgtadm's --bsopts (may be NULL). Returns 0, or -1
+ * with a one-line reason in err. */
+int rbio_bs_lu_create(const char *bsopts, const struct rbio_bs_hooks *hooks,
+                      struct rbio_bs_lu **out, char *err, size_t errlen);
+/* Waits for in-flight I/O, then frees everything. */
+void rbio_bs_lu_destroy(struct rbio_bs_lu *lu);
+
+/* Opens the backing file (O_RDWR | oflags, read-only when access is denied).
+ * Returns 0 with fd/size/blksize/readonly set, or -1 with a reason in err. */
+int rbio_bs_lu_open(struct rbio_bs_lu *lu, const char *path, int oflags, int *fd,
+                    uint64_t *size, uint32_t *blksize, int *readonly, char *err,
+                    size_t errlen);
+/* Finishes in-flight I/O on the file and closes it. */
+void rbio_bs_lu_close(struct rbio_bs_lu *lu);
+
+/* The eventfd to watch (EPOLLIN | EPOLLET) for completions. */
+int rbio_bs_lu_event_fd(const struct rbio_bs_lu *lu);
+/* Whether the options asked to advertise thin provisioning. */
+int rbio_bs_lu_thin(const struct rbio_bs_lu *lu);
+
+/* Queues a command; always completes it later through hooks->complete.
+ * Returns 0, or -1 if the engine could not take it (tgt then fails it). */
+int rbio_bs_submit(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
+/* End of an event-loop pass: submit what was gathered, reap what is done. */
+void rbio_bs_flush(struct rbio_bs_lu *lu);
+/* The eventfd fired: reap completions. */
+void rbio_bs_on_event(struct rbio_bs_lu *lu);
+
+/* One line of counters for logs and the bench. */
+void rbio_bs_lu_stats(const struct rbio_bs_lu *lu, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

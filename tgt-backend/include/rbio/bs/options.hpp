@@ -1,0 +1,34 @@
+#pragma once
+// The --bsopts of an rbio logical unit: "key=value;key=value".
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace rbio::bs {
+
+struct Options {
+    // Ring size and the most I/Os in flight per LU.
+    uint32_t queue_depth = 128;
+    // Gather commands of one event-loop pass and submit them with one
+    // io_uring_enter; off submits each command on arrival (stock-like).
+    bool batch = true;
+    // Merge adjacent same-direction requests of a pass into one readv/writev.
+    bool coalesce = true;
+    // Largest merged I/O, in KiB.
+    uint32_t coalesce_max_kib = 1024;
+    // Reap completions right after submitting (most page-cache I/O is done
+    // by then) instead of waiting for the eventfd wake-up.
+    bool inline_reap = true;
+    // Advertise thin provisioning (UNMAP, WRITE SAME with UNMAP, GET LBA
+    // STATUS) on the LU.
+    bool thin = true;
+};
+
+// Parses bsopts (empty or null means defaults). Throws Error naming the bad
+// key or value and listing the accepted ones.
+Options parse_options(std::string_view bsopts);
+
+// The canonical form, e.g. "queue_depth=128;batch=on;...".
+std::string to_string(const Options& o);
+
+}  // namespace rbio::bs

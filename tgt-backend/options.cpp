@@ -1,0 +1,84 @@
+#include "rbio/bs/options.hpp"
+
+#include <charconv>
+
+#include "rbio/bs/error.hpp"
+
+namespace rbio::bs {
+namespace {
+
+constexpr std::string_view kKnownKeys =
+    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, thin";
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+}
+
+bool parse_bool(std::string_view key, std::string_view v) {
+    if (v == "on" || v == "1" || v == "yes" || v == "true") return true;
+    if (v == "off" || v == "0" || v == "no" || v == "false") return false;
+    throw Error("bsopts: " + std::string(key) + "=" + std::string(v) +
+                ": expected on or off");
+}
+
+uint32_t parse_uint(std::string_view key, std::string_view v, uint32_t lo, uint32_t hi) {
+    uint32_t out = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (ec != std::errc() || p != v.data() + v.size() || out < lo || out > hi)
+        throw Error("bsopts: " + std::string(key) + "=" + std::string(v) +
+                    ": expected a whole number from " + std::to_string(lo) + " to " +
+                    std::to_string(hi));
+    return out;
+}
+
+}  // namespace
+
+Options parse_options(std::string_view bsopts) {
+    Options o;
+    while (!bsopts.empty()) {
+        size_t semi = bsopts.find(';');
+        std::string_view item = trim(bsopts.substr(0, semi));
+        bsopts = semi == std::string_view::npos ? std::string_view{} : bsopts.substr(semi + 1);
+        if (item.empty()) continue;
+        size_t eq = item.find('=');
+        if (eq == std::string_view::npos)
+            throw Error("bsopts: '" + std::string(item) + "' is not key=value (keys: " +
+                        std::string(kKnownKeys) + ")");
+        std::string_view key = trim(item.substr(0, eq));
+        std::string_view val = trim(item.substr(eq + 1));
+        if (key == "queue_depth") {
+            // io_uring wants a power of two; anything else is rounded up by
+            // the kernel, so accept only what we really get.
+            o.queue_depth = parse_uint(key, val, 1, 4096);
+            if (o.queue_depth & (o.queue_depth - 1))
+                throw Error("bsopts: queue_depth=" + std::string(val) +
+                            ": must be a power of two (1 to 4096)");
+        } else if (key == "batch") {
+            o.batch = parse_bool(key, val);
+        } else if (key == "coalesce") {
+            o.coalesce = parse_bool(key, val);
+        } else if (key == "coalesce_max_kib") {
+            o.coalesce_max_kib = parse_uint(key, val, 4, 16384);
+        } else if (key == "inline_reap") {
+            o.inline_reap = parse_bool(key, val);
+        } else if (key == "thin") {
+            o.thin = parse_bool(key, val);
+        } else {
+            throw Error("bsopts: unknown key '" + std::string(key) +
+                        "' (known: " + std::string(kKnownKeys) + ")");
+        }
+    }
+    return o;
+}
+
+std::string to_string(const Options& o) {
+    auto b = [](bool v) { return v ? "on" : "off"; };
+    return "queue_depth=" + std::to_string(o.queue_depth) + ";batch=" + b(o.batch) +
+           ";coalesce=" + b(o.coalesce) + ";coalesce_max_kib=" +
+           std::to_string(o.coalesce_max_kib) + ";inline_reap=" + b(o.inline_reap) +
+           ";thin=" + b(o.thin);
+}
+
+}  // namespace rbio::bs
