@@ -13,7 +13,7 @@ CACHE="$ROOT/.cache"
 PACKAGES=(
   build-essential cmake pkg-config dpkg-dev
   tgt libiscsi-bin open-iscsi
-  liburing-dev libboost-log-dev libgtest-dev googletest
+  liburing-dev libiscsi-dev libboost-log-dev libgtest-dev googletest
   fio valgrind util-linux iproute2
 )
 

@@ -4,7 +4,9 @@
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +59,8 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         fd = ::open(path.c_str(), O_RDONLY | O_LARGEFILE | O_CLOEXEC | oflags);
         f.readonly = true;
     }
+    if (fd < 0 && errno == EISDIR)
+        throw Error(path + " is a directory; the backing store must be a regular file or a block device");
     if (fd < 0) throw sys_error("open " + path, errno);
     UniqueFd owned(fd);
     struct stat st {};
@@ -79,6 +83,15 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                     " bytes); create it with e.g. truncate -s 1G " + path);
     f.fd = fd;
     fd_ = std::move(owned);
+    struct statfs sfs {};
+    const bool memory_fs = ::fstatfs(fd, &sfs) == 0 &&
+                           (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
+    inline_io_ = opts_.inline_io == Options::Inline::On ||
+                 (opts_.inline_io == Options::Inline::Auto && memory_fs && !(oflags & O_DIRECT));
+    log(RBIO_BS_LOG_INFO, "opened " + path + " (" + std::to_string(f.size) + " bytes" +
+                              (f.readonly ? ", read-only" : "") +
+                              (inline_io_ ? ", small I/O inline" : ", all I/O through io_uring") + "; " +
+                              to_string(opts_) + ")");
     return f;
 }
 
@@ -273,7 +286,9 @@ int Engine::submit(const rbio_bs_cmd& c) noexcept {
     if (!opts_.batch && !in_pump_) {
         // Stock-like: one io_uring_enter per command. Completions are still
         // reaped at the end of the pass, never inside tgt's submit call.
+        in_submit_ = true;
         fill();
+        in_submit_ = false;
         if (ring_.pending()) {
             ring_.submit();
             ++counters_.submit_calls;
@@ -402,6 +417,16 @@ void Engine::issue_rw(Cmd* first) {
         ++counters_.merged;
     }
     io->length = run.length;
+
+    if (inline_io_ && io->length <= uint64_t(opts_.inline_max_kib) * 1024u && !in_submit_) {
+        const int rwf = io->write && first->fua ? RWF_DSYNC : 0;
+        ssize_t r = io->write ? ::pwritev2(fd_.get(), io->iov, int(io->n), off_t(io->offset), rwf)
+                              : ::preadv2(fd_.get(), io->iov, int(io->n), off_t(io->offset), 0);
+        ++counters_.inline_ios;
+        ++counters_.ios;
+        rw_done(io, r < 0 ? -errno : int(r));
+        return;
+    }
 
     io_uring_sqe* sqe = ring_.get_sqe();
     if (!sqe) {
@@ -795,6 +820,7 @@ std::string Engine::stats() const {
            " reaped_inline=" + std::to_string(k.reaped_inline) +
            " reaped_event=" + std::to_string(k.reaped_event) +
            " event_wakeups=" + std::to_string(k.event_wakeups) +
+           " inline_ios=" + std::to_string(k.inline_ios) +
            " errors=" + std::to_string(k.errors);
 }
 

@@ -8,7 +8,7 @@ namespace rbio::bs {
 namespace {
 
 constexpr std::string_view kKnownKeys =
-    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, thin";
+    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin";
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -20,7 +20,7 @@ bool parse_bool(std::string_view key, std::string_view v) {
     if (v == "on" || v == "1" || v == "yes" || v == "true") return true;
     if (v == "off" || v == "0" || v == "no" || v == "false") return false;
     throw Error("bsopts: " + std::string(key) + "=" + std::string(v) +
-                ": expected on or off");
+                (key == "inline_io" ? ": expected auto, on or off" : ": expected on or off"));
 }
 
 uint32_t parse_uint(std::string_view key, std::string_view v, uint32_t lo, uint32_t hi) {
@@ -63,6 +63,11 @@ Options parse_options(std::string_view bsopts) {
             o.coalesce_max_kib = parse_uint(key, val, 4, 16384);
         } else if (key == "inline_reap") {
             o.inline_reap = parse_bool(key, val);
+        } else if (key == "inline_io") {
+            if (val == "auto") o.inline_io = Options::Inline::Auto;
+            else o.inline_io = parse_bool(key, val) ? Options::Inline::On : Options::Inline::Off;
+        } else if (key == "inline_max_kib") {
+            o.inline_max_kib = parse_uint(key, val, 1, 16384);
         } else if (key == "thin") {
             o.thin = parse_bool(key, val);
         } else {
@@ -78,6 +83,9 @@ std::string to_string(const Options& o) {
     return "queue_depth=" + std::to_string(o.queue_depth) + ";batch=" + b(o.batch) +
            ";coalesce=" + b(o.coalesce) + ";coalesce_max_kib=" +
            std::to_string(o.coalesce_max_kib) + ";inline_reap=" + b(o.inline_reap) +
+           ";inline_io=" +
+           (o.inline_io == Options::Inline::Auto ? "auto" : b(o.inline_io == Options::Inline::On)) +
+           ";inline_max_kib=" + std::to_string(o.inline_max_kib) +
            ";thin=" + b(o.thin);
 }
 

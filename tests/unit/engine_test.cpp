@@ -1,0 +1,594 @@
+// The engine against a real file and a real io_uring: what tgtd would see
+// through the glue, without tgtd.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "rbio/bs/engine.hpp"
+#include "rbio/bs/error.hpp"
+#include "rbio/bs/scsi.hpp"
+
+namespace fs = std::filesystem;
+using namespace rbio::bs;
+using namespace rbio::bs::scsi;
+
+namespace {
+
+constexpr uint32_t kShift = 9;
+constexpr uint32_t kBs = 1u << kShift;
+constexpr uint64_t kSize = 16u << 20;
+
+struct Cdb {
+    std::array<uint8_t, 16> b{};
+    uint32_t len = 10;
+};
+
+Cdb cdb10(uint8_t op, uint32_t lba, uint16_t blocks, uint8_t flags = 0) {
+    Cdb c;
+    c.b[0] = op;
+    c.b[1] = flags;
+    put_be32(&c.b[2], lba);
+    c.b[7] = uint8_t(blocks >> 8);
+    c.b[8] = uint8_t(blocks);
+    return c;
+}
+
+Cdb cdb16(uint8_t op, uint64_t lba, uint32_t blocks, uint8_t flags = 0) {
+    Cdb c;
+    c.len = 16;
+    c.b[0] = op;
+    c.b[1] = flags;
+    put_be64(&c.b[2], lba);
+    put_be32(&c.b[10], blocks);
+    return c;
+}
+
+std::vector<uint8_t> pattern(size_t n, unsigned seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 rng(seed);
+    for (auto& x : v) x = uint8_t(rng());
+    return v;
+}
+
+class EngineTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/rbio-engine-XXXXXX";
+        ASSERT_NE(::mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        path_ = dir_ + "/lu.img";
+        int fd = ::open(path_.c_str(), O_CREAT | O_RDWR, 0600);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::ftruncate(fd, off_t(kSize)), 0);
+        ::close(fd);
+    }
+    void TearDown() override {
+        engine_.reset();
+        fs::remove_all(dir_);
+    }
+
+    void make(const Options& o = Options{}) {
+        rbio_bs_hooks h{};
+        h.ctx = this;
+        h.complete = [](void* ctx, void* cmd, const rbio_bs_result* r) {
+            static_cast<EngineTest*>(ctx)->done_.push_back({cmd, *r});
+        };
+        h.request_flush = [](void* ctx) { ++static_cast<EngineTest*>(ctx)->flush_requests_; };
+        h.log = [](void* ctx, int, const char* msg) { static_cast<EngineTest*>(ctx)->logs_.push_back(msg); };
+        engine_ = std::make_unique<Engine>(o, h);
+        OpenedFile f = engine_->open(path_, 0);
+        EXPECT_EQ(f.size, kSize);
+        EXPECT_FALSE(f.readonly);
+    }
+
+    // Queues one command the way the glue would after tgt's SBC layer set
+    // offset and transfer length.
+    void submit(const Cdb& cdb, uint64_t lba, uint64_t blocks, uint8_t* in, uint32_t in_len,
+                uint8_t* out, uint32_t out_len, bool wce = true) {
+        auto keep = std::make_unique<Cdb>(cdb);
+        rbio_bs_cmd c{};
+        c.cmd = reinterpret_cast<void*>(uintptr_t(++next_id_));
+        c.cdb = keep->b.data();
+        c.cdb_len = keep->len;
+        c.offset = lba << kShift;
+        c.transfer = uint32_t(blocks << kShift);
+        c.in_buf = in;
+        c.in_len = in_len;
+        c.out_buf = out;
+        c.out_len = out_len;
+        c.lu_size = kSize;
+        c.block_shift = kShift;
+        c.write_cache = wce;
+        c.thin = 1;
+        cdbs_.push_back(std::move(keep));
+        ASSERT_EQ(engine_->submit(c), 0);
+    }
+    void read(uint64_t lba, uint8_t* buf, uint32_t blocks) {
+        submit(cdb10(kRead10, uint32_t(lba), uint16_t(blocks)), lba, blocks, buf, blocks * kBs, nullptr, 0);
+    }
+    void write(uint64_t lba, uint8_t* buf, uint32_t blocks, uint8_t flags = 0) {
+        submit(cdb10(kWrite10, uint32_t(lba), uint16_t(blocks), flags), lba, blocks, nullptr, 0, buf, blocks * kBs);
+    }
+
+    // Ends the event-loop pass, then serves eventfd wake-ups until `n`
+    // commands are complete.
+    void complete_all(size_t n) {
+        engine_->flush();
+        while (done_.size() < n) {
+            pollfd p{engine_->event_fd(), POLLIN, 0};
+            ASSERT_EQ(::poll(&p, 1, 5000), 1) << "timed out with " << done_.size() << " of " << n << " done";
+            uint64_t v;
+            ASSERT_EQ(::read(engine_->event_fd(), &v, sizeof v), ssize_t(sizeof v));
+            engine_->on_event();
+        }
+    }
+    const rbio_bs_result& result_of(uintptr_t id) {
+        for (auto& d : done_)
+            if (reinterpret_cast<uintptr_t>(d.cmd) == id) return d.r;
+        static rbio_bs_result none{0xff, 0, 0, 0, 0};
+        ADD_FAILURE() << "command " << id << " never completed";
+        return none;
+    }
+    std::vector<uint8_t> file_bytes(uint64_t off, size_t n) {
+        std::vector<uint8_t> v(n);
+        int fd = ::open(path_.c_str(), O_RDONLY);
+        EXPECT_EQ(::pread(fd, v.data(), n, off_t(off)), ssize_t(n));
+        ::close(fd);
+        return v;
+    }
+    void all_good() {
+        for (auto& d : done_) EXPECT_EQ(d.r.status, kGood) << "cmd " << d.cmd << " asc " << std::hex << d.r.asc;
+    }
+
+    struct Done {
+        void* cmd;
+        rbio_bs_result r;
+    };
+    std::string dir_, path_;
+    std::unique_ptr<Engine> engine_;
+    std::vector<Done> done_;
+    std::vector<std::string> logs_;
+    std::vector<std::unique_ptr<Cdb>> cdbs_;
+    uintptr_t next_id_ = 0;
+    int flush_requests_ = 0;
+};
+
+}  // namespace
+
+TEST_F(EngineTest, WrittenDataReadsBackAtManySizesAndAlignments) {
+    make();
+    const uint32_t sizes[] = {1, 7, 8, 64, 255, 2048};
+    const uint64_t lbas[] = {0, 1, 3, 4096, 9999, kSize / kBs - 2048};
+    std::vector<std::vector<uint8_t>> bufs;
+    unsigned seed = 1;
+    for (uint32_t s : sizes)
+        for (uint64_t lba : lbas) {
+            bufs.push_back(pattern(s * kBs, seed++));
+            write(lba, bufs.back().data(), s);
+            complete_all(done_.size() + 1);
+            std::vector<uint8_t> back(s * kBs);
+            read(lba, back.data(), s);
+            complete_all(done_.size() + 1);
+            EXPECT_EQ(back, bufs.back()) << "size " << s << " lba " << lba;
+            EXPECT_EQ(file_bytes(lba * kBs, s * kBs), bufs.back());
+        }
+    all_good();
+}
+
+TEST_F(EngineTest, OnePassIsOneSubmitCall) {
+    make();
+    std::vector<std::vector<uint8_t>> bufs(32, std::vector<uint8_t>(4096));
+    for (uint32_t i = 0; i < 32; ++i) read(i * 100, bufs[i].data(), 8);  // not adjacent
+    EXPECT_EQ(engine_->counters().submit_calls, 0u) << "nothing may be submitted before the pass ends";
+    EXPECT_EQ(flush_requests_, 1) << "one flush request per pass";
+    complete_all(32);
+    all_good();
+    EXPECT_EQ(engine_->counters().submit_calls, 1u);
+    EXPECT_EQ(engine_->counters().ios, 32u);
+}
+
+TEST_F(EngineTest, BatchOffSubmitsEachCommand) {
+    Options o;
+    o.batch = false;
+    make(o);
+    std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(4096));
+    for (uint32_t i = 0; i < 8; ++i) read(i * 100, bufs[i].data(), 8);
+    EXPECT_EQ(engine_->counters().submit_calls, 8u);
+    complete_all(8);
+    all_good();
+}
+
+TEST_F(EngineTest, AdjacentRequestsOfAPassAreCoalesced) {
+    make();
+    std::vector<std::vector<uint8_t>> bufs;
+    for (uint32_t i = 0; i < 16; ++i) bufs.push_back(pattern(4096, 100 + i));
+    for (uint32_t i = 0; i < 16; ++i) write(64 + i * 8, bufs[i].data(), 8);
+    complete_all(16);
+    all_good();
+    EXPECT_EQ(engine_->counters().ios, 1u);
+    EXPECT_EQ(engine_->counters().merged, 15u);
+    for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(file_bytes((64 + i * 8) * kBs, 4096), bufs[i]);
+
+    // And reads of the same range come back split correctly.
+    std::vector<std::vector<uint8_t>> back(16, std::vector<uint8_t>(4096));
+    for (uint32_t i = 0; i < 16; ++i) read(64 + i * 8, back[i].data(), 8);
+    complete_all(32);
+    all_good();
+    EXPECT_EQ(engine_->counters().ios, 2u);
+    for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(back[i], bufs[i]);
+}
+
+TEST_F(EngineTest, CoalescingStopsAtDirectionFuaAndSizeLimit) {
+    Options o;
+    o.coalesce_max_kib = 8;
+    make(o);
+    std::vector<uint8_t> a(4096), b(4096), c(4096), d(4096);
+    write(0, a.data(), 8);
+    write(8, b.data(), 8);           // merges with a (8 KiB total)
+    write(16, c.data(), 8);          // over the 8 KiB limit
+    write(24, d.data(), 8, 0x08);    // FUA: never rides with non-FUA
+    std::vector<uint8_t> r(4096);
+    read(32, r.data(), 8);           // other direction
+    complete_all(5);
+    all_good();
+    EXPECT_EQ(engine_->counters().ios, 4u);
+    EXPECT_EQ(engine_->counters().merged, 1u);
+}
+
+TEST_F(EngineTest, CoalesceOffKeepsEveryRequestSeparate) {
+    Options o;
+    o.coalesce = false;
+    make(o);
+    std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(4096));
+    for (uint32_t i = 0; i < 8; ++i) write(i * 8, bufs[i].data(), 8);
+    complete_all(8);
+    all_good();
+    EXPECT_EQ(engine_->counters().ios, 8u);
+}
+
+TEST_F(EngineTest, MoreCommandsThanQueueDepthAllComplete) {
+    Options o;
+    o.queue_depth = 4;
+    o.coalesce = false;
+    make(o);
+    std::vector<std::vector<uint8_t>> bufs;
+    for (uint32_t i = 0; i < 50; ++i) bufs.push_back(pattern(kBs, 500 + i));
+    for (uint32_t i = 0; i < 50; ++i) write(i * 3, bufs[i].data(), 1);
+    complete_all(50);
+    all_good();
+    EXPECT_EQ(engine_->counters().ios, 50u);
+    for (uint32_t i = 0; i < 50; ++i) EXPECT_EQ(file_bytes(i * 3 * kBs, kBs), bufs[i]);
+}
+
+TEST_F(EngineTest, ReadPastTheEndOfAShrunkFileIsAMediumError) {
+    make();
+    ASSERT_EQ(::truncate(path_.c_str(), 1 << 20), 0);
+    std::vector<uint8_t> buf(8192);
+    read((2u << 20) / kBs, buf.data(), 16);
+    complete_all(1);
+    const auto& r = done_[0].r;
+    EXPECT_EQ(r.status, kCheckCondition);
+    EXPECT_EQ(r.sense_key, kMediumError);
+    EXPECT_EQ(r.asc, kAscUnrecoveredReadError);
+    EXPECT_EQ(engine_->counters().errors, 1u);
+    ASSERT_FALSE(logs_.empty());
+    EXPECT_NE(logs_.back().find("read of 8192 bytes"), std::string::npos) << logs_.back();
+}
+
+TEST_F(EngineTest, ShortReadAcrossTheEndFailsOnlyTheAffectedCommand) {
+    make();
+    ASSERT_EQ(::truncate(path_.c_str(), 8192), 0);
+    std::vector<uint8_t> a(4096), b(4096), c(4096);
+    read(0, a.data(), 8);
+    read(8, b.data(), 8);
+    read(16, c.data(), 8);  // beyond the new end
+    complete_all(3);
+    EXPECT_EQ(result_of(1).status, kGood);
+    EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(result_of(3).sense_key, kMediumError);
+}
+
+TEST_F(EngineTest, FuaAndWriteCacheOffWritesComplete) {
+    make();
+    auto a = pattern(4096, 7), b = pattern(4096, 8);
+    write(0, a.data(), 8, 0x08);
+    submit(cdb10(kWrite10, 8, 8), 8, 8, nullptr, 0, b.data(), 4096, /*wce=*/false);
+    complete_all(2);
+    all_good();
+    EXPECT_EQ(file_bytes(0, 4096), a);
+    EXPECT_EQ(file_bytes(4096, 4096), b);
+}
+
+TEST_F(EngineTest, SyncCacheCompletesAndImmedIsRefused) {
+    make();
+    submit(cdb10(kSyncCache10, 0, 0), 0, 0, nullptr, 0, nullptr, 0);
+    submit(cdb10(kSyncCache10, 0, 0, 0x02), 0, 0, nullptr, 0, nullptr, 0);
+    complete_all(2);
+    EXPECT_EQ(result_of(1).status, kGood);
+    EXPECT_EQ(result_of(2).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(2).asc, kAscInvalidFieldInCdb);
+}
+
+namespace {
+
+bool is_hole(const std::string& path, uint64_t off, uint64_t len) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    off_t data = ::lseek(fd, off_t(off), SEEK_DATA);
+    ::close(fd);
+    return data < 0 || uint64_t(data) >= off + len;
+}
+
+std::vector<uint8_t> unmap_list(std::initializer_list<std::pair<uint64_t, uint32_t>> ranges) {
+    std::vector<uint8_t> p(8 + 16 * ranges.size(), 0);
+    uint16_t bd = uint16_t(16 * ranges.size());
+    p[2] = uint8_t(bd >> 8);
+    p[3] = uint8_t(bd);
+    size_t i = 8;
+    for (auto [lba, n] : ranges) {
+        put_be64(&p[i], lba);
+        put_be32(&p[i + 8], n);
+        i += 16;
+    }
+    return p;
+}
+
+}  // namespace
+
+TEST_F(EngineTest, UnmapPunchesHolesThatReadAsZeros) {
+    make();
+    auto data = pattern(1 << 20, 3);
+    write(0, data.data(), 2048);
+    complete_all(1);
+    ASSERT_FALSE(is_hole(path_, 0, 1 << 20));
+    auto list = unmap_list({{0, 256}, {1024, 0}, {1024, 512}});
+    Cdb c;
+    c.b[0] = kUnmap;
+    submit(c, 0, 0, nullptr, 0, list.data(), uint32_t(list.size()));
+    complete_all(2);
+    all_good();
+    EXPECT_TRUE(is_hole(path_, 0, 256 * kBs));
+    EXPECT_TRUE(is_hole(path_, 1024 * kBs, 512 * kBs));
+    EXPECT_FALSE(is_hole(path_, 256 * kBs, 768 * kBs));
+    EXPECT_EQ(file_bytes(0, 4096), std::vector<uint8_t>(4096, 0));
+    EXPECT_EQ(file_bytes(300 * kBs, 4096), std::vector<uint8_t>(data.begin() + 300 * kBs, data.begin() + 300 * kBs + 4096));
+}
+
+TEST_F(EngineTest, UnmapBeyondTheEndIsRefusedBeforeAnythingIsPunched) {
+    make();
+    auto data = pattern(4096, 4);
+    write(0, data.data(), 8);
+    complete_all(1);
+    auto list = unmap_list({{0, 8}, {kSize / kBs - 1, 2}});
+    Cdb c;
+    c.b[0] = kUnmap;
+    submit(c, 0, 0, nullptr, 0, list.data(), uint32_t(list.size()));
+    complete_all(2);
+    EXPECT_EQ(result_of(2).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(2).asc, kAscLbaOutOfRange);
+    EXPECT_EQ(file_bytes(0, 4096), data);
+}
+
+TEST_F(EngineTest, WriteSameRepeatsTheBlockWithLbdata) {
+    make();
+    auto blk = pattern(kBs, 9);
+    submit(cdb16(kWriteSame16, 100, 3000), 100, 3000, nullptr, 0, blk.data(), kBs);
+    submit(cdb16(kWriteSame16, 5000, 4, 0x02), 5000, 4, nullptr, 0, blk.data(), kBs);
+    complete_all(2);
+    all_good();
+    for (uint64_t lba : {100ull, 101ull, 2047ull, 3099ull}) EXPECT_EQ(file_bytes(lba * kBs, kBs), blk) << lba;
+    EXPECT_NE(file_bytes(3100 * kBs, kBs), blk);
+    for (uint32_t i = 0; i < 4; ++i) {
+        auto got = file_bytes((5000 + i) * kBs, kBs);
+        EXPECT_EQ(be32(got.data()), 5000 + i);
+        EXPECT_TRUE(std::equal(got.begin() + 4, got.end(), blk.begin() + 4));
+    }
+}
+
+TEST_F(EngineTest, WriteSameUnmapPunchesOnlyForZeros) {
+    make();
+    auto data = pattern(1 << 20, 5);
+    write(0, data.data(), 2048);
+    complete_all(1);
+    std::vector<uint8_t> zeros(kBs, 0);
+    auto ones = pattern(kBs, 6);
+    submit(cdb16(kWriteSame16, 0, 512, 0x08), 0, 512, nullptr, 0, zeros.data(), kBs);
+    submit(cdb16(kWriteSame16, 1024, 8, 0x08), 1024, 8, nullptr, 0, ones.data(), kBs);
+    complete_all(3);
+    all_good();
+    EXPECT_TRUE(is_hole(path_, 0, 512 * kBs));
+    EXPECT_EQ(file_bytes(1024 * kBs, kBs), ones);
+}
+
+TEST_F(EngineTest, CompareAndWriteWritesOnlyOnMatch) {
+    make();
+    auto old = pattern(kBs, 10), neu = pattern(kBs, 11);
+    write(7, old.data(), 1);
+    complete_all(1);
+    std::vector<uint8_t> buf(old);
+    buf.insert(buf.end(), neu.begin(), neu.end());
+    submit(cdb16(kCompareAndWrite, 7, 1), 7, 1, nullptr, 0, buf.data(), 2 * kBs);
+    complete_all(2);
+    EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(file_bytes(7 * kBs, kBs), neu);
+
+    std::vector<uint8_t> wrong(old);  // compare data no longer matches
+    wrong[100] ^= 1;
+    std::vector<uint8_t> buf2(wrong);
+    buf2.insert(buf2.end(), old.begin(), old.end());
+    submit(cdb16(kCompareAndWrite, 7, 1), 7, 1, nullptr, 0, buf2.data(), 2 * kBs);
+    complete_all(3);
+    const auto& r = result_of(3);
+    EXPECT_EQ(r.sense_key, kMiscompare);
+    EXPECT_EQ(r.asc, kAscMiscompareDuringVerify);
+    EXPECT_TRUE(r.has_info);
+    EXPECT_EQ(file_bytes(7 * kBs, kBs), neu);
+}
+
+TEST_F(EngineTest, CompareAndWriteRunsAloneBetweenOtherWrites) {
+    make();
+    auto a = pattern(kBs, 20), b = pattern(kBs, 21), c = pattern(kBs, 22);
+    write(0, a.data(), 1);
+    std::vector<uint8_t> caw(a);
+    caw.insert(caw.end(), b.begin(), b.end());
+    submit(cdb16(kCompareAndWrite, 0, 1), 0, 1, nullptr, 0, caw.data(), 2 * kBs);
+    write(0, c.data(), 1);
+    complete_all(3);
+    all_good();
+    // In arrival order: a, then CAW (a -> b), then c.
+    EXPECT_EQ(file_bytes(0, kBs), c);
+}
+
+TEST_F(EngineTest, OrWriteOrsIntoTheMedia) {
+    make();
+    std::vector<uint8_t> media(kBs, 0x0f), mask(kBs, 0xf0);
+    write(3, media.data(), 1);
+    submit(cdb16(kOrWrite16, 3, 1), 3, 1, nullptr, 0, mask.data(), kBs);
+    complete_all(2);
+    all_good();
+    EXPECT_EQ(file_bytes(3 * kBs, kBs), std::vector<uint8_t>(kBs, 0xff));
+}
+
+TEST_F(EngineTest, VerifyComparesAndReportsTheFirstDifference) {
+    make();
+    auto data = pattern(4 * kBs, 30);
+    write(40, data.data(), 4);
+    complete_all(1);
+    auto same = data;
+    submit(cdb10(kVerify10, 40, 4, 0x02), 40, 4, nullptr, 0, same.data(), 4 * kBs);
+    auto diff = data;
+    diff[kBs + 5] ^= 0x80;
+    submit(cdb10(kVerify10, 40, 4, 0x02), 40, 4, nullptr, 0, diff.data(), 4 * kBs);
+    complete_all(3);
+    EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(result_of(3).sense_key, kMiscompare);
+    EXPECT_EQ(result_of(3).info, kBs + 5u);
+}
+
+TEST_F(EngineTest, VerifyBytchk3ComparesOneBlockAgainstEach) {
+    make();
+    auto blk = pattern(kBs, 31);
+    submit(cdb16(kWriteSame16, 10, 6), 10, 6, nullptr, 0, blk.data(), kBs);
+    complete_all(1);
+    submit(cdb10(kVerify10, 10, 6, 0x06), 10, 6, nullptr, 0, blk.data(), kBs);
+    submit(cdb10(kVerify10, 10, 7, 0x06), 10, 7, nullptr, 0, blk.data(), kBs);
+    complete_all(3);
+    EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(result_of(3).sense_key, kMiscompare);
+    EXPECT_EQ(result_of(3).info, 6u * kBs);
+}
+
+TEST_F(EngineTest, WriteAndVerifyWritesThenChecks) {
+    make();
+    auto data = pattern(8 * kBs, 40);
+    submit(cdb10(kWriteVerify10, 80, 8), 80, 8, nullptr, 0, data.data(), 8 * kBs);
+    complete_all(1);
+    all_good();
+    EXPECT_EQ(file_bytes(80 * kBs, 8 * kBs), data);
+}
+
+TEST_F(EngineTest, PrefetchAndUnknownOpcodesComplete) {
+    make();
+    submit(cdb10(kPreFetch10, 0, 64), 0, 64, nullptr, 0, nullptr, 0);
+    Cdb tur;  // TEST UNIT READY reaches a backing store only by mistake
+    submit(tur, 0, 0, nullptr, 0, nullptr, 0);
+    complete_all(2);
+    all_good();
+}
+
+TEST_F(EngineTest, CloseWaitsForInFlightIo) {
+    make();
+    std::vector<std::vector<uint8_t>> bufs;
+    for (uint32_t i = 0; i < 20; ++i) bufs.push_back(pattern(64 * kBs, 60 + i));
+    for (uint32_t i = 0; i < 20; ++i) write(i * 128, bufs[i].data(), 64);
+    engine_->flush();
+    engine_->close();
+    EXPECT_EQ(done_.size(), 20u);
+    EXPECT_EQ(engine_->in_flight(), 0u);
+    all_good();
+    for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(file_bytes(i * 128 * kBs, 64 * kBs), bufs[i]);
+}
+
+TEST_F(EngineTest, OpenErrorsNameThePathAndTheReason) {
+    rbio_bs_hooks h{};
+    Engine e(Options{}, h);
+    auto msg = [&](const std::string& p) {
+        try {
+            e.open(p, 0);
+        } catch (const Error& err) {
+            return std::string(err.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(msg(dir_ + "/missing.img").find("No such file or directory"), std::string::npos);
+    EXPECT_NE(msg(dir_).find("is a directory"), std::string::npos);
+    std::string small = dir_ + "/small.img";
+    ::close(::open(small.c_str(), O_CREAT | O_RDWR, 0600));
+    EXPECT_NE(msg(small).find("too small"), std::string::npos);
+}
+
+TEST_F(EngineTest, InlineIoServesSmallRequestsWithoutTheRing) {
+    Options o;
+    o.inline_io = Options::Inline::On;
+    o.inline_max_kib = 64;
+    make(o);
+    ASSERT_TRUE(engine_->inline_io());
+    std::vector<std::vector<uint8_t>> bufs;
+    for (uint32_t i = 0; i < 8; ++i) bufs.push_back(pattern(4096, 200 + i));
+    for (uint32_t i = 0; i < 8; ++i) write(i * 8, bufs[i].data(), 8);  // one coalesced pwritev
+    auto big = pattern(128 * 1024, 300);
+    write(4096, big.data(), 256);                                      // over the limit: io_uring
+    complete_all(9);
+    all_good();
+    EXPECT_EQ(engine_->counters().inline_ios, 1u);
+    EXPECT_EQ(engine_->counters().ios, 2u);
+    EXPECT_EQ(engine_->counters().submit_calls, 1u);
+    std::vector<std::vector<uint8_t>> back(8, std::vector<uint8_t>(4096));
+    for (uint32_t i = 0; i < 8; ++i) read(i * 8, back[i].data(), 8);
+    complete_all(17);
+    all_good();
+    for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(back[i], bufs[i]);
+    EXPECT_EQ(file_bytes(4096 * kBs, big.size()), big);
+}
+
+TEST_F(EngineTest, InlineShortReadFailsOnlyPastTheEnd) {
+    Options o;
+    o.inline_io = Options::Inline::On;
+    make(o);
+    ASSERT_EQ(::truncate(path_.c_str(), 8192), 0);
+    std::vector<uint8_t> a(4096), b(4096), c(4096);
+    read(0, a.data(), 8);
+    read(8, b.data(), 8);
+    read(16, c.data(), 8);
+    complete_all(3);
+    EXPECT_EQ(result_of(1).status, kGood);
+    EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(result_of(3).sense_key, kMediumError);
+}
+
+TEST_F(EngineTest, InlineAutoIsOnForTmpfsOnly) {
+    make();
+    struct statfs sfs {};
+    ASSERT_EQ(::statfs(dir_.c_str(), &sfs), 0);
+    EXPECT_EQ(engine_->inline_io(), sfs.f_type == 0x01021994 /*TMPFS_MAGIC*/);
+    engine_->close();
+    std::string shm = "/dev/shm/rbio-engine-test-" + std::to_string(::getpid()) + ".img";
+    int fd = ::open(shm.c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 1 << 20), 0);
+    ::close(fd);
+    engine_->open(shm, 0);
+    EXPECT_TRUE(engine_->inline_io());
+    engine_->close();
+    ::unlink(shm.c_str());
+}

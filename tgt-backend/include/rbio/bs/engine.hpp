@@ -33,6 +33,7 @@ struct Counters {
     uint64_t reaped_inline = 0;  // completions found right after submitting
     uint64_t reaped_event = 0;   // completions found on an eventfd wake-up
     uint64_t event_wakeups = 0;
+    uint64_t inline_ios = 0;     // reads/writes done synchronously in the loop
     uint64_t errors = 0;         // commands that ended in CHECK CONDITION
 };
 
@@ -52,6 +53,8 @@ public:
 
     // Opens the backing file; throws Error with the path and the reason.
     OpenedFile open(const std::string& path, int oflags);
+    // Whether small reads and writes bypass io_uring for the open file.
+    bool inline_io() const { return inline_io_; }
     // Finishes every queued and in-flight command, then closes the file.
     void close() noexcept;
 
@@ -155,6 +158,8 @@ private:
     Cmd* exclusive_ = nullptr;     // barrier command running
     uint32_t inflight_ = 0;        // Ios in the kernel
     bool in_pump_ = false;
+    bool inline_io_ = false;
+    bool in_submit_ = false;  // inside tgt's submit call: nothing may complete
     bool flush_requested_ = false;
     Counters counters_;
 };

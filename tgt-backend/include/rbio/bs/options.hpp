@@ -19,6 +19,14 @@ struct Options {
     // Reap completions right after submitting (most page-cache I/O is done
     // by then) instead of waiting for the eventfd wake-up.
     bool inline_reap = true;
+    // Reads and writes up to inline_max_kib done synchronously in the event
+    // loop instead of through io_uring. io_uring cannot complete I/O on
+    // memory file systems (tmpfs) inside io_uring_enter: it hands it to a
+    // kernel worker thread and wakes tgtd again, which costs more than the
+    // copy. auto: on for tmpfs/ramfs files only.
+    enum class Inline : uint8_t { Auto, On, Off };
+    Inline inline_io = Inline::Auto;
+    uint32_t inline_max_kib = 128;
     // Advertise thin provisioning (UNMAP, WRITE SAME with UNMAP, GET LBA
     // STATUS) on the LU.
     bool thin = true;
