@@ -79,8 +79,16 @@ stop() {
   local pid port i
   pid=$(cat "$state/tgtd.pid"); port=$(cat "$state/control-port" 2>/dev/null || echo 0)
   if kill -0 "$pid" 2>/dev/null; then
-    # A clean shutdown lets tgtd release targets (and valgrind report leaks).
-    tgtadm -C "$port" --mode system --op delete --force >/dev/null 2>&1 || true
+    # A clean shutdown, as tgt's own init script does it: offline, remove
+    # every target (their LUs close their backing stores), then exit. This
+    # lets valgrind see a normal exit and report leaks.
+    tgtadm -C "$port" --op update --mode sys --name State -v offline >/dev/null 2>&1 || true
+    local tid
+    for tid in $(tgtadm -C "$port" --lld iscsi --op show --mode target 2>/dev/null \
+                 | sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
+      tgtadm -C "$port" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 || true
+    done
+    tgtadm -C "$port" --op delete --mode system >/dev/null 2>&1 || true
     for (( i = 0; i < 300; i++ )); do
       kill -0 "$pid" 2>/dev/null || break
       # The process may linger as a zombie of an earlier shell; reap if ours.
