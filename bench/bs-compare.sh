@@ -17,9 +17,8 @@
 # Clients: reads use libiscsi's iscsi-perf (READ(16)), as the baselines in
 # docs/ENVIRONMENT.md do. iscsi-perf 1.19 cannot write, Debian 12's fio has
 # no libiscsi engine and the host kernel has no iSCSI initiator, so writes
-# use bench/iscsi-rwperf.c, a small libiscsi client compiled here at run
-# time into the scratch folder (needs libiscsi-dev; installed via apt if
-# missing). Both clients: sequential LBAs, fixed size, N requests in flight.
+# use bench/iscsi-rwperf.c, a small libiscsi client built with the project
+# (build/bench/iscsi-rwperf). Both clients: sequential LBAs, fixed size, N requests in flight.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -91,6 +90,7 @@ if has_store rbio; then
 fi
 
 # ---------------------------------------------------------------- tools
+T_START=$(date +%s)
 need_pkg() {  # need_pkg TEST-COMMAND PACKAGE: apt-get install PACKAGE if TEST fails
   if ! eval "$1" >/dev/null 2>&1; then
     note "installing $2 (needed: $1)"
@@ -103,7 +103,9 @@ command -v tgtadm >/dev/null || die "tgtadm not found (package tgt)"
 need_pkg 'command -v iscsi-perf' libiscsi-bin
 need_pkg 'test -f /usr/include/iscsi/iscsi.h' libiscsi-dev
 need_pkg 'command -v strace' strace
-command -v cc >/dev/null || die "a C compiler (cc) is needed to build bench/iscsi-rwperf.c"
+BUILD=${RBIO_BUILD_DIR:-$ROOT/build}
+RWPERF=$BUILD/bench/iscsi-rwperf
+[[ -x $RWPERF ]] || die "$RWPERF is missing: build the project first (cmake -S . -B build && cmake --build build)"
 
 # ---------------------------------------------------------------- scratch + cleanup
 # LUN files live on tmpfs so the backing store, not a disk, is measured;
@@ -114,6 +116,7 @@ SHM=$(mktemp -d /dev/shm/bs-compare.XXXXXX)
 STATE=$WORK/tgtd
 STARTED=0
 STRACE_PID=""
+NTARGETS=0
 
 cleanup() {
   local rc=$?
@@ -123,6 +126,13 @@ cleanup() {
     if (( rc != 0 )) && [[ -f $STATE/tgtd.log ]]; then
       note "last lines of tgtd.log:"; tail -n 20 "$STATE/tgtd.log" >&2 || true
     fi
+    # Delete our targets first: with targets left (and sessions seen),
+    # tgtd ignores `--op delete --mode system` and the sandbox's stop then
+    # waits its full 30 s before killing it.
+    local t
+    for (( t = 1; t <= NTARGETS; t++ )); do
+      tgtadm -C "$CPORT" --lld iscsi --op delete --mode target --tid "$t" --force >/dev/null 2>&1 || true
+    done
     "$SANDBOX" stop "$STATE" >/dev/null 2>&1 || true
   fi
   rm -rf "$WORK" "$SHM"
@@ -132,11 +142,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-T_START=$(date +%s)
-
-cc -O2 -Wall -o "$WORK/iscsi-rwperf" "$ROOT/bench/iscsi-rwperf.c" -liscsi \
-  || die "could not build bench/iscsi-rwperf.c"
-RWPERF=$WORK/iscsi-rwperf
 
 # ---------------------------------------------------------------- tgtd
 port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
@@ -172,11 +177,12 @@ fill_file() {
 # shared between the stores being compared.
 IQN_BASE=iqn.2026-01.local.bs-compare
 INITIATOR=$IQN_BASE:client
-declare -A URL BLOCKSIZE
+declare -A URL BLOCKSIZE TID
 tid=0
 for s in "${STORE_LIST[@]}"; do
   tid=$(( tid + 1 ))
   tgtadm_ --op new --mode target --tid "$tid" -T "$IQN_BASE:$s"
+  NTARGETS=$tid
   lun_args=(--bstype "$s")
   if [[ $s == null ]]; then
     # bs_null ignores the path and reports a fixed 1 TiB LUN; tgtadm still
@@ -191,6 +197,7 @@ for s in "${STORE_LIST[@]}"; do
     || die "tgtd refused a LUN with bstype $s"
   tgtadm_ --op bind --mode target --tid "$tid" -I ALL
   URL[$s]=iscsi://127.0.0.1:$PPORT/$IQN_BASE:$s/1
+  TID[$s]=$tid
   # iscsi-perf counts in blocks, so ask the LUN for its block size.
   bl=$(iscsi-readcapacity16 -i "$INITIATOR" "${URL[$s]}" | awk -F: '/LOGICAL BLOCK LENGTH/ {print $2+0}')
   [[ $bl =~ ^[0-9]+$ && $bl -gt 0 ]] || die "cannot read the block size of ${URL[$s]}"
@@ -203,7 +210,10 @@ CLK_TCK=$(getconf CLK_TCK)
 # utime+stime of the whole process (all threads, live or exited), in ticks.
 tgtd_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$TGTD_PID/stat"; }
 
-# measure OP BYTES DEPTH STORE SECONDS -> "iops ios cpu_us_per_io"
+# measure OP BYTES DEPTH STORE SECONDS: sets M_IOPS, M_IOS, M_CPU (tgtd CPU
+# microseconds per I/O). It runs in the main shell, not in a subshell, so a
+# signal's cleanup only runs once the client has finished and logged out
+# (deleting a target under a live session keeps tgtd from exiting).
 measure() {
   local op=$1 bytes=$2 depth=$3 s=$4 secs=$5 out iops ios t0 t1 cpu
   local limit=$(( secs + 60 ))   # a hung session must not hang the run
@@ -232,7 +242,7 @@ measure() {
   else
     cpu=nan
   fi
-  echo "$iops $ios $cpu"
+  M_IOPS=$iops M_IOS=$ios M_CPU=$cpu
 }
 
 # Workloads: OP:BYTES:DEPTH. Reads first, then writes, so every store's
@@ -267,8 +277,8 @@ for (( r = 0; r < ROUNDS; r++ )); do
     # first (first after a switch of workload) or last.
     for (( k = 0; k < NS; k++ )); do
       s=${STORE_LIST[(k + r + w) % NS]}
-      read -r iops ios cpu < <(measure "$op" "$bytes" "$depth" "$s" "$SECONDS_PER")
-      [[ -n ${iops:-} ]] || die "measurement failed ($wl on $s)"
+      measure "$op" "$bytes" "$depth" "$s" "$SECONDS_PER"
+      iops=$M_IOPS cpu=$M_CPU
       R_IOPS[$wl|$s]+="$iops "
       R_CPU[$wl|$s]+="$cpu "
       n=$(( n + 1 ))
@@ -292,7 +302,8 @@ for s in "${STORE_LIST[@]}"; do
     sleep 0.05
   done
   sleep 0.2   # let it finish attaching the other threads
-  read -r iops ios cpu < <(measure read 4096 32 "$s" "$STRACE_SECONDS")
+  measure read 4096 32 "$s" "$STRACE_SECONDS"
+  ios=$M_IOS
   kill -INT "$STRACE_PID" 2>/dev/null || true
   wait "$STRACE_PID" 2>/dev/null || true
   STRACE_PID=""
@@ -310,9 +321,21 @@ for s in "${STORE_LIST[@]}"; do
   note "strace on $s: ${SC_TOTAL[$s]} syscalls per 4 KiB read at 32 in flight (${ios} I/Os)"
 done
 
+# rbio's own counters over the whole run (commands, I/Os after coalescing,
+# io_uring_enter calls, inline vs eventfd completions): removing its LU makes
+# the module log them.
+RBIO_COUNTERS=""
+if has_store rbio; then
+  tgtadm_ --op delete --mode logicalunit --tid "${TID[rbio]}" --lun 1 >/dev/null 2>&1 || true
+  RBIO_COUNTERS=$(grep -o 'rbio: tid:[0-9]* lun:1: removed; .*' "$STATE/tgtd.log" | tail -1 | sed 's/.*removed; //')
+fi
+
 # ---------------------------------------------------------------- table
 median() { tr ' ' '\n' | awk 'NF && $1 != "nan"' | sort -g | awk '{ v[NR] = $1 } END { if (!NR) { print "nan"; exit } if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
+# met A B F: MET if A >= F*B, compared on the raw numbers (a ratio rounded
+# for display to 1.00 must not turn a loss into a win).
+met() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { print (a != "nan" && b != "nan" && a >= f * b) ? "MET" : "MISSED" }'; }
+ratio() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { if (a == "nan" || b == "nan" || b + 0 == 0) print "-"; else printf "%.*f", p, a / b }'; }
 
 TABLE=$WORK/table.md
 {
@@ -320,10 +343,8 @@ TABLE=$WORK/table.md
   echo "IOPS and tgtd CPU per I/O$agg; MiB/s = IOPS x request size / 2^20; 'vs rdwr' is the IOPS ratio to rdwr in the same workload."
   echo "Goals (rbio rows): 4 KiB at 1 in flight: rbio >= 1.5x rdwr; every 32-in-flight workload: rbio >= aio."
   echo
-  printf '| %-25s | %-6s | %8s | %9s | %7s | %12s | %-22s |\n' workload store IOPS MiB/s "vs rdwr" "tgtd us/IO" goal
-  printf '|%s|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..27})" "$(printf -- '-%.0s' {1..8})" \
-    "$(printf -- '-%.0s' {1..9})-:" "$(printf -- '-%.0s' {1..10})-:" "$(printf -- '-%.0s' {1..8})-:" \
-    "$(printf -- '-%.0s' {1..13})-:" "$(printf -- '-%.0s' {1..24})"
+  printf '| %-25s | %-6s | %8s | %9s | %7s | %12s | %-28s |\n' workload store IOPS MiB/s "vs rdwr" "tgtd us/IO" goal
+  echo "|---------------------------|--------|---------:|----------:|--------:|-------------:|------------------------------|"
   for wl in "${WORKLOADS[@]}"; do
     IFS=: read -r op bytes depth <<< "$wl"
     declare -A MED=()
@@ -332,18 +353,16 @@ TABLE=$WORK/table.md
       iops=${MED[$s]}
       mibs=$(awk -v i="$iops" -v b="$bytes" 'BEGIN { printf "%.1f", i * b / 1048576 }')
       vs=-; has_store rdwr && vs=$(ratio "$iops" "${MED[rdwr]}")
-      cpu=$(median <<< "${R_CPU[$wl|$s]}")
+      cpu=$(median <<< "${R_CPU[$wl|$s]}"); [[ $cpu == nan ]] || cpu=$(printf '%.1f' "$cpu")
       goal=""
       if [[ $s == rbio ]]; then
         if (( bytes == 4096 && depth == 1 )) && has_store rdwr; then
-          x=$(ratio "$iops" "${MED[rdwr]}")
-          goal="$(awk -v x="$x" 'BEGIN { print (x != "-" && x >= 1.5) ? "MET" : "MISSED" }') >=1.5x rdwr (${x}x)"
+          goal="$(met "$iops" "${MED[rdwr]}" 1.5) >=1.5x rdwr ($(ratio "$iops" "${MED[rdwr]}" 3)x)"
         elif (( depth == 32 )) && has_store aio; then
-          x=$(ratio "$iops" "${MED[aio]}")
-          goal="$(awk -v x="$x" 'BEGIN { print (x != "-" && x >= 1.0) ? "MET" : "MISSED" }') >=aio (${x}x)"
+          goal="$(met "$iops" "${MED[aio]}" 1) >=aio ($(ratio "$iops" "${MED[aio]}" 3)x)"
         fi
       fi
-      printf '| %-25s | %-6s | %8.0f | %9s | %7s | %12s | %-22s |\n' \
+      printf '| %-25s | %-6s | %8.0f | %9s | %7s | %12s | %-28s |\n' \
         "$(wl_label "$wl")" "$s" "$iops" "$mibs" "$vs" "$cpu" "$goal"
     done
     unset MED
@@ -352,10 +371,14 @@ TABLE=$WORK/table.md
   echo "System calls on the target per 4 KiB read at 32 in flight (separate strace -c -f pass of ${STRACE_SECONDS} s per store; top 5 by count):"
   echo
   printf '| %-6s | %12s | %-70s |\n' store "syscalls/IO" "top system calls per I/O"
-  printf '|%s|%s|%s|\n' "--------" "-------------:" "$(printf -- '-%.0s' {1..72})"
+  echo "|--------|-------------:|------------------------------------------------------------------------|"
   for s in "${STORE_LIST[@]}"; do
     printf '| %-6s | %12s | %-70s |\n' "$s" "${SC_TOTAL[$s]}" "${SC_TOP[$s]}"
   done
+  if [[ -n $RBIO_COUNTERS ]]; then
+    echo
+    echo "rbio engine counters over the whole run: $RBIO_COUNTERS"
+  fi
 } > "$TABLE"
 
 echo
@@ -372,7 +395,7 @@ if [[ -n $OUT ]]; then
     echo "- WARNING: client and target share the same $NPROC core(s) over loopback; compare ratios within this run."
     echo "- Reads: iscsi-perf (libiscsi $(dpkg-query -W -f '${Version}' libiscsi-bin 2>/dev/null || echo '?')); writes: bench/iscsi-rwperf.c (libiscsi WRITE(16)); sequential LBAs."
     [[ -n $BSOPTS_RBIO ]] && echo "- rbio --bsopts: \`$BSOPTS_RBIO\`"
-    echo "- Command: \`bench/bs-compare.sh ${ORIG_ARGS[*]}\`; run took $(( ELAPSED / 60 )) min $(( ELAPSED % 60 )) s"
+    echo "- Command: \`bench/bs-compare.sh${ORIG_ARGS[*]+$(printf ' %q' "${ORIG_ARGS[@]}")}\`; run took $(( ELAPSED / 60 )) min $(( ELAPSED % 60 )) s"
     echo
     cat "$TABLE"
   } > "$OUT"
