@@ -31,12 +31,6 @@ constexpr size_t kKeepScratch = 1u << 20;
 // whole LU with one block of data.
 constexpr uint64_t kVerifyChunk = 1u << 20;
 
-bool all_zero(const uint8_t* p, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-        if (p[i]) return false;
-    return true;
-}
-
 }  // namespace
 
 Engine::Engine(const Options& opts, const rbio_bs_hooks& hooks)
@@ -204,10 +198,10 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             cmd.fua = !c.write_cache;
             const bool have_data = c.out_buf && c.out_len >= bs;
             cmd.data = have_data ? c.out_buf : nullptr;
-            // UNMAP=1 may deallocate only when reads then return the same
-            // data: with LBPRZ that means an all-zero pattern.
-            const bool zeros = !have_data || all_zero(c.out_buf, bs);
-            cmd.stage = ((flags & 0x08) && c.thin && zeros && cmd.ws_flags == 0) ? 1 : 0;
+            // UNMAP=1 deallocates whatever the data (as stock rdwr does and
+            // as libiscsi's conformance tests expect); unmapped blocks then
+            // read as zeros, which the LU reports with LBPRZ.
+            cmd.stage = ((flags & 0x08) && c.thin) ? 1 : 0;
             if (cmd.length == 0) cmd.kind = Kind::Done;
             break;
         }

@@ -395,7 +395,7 @@ TEST_F(EngineTest, WriteSameRepeatsTheBlockWithLbdata) {
     }
 }
 
-TEST_F(EngineTest, WriteSameUnmapPunchesOnlyForZeros) {
+TEST_F(EngineTest, WriteSameUnmapPunchesWhateverTheData) {
     make();
     auto data = pattern(1 << 20, 5);
     write(0, data.data(), 2048);
@@ -403,11 +403,34 @@ TEST_F(EngineTest, WriteSameUnmapPunchesOnlyForZeros) {
     std::vector<uint8_t> zeros(kBs, 0);
     auto ones = pattern(kBs, 6);
     submit(cdb16(kWriteSame16, 0, 512, 0x08), 0, 512, nullptr, 0, zeros.data(), kBs);
-    submit(cdb16(kWriteSame16, 1024, 8, 0x08), 1024, 8, nullptr, 0, ones.data(), kBs);
+    submit(cdb10(kWriteSame10, 1024, 8, 0x08), 1024, 8, nullptr, 0, ones.data(), kBs);
     complete_all(3);
     all_good();
     EXPECT_TRUE(is_hole(path_, 0, 512 * kBs));
-    EXPECT_EQ(file_bytes(1024 * kBs, kBs), ones);
+    EXPECT_EQ(file_bytes(1024 * kBs, 8 * kBs), std::vector<uint8_t>(8 * kBs, 0));
+    EXPECT_EQ(file_bytes(1032 * kBs, kBs), std::vector<uint8_t>(data.begin() + 1032 * kBs, data.begin() + 1033 * kBs));
+}
+
+TEST_F(EngineTest, WriteSameUnmapWritesWhenNotThin) {
+    make();
+    auto ones = pattern(kBs, 7);
+    rbio_bs_cmd c{};
+    Cdb cdb = cdb16(kWriteSame16, 64, 4, 0x08);
+    c.cmd = reinterpret_cast<void*>(uintptr_t(++next_id_));
+    c.cdb = cdb.b.data();
+    c.cdb_len = cdb.len;
+    c.offset = 64 * kBs;
+    c.transfer = 4 * kBs;
+    c.out_buf = ones.data();
+    c.out_len = kBs;
+    c.lu_size = kSize;
+    c.block_shift = kShift;
+    c.write_cache = 1;
+    c.thin = 0;
+    ASSERT_EQ(engine_->submit(c), 0);
+    complete_all(1);
+    all_good();
+    for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(file_bytes((64 + i) * kBs, kBs), ones);
 }
 
 TEST_F(EngineTest, CompareAndWriteWritesOnlyOnMatch) {

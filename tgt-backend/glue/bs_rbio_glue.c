@@ -88,6 +88,14 @@ static void rbio_log(void *ctx, int level, const char *msg)
 	log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", tid, lun, msg);
 }
 
+static void rbio_refresh_vpd(struct scsi_lu *lu, int page)
+{
+	struct vpd *vpd = lu->attrs.lu_vpd[PCODE_OFFSET(page)];
+
+	if (vpd && vpd->vpd_update)
+		vpd->vpd_update(lu, NULL);
+}
+
 static void rbio_event_handler(int fd, int events, void *data)
 {
 	struct rbio_lu_priv *priv = data;
@@ -129,8 +137,15 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		return TGTADM_UNKNOWN_ERR;
 	}
 
-	if (rbio_bs_lu_thin(priv->engine))
+	if (rbio_bs_lu_thin(priv->engine)) {
 		lu->attrs.thinprovisioning = 1;
+		/* tgt filled the Block Limits (B0h) and Logical Block
+		 * Provisioning (B2h) VPD pages in lu_init, before this; refresh
+		 * them as tgtadm's thin_provisioning=1 would, so initiators see
+		 * LBPU/LBPWS and the UNMAP limits. */
+		rbio_refresh_vpd(lu, 0xb0);
+		rbio_refresh_vpd(lu, 0xb2);
+	}
 
 	rbio_bs_lu_stats(priv->engine, stats, sizeof(stats));
 	dprintf("rbio: tid:%d lun:%" PRIu64 " ready (bsopts %s)\n", lu->tgt->tid, lu->lun,
