@@ -214,6 +214,10 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             uint32_t bd_len = be16(c.out_buf + 2);
             uint32_t avail = c.out_len - 8;
             uint32_t n = std::min(bd_len, avail) / 16;
+            if (n > RBIO_BS_MAX_UNMAP_DESCRIPTORS) {
+                cmd.result = check(kIllegalRequest, kAscInvalidFieldInParameterList);
+                break;
+            }
             const uint8_t* d = c.out_buf + 8;
             for (uint32_t i = 0; i < n; ++i, d += 16) {
                 uint64_t lba = be64(d);

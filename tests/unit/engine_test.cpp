@@ -615,3 +615,20 @@ TEST_F(EngineTest, InlineAutoIsOnForTmpfsOnly) {
     engine_->close();
     ::unlink(shm.c_str());
 }
+
+TEST_F(EngineTest, UnmapWithMoreDescriptorsThanAdvertisedIsRefused) {
+    make();
+    std::vector<uint8_t> p(8 + 16 * (RBIO_BS_MAX_UNMAP_DESCRIPTORS + 1), 0);
+    uint16_t bd = uint16_t(16 * (RBIO_BS_MAX_UNMAP_DESCRIPTORS + 1));
+    p[2] = uint8_t(bd >> 8);
+    p[3] = uint8_t(bd);
+    Cdb c;
+    c.b[0] = kUnmap;
+    submit(c, 0, 0, nullptr, 0, p.data(), uint32_t(p.size()));
+    auto ok = unmap_list({{0, 0}, {kSize / kBs, 0}});  // zero blocks, even at the end: fine
+    submit(c, 0, 0, nullptr, 0, ok.data(), uint32_t(ok.size()));
+    complete_all(2);
+    EXPECT_EQ(result_of(1).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(1).asc, kAscInvalidFieldInParameterList);
+    EXPECT_EQ(result_of(2).status, kGood);
+}

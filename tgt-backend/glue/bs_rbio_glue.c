@@ -96,6 +96,16 @@ static void rbio_refresh_vpd(struct scsi_lu *lu, int page)
 		vpd->vpd_update(lu, NULL);
 }
 
+/* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT: byte 24 of the Block Limits page;
+ * tgt keeps the page without its 4-byte header. */
+static void rbio_limit_unmap_descriptors(struct scsi_lu *lu)
+{
+	struct vpd *vpd = lu->attrs.lu_vpd[PCODE_OFFSET(0xb0)];
+
+	if (vpd && vpd->size >= 24)
+		put_unaligned_be32(RBIO_BS_MAX_UNMAP_DESCRIPTORS, vpd->data + 20);
+}
+
 static void rbio_event_handler(int fd, int events, void *data)
 {
 	struct rbio_lu_priv *priv = data;
@@ -145,6 +155,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		 * LBPU/LBPWS and the UNMAP limits. */
 		rbio_refresh_vpd(lu, 0xb0);
 		rbio_refresh_vpd(lu, 0xb2);
+		rbio_limit_unmap_descriptors(lu);
 	}
 
 	rbio_bs_lu_stats(priv->engine, stats, sizeof(stats));

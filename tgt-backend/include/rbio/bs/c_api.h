@@ -19,6 +19,11 @@ extern "C" {
 
 struct rbio_bs_lu; /* one engine per logical unit (opaque) */
 
+/* Most block descriptors one UNMAP may carry; advertised in the Block
+ * Limits VPD page (tgt's default, 0xffffffff, makes initiators build lists
+ * no device could take) and enforced by the engine. */
+#define RBIO_BS_MAX_UNMAP_DESCRIPTORS 256u
+
 enum rbio_bs_log_level { RBIO_BS_LOG_ERROR = 0, RBIO_BS_LOG_INFO = 1, RBIO_BS_LOG_DEBUG = 2 };
 
 /* SAM status plus fixed-format sense fields; the glue builds the sense. */
