@@ -7,11 +7,12 @@
 # serves two targets, each with one LUN on its own sparse file on tmpfs:
 #   baseline  --bstype <baseline>  (stock rdwr by default)
 #   candidate --bstype <bstype>    (rbio by default)
-# The same test selection runs against both LUNs. The candidate must pass
-# everything the baseline passes (both share tgtd's SCSI emulation, so a
-# difference points at the backing store), and must also pass the thin
-# provisioning tests listed in thin-tests.txt, which a fully provisioned
-# baseline skips or fails.
+# The same test selection runs against both LUNs, one iscsi-test-cu process
+# per suite (cu_results.py plan says why). The candidate must pass everything
+# the baseline passes (both share tgtd's SCSI emulation, so a difference
+# points at the backing store), and must also pass the thin provisioning
+# tests listed in thin-tests.txt, which a fully provisioned baseline skips or
+# fails. Tests listed in known-flaky.txt are only reported.
 #
 # Usage: run-conformance.sh --state DIR [options]
 #   --modules DIR        folder with bs_<bstype>.so for tgtd's backing-store
@@ -26,20 +27,33 @@
 #                        iscsi-test-cu's syntax, not a regex:
 #                        FAMILY[.SUITE[.TEST]] with shell wildcards, several
 #                        separated by commas, e.g. 'ALL.Unmap,ALL.WriteSame*'
-#   --digest none|crc32c header digest the initiator asks for (default: the
-#                        libiscsi default, which tgtd resolves to none)
+#   --digest none|crc32c header digest for both targets (default: tgtd's,
+#                        none). Set on the target side: iscsi-test-cu 1.19
+#                        ignores the URL's ?header_digest= and always offers
+#                        "None,CRC32C", so only a target that accepts just
+#                        CRC32C makes the suite run with digests. (libiscsi
+#                        offers no data digest at all.)
 #   --thin-param         also set thin_provisioning=1 on the candidate LUN
 #                        with tgtadm (off: the module must enable it itself)
 #   --multipath          give iscsi-test-cu each LUN twice (two sessions), so
 #                        the MultipathIO tests run instead of skipping
 #   --size SIZE          size of each LUN's file (default 128M)
-#   --timeout SEC        limit for one suite run (default 600)
+#   --timeout SEC        time budget for all suites on one LUN (default 600);
+#                        suites not started within it count as not run
 #
-# Output: RESULTS/<name>.{passed,failed,skipped,notrun} (SUITE.TEST names,
-# sorted), <name>.log (console output), <name>.times (seconds per test),
-# tgtd.log; a summary on stdout whose last line is "N passed, M failed"
-# (checks that held, regressions). Exit status 0 only if M is 0.
+# Output, for NAME = baseline and candidate (the bstype; with the same bstype
+# on both sides the candidate becomes <bstype>-thin or <bstype>-candidate):
+#   RESULTS/NAME.{passed,failed,skipped,notrun}  SUITE.TEST names, sorted
+#   RESULTS/NAME.skip-reasons   why each skipped test skipped
+#   RESULTS/NAME.log            iscsi-test-cu's console output, all suites
+#   RESULTS/NAME.suite-times    seconds, FAMILY.SUITE, exit status per run
+#   RESULTS/NAME.times          seconds per test
+#   RESULTS/tgtd.log
+# and on stdout a summary whose last line is "N passed, M failed" (checks
+# that held, regressions). Exit status 0 only if M is 0; 2 on a setup error.
 set -euo pipefail
+# EPOCHREALTIME and awk must agree on the decimal point; sort on collation.
+export LC_ALL=C
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -75,8 +89,9 @@ done
 [[ $control_port =~ ^[0-9]+$ && $portal_port =~ ^[0-9]+$ ]] || die "ports must be numbers"
 [[ $suite_timeout =~ ^[0-9]+$ ]] || die "--timeout must be a number of seconds"
 case $digest in
-  "") url_args="" ;;
-  none|crc32c) url_args="?header_digest=$digest" ;;
+  "") ;;
+  none) digest=None ;;
+  crc32c) digest=CRC32C ;;
   *) die "--digest must be none or crc32c (libiscsi has no data digest)" ;;
 esac
 for tool in tgtadm iscsi-test-cu timeout stdbuf python3 ss; do
@@ -100,7 +115,8 @@ bname=$baseline cname=$bstype
 if [[ $bname == "$cname" ]]; then
   (( thin_param )) && cname=$bstype-thin || cname=$bstype-candidate
 fi
-rm -f "$results"/{"$bname","$cname"}.{passed,failed,skipped,notrun,times,notes,summary,log,timed}
+rm -f "$results"/{"$bname","$cname"}.{passed,failed,skipped,notrun,skip-reasons,times,notes,summary,log,timed,suite-times} \
+      "$results"/{plan.txt,compare.counts,all-tests.txt,tgtd.log}
 
 # tgtadm talks to whichever tgtd owns the control port, so a port already in
 # use would silently point our setup at somebody else's daemon.
@@ -114,11 +130,28 @@ ss -Hltn "sport = :$portal_port" | grep -q . \
 # hole punching that UNMAP relies on.
 shm=$(mktemp -d /dev/shm/rbio-conformance.XXXXXX)
 tgtd_state=$state/tgtd
+pidfile=$state/suite.pid rcfile=$state/suite.rc
+watchdog=""
 started=0
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  # Best effort from here on: one failed step must not skip the rest.
+  set +e
+  # Interrupted in the middle of a suite: background jobs of a script do not
+  # get the terminal's SIGINT, and a CI's SIGTERM reaches only us.
+  [[ -n $watchdog ]] && kill "$watchdog" 2>/dev/null
+  [[ -s $pidfile ]] && kill -TERM "$(cat "$pidfile")" 2>/dev/null
+  rm -f "$pidfile"
   if (( started )); then
+    # tgtd ignores the sandbox's "system delete" while targets exist and the
+    # stop then waits 30 s before signalling; removing our targets first
+    # lets it exit at once.
+    local tid
+    for tid in 2 1; do
+      tgtadm -C "$control_port" --lld iscsi --op delete --mode target --tid "$tid" \
+        --force >/dev/null 2>&1 || true
+    done
     "$sandbox" stop "$tgtd_state" || true
     cp -f "$tgtd_state/tgtd.log" "$results/tgtd.log" 2>/dev/null || true
   fi
@@ -137,6 +170,17 @@ sandbox_args=(start "$tgtd_state" --control-port "$control_port"
 started=1
 "$sandbox" "${sandbox_args[@]}"
 tgtd_pid=$(cat "$tgtd_state/tgtd.pid")
+# tgtd is not our child, so a dead one may linger as a zombie that kill -0
+# still reports as present.
+tgtd_alive() {
+  kill -0 "$tgtd_pid" 2>/dev/null && [[ $(ps -o stat= -p "$tgtd_pid" 2>/dev/null) != Z* ]]
+}
+# When tgtd dies under a suite, libiscsi keeps trying to reconnect until the
+# whole time budget is gone; this watchdog stops that suite instead (timeout
+# passes the SIGTERM on to iscsi-test-cu). Later suites are not started.
+( while tgtd_alive; do sleep 1; done
+  [[ -s $pidfile ]] && kill -TERM "$(cat "$pidfile")" 2>/dev/null ) &
+watchdog=$!
 
 tadm() { tgtadm -C "$control_port" --lld iscsi "$@"; }
 iqn_prefix=iqn.2026-01.org.rbio:conformance
@@ -152,6 +196,9 @@ add_lun() {
     tail -n 20 "$tgtd_state/tgtd.log" >&2 || true
     die "tgtd refused a LUN with --bstype $bs (module missing or failing to open $file?)"
   fi
+  if [[ -n $digest ]]; then
+    tadm --op update --mode target --tid "$tid" --name HeaderDigest --value "$digest"
+  fi
   tadm --op bind --mode target --tid "$tid" -I ALL
 }
 add_lun 1 "$bname" "$baseline"
@@ -159,6 +206,7 @@ add_lun 2 "$cname" "$bstype"
 if (( thin_param )); then
   tadm --op update --mode logicalunit --tid 2 --lun 1 --params thin_provisioning=1
 fi
+[[ -n $digest ]] && echo "   header digest on both targets: $digest"
 # Record what tgtd made of the LUNs: a candidate that should be thin but shows
 # "Thin-provisioning: No" explains a wall of skipped tests at a glance.
 tadm --op show --mode target | awk '
@@ -169,43 +217,73 @@ tadm --op show --mode target | awk '
 
 iscsi-test-cu -l > "$results/all-tests.txt"
 
-# run_suite NAME TID: one iscsi-test-cu run against LUN 1 of target TID.
-# Sets suite_rc.
-run_suite() {
-  local name=$1 tid=$2 url t0 rc
-  url="iscsi://127.0.0.1:$portal_port/$iqn_prefix.$name/1$url_args"
+python3 "$helper" plan --listing "$results/all-tests.txt" --pattern "$tests" > "$results/plan.txt"
+[[ -s $results/plan.txt ]] || die "--tests '$tests' selects no test (see $results/all-tests.txt)"
+
+# run_lun NAME: the selection against LUN 1 of target NAME, one iscsi-test-cu
+# process per suite (see cu_results.py plan for why), all within one
+# --timeout budget. Sets lun_bad to the number of runs that did not end
+# normally.
+run_lun() {
+  local name=$1 url suite arg t0 s0 rc left
+  url="iscsi://127.0.0.1:$portal_port/$iqn_prefix.$name/1"
   local urls=("$url")
   (( multipath )) && urls+=("$url")
-  log "$name: iscsi-test-cu --test=$tests ${urls[*]}"
-  t0=$SECONDS
-  # -d allows the destructive tests (the LUN is a scratch file). stdbuf keeps
-  # the output line buffered so the stamper's per-test times are real; the
-  # kill-after stops a suite that ignores SIGTERM while stuck in a login.
-  set +e
-  timeout --kill-after=10 "$suite_timeout" \
-    stdbuf -oL -eL iscsi-test-cu -d -i "$init1" -I "$init2" --test="$tests" "${urls[@]}" 2>&1 \
-    | python3 "$helper" stamp "$results/$name.log" "$results/$name.timed"
-  rc=${PIPESTATUS[0]}
-  set -e
-  suite_rc=$rc
-  python3 "$helper" parse --timed "$results/$name.timed" --listing "$results/all-tests.txt" \
-    --pattern "$tests" --out "$results/$name"
-  local note=""
-  case $rc in
-    0|1) ;;   # 1 only means "some test failed"
-    124|137) note=" (TIMED OUT after ${suite_timeout}s)" ;;
-    *) note=" (iscsi-test-cu exited with status $rc)" ;;
-  esac
+  log "$name: iscsi-test-cu per suite of --test=$tests against ${urls[*]}"
+  : > "$results/$name.log"; : > "$results/$name.timed"; : > "$results/$name.suite-times"
+  t0=$SECONDS lun_bad=0
+  while IFS=$'\t' read -r suite arg <&3; do
+    left=$(( suite_timeout - (SECONDS - t0) ))
+    if (( left <= 0 )); then
+      echo "   $name: time budget of ${suite_timeout}s used up before $suite; the rest did not run"
+      lun_bad=$(( lun_bad + 1 )); break
+    fi
+    # Without tgtd every remaining suite would only fail to log in.
+    if ! tgtd_alive; then
+      echo "   $name: tgtd is gone; $suite and the rest did not run"
+      lun_bad=$(( lun_bad + 1 )); break
+    fi
+    s0=$EPOCHREALTIME
+    # -d allows the destructive tests (the LUN is a scratch file). stdbuf
+    # keeps the output line buffered so the stamper's per-test times are
+    # real; kill-after ends a run that ignores SIGTERM. The pipeline runs in
+    # the background because bash defers a trapped SIGINT/SIGTERM until a
+    # foreground command ends, while a wait returns at once; the suite's
+    # pid is recorded for the watchdog and for cleanup.
+    rm -f "$pidfile" "$rcfile"
+    (
+      set +e
+      timeout --kill-after=10 "$left" \
+        stdbuf -oL -eL iscsi-test-cu -d -i "$init1" -I "$init2" --test="$arg" "${urls[@]}" \
+        < /dev/null 3<&- &
+      echo $! > "$pidfile"
+      wait $!
+      echo $? > "$rcfile"
+    ) 2>&1 | python3 "$helper" stamp "$results/$name.log" "$results/$name.timed" &
+    wait $! || true
+    rc=$(cat "$rcfile" 2>/dev/null || echo 255)
+    rm -f "$pidfile"
+    printf '%s\t%s\t%s\n' "$(awk -v a="$s0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')" \
+      "$suite" "$rc" >> "$results/$name.suite-times"
+    case $rc in
+      0|1) ;;   # 1 only means "some test failed"
+      124|137) echo "   $name: $suite TIMED OUT (budget ${suite_timeout}s)"; lun_bad=$(( lun_bad + 1 )) ;;
+      143) echo "   $name: $suite stopped: tgtd died under it"; lun_bad=$(( lun_bad + 1 )) ;;
+      *) echo "   $name: $suite: iscsi-test-cu exited with status $rc"; lun_bad=$(( lun_bad + 1 )) ;;
+    esac
+  done 3< "$results/plan.txt"
   durations[$name]=$(( SECONDS - t0 ))
-  printf '   %s: %s in %ds%s\n' "$name" "$(cat "$results/$name.summary")" "${durations[$name]}" "$note"
+  python3 "$helper" parse --timed "$results/$name.timed" --listing "$results/all-tests.txt" \
+    --pattern "$tests" --out "$results/$name" --suite-times "$results/$name.suite-times"
+  printf '   %s: %s in %ds\n' "$name" "$(cat "$results/$name.summary")" "${durations[$name]}"
 }
 
 declare -A durations
 checks_ok=0 checks_bad=0
 # The baseline runs first: if the candidate brings tgtd down, the baseline's
 # results are already in.
-run_suite "$bname" 1; base_rc=$suite_rc
-run_suite "$cname" 2; cand_rc=$suite_rc
+run_lun "$bname"; base_bad=$lun_bad
+run_lun "$cname"; cand_bad=$lun_bad
 
 # Infrastructure checks. A baseline that did not complete makes the
 # comparison meaningless; a candidate that did not complete or a tgtd that
@@ -214,10 +292,11 @@ check() {
   if "$@"; then checks_ok=$(( checks_ok + 1 )); return 0; fi
   checks_bad=$(( checks_bad + 1 )); return 1
 }
-rc_ok() { [[ $1 == 0 || $1 == 1 ]]; }
-check rc_ok "$base_rc" || echo "FAILED: the $bname suite did not run to completion (status $base_rc)"
-check rc_ok "$cand_rc" || echo "FAILED: the $cname suite did not run to completion (status $cand_rc)"
-check kill -0 "$tgtd_pid" 2>/dev/null \
+check test "$base_bad" -eq 0 \
+  || echo "FAILED: $base_bad iscsi-test-cu run(s) on $bname did not end normally (see above)"
+check test "$cand_bad" -eq 0 \
+  || echo "FAILED: $cand_bad iscsi-test-cu run(s) on $cname did not end normally (see above)"
+check tgtd_alive \
   || echo "FAILED: tgtd (pid $tgtd_pid) died during the run; see $results/tgtd.log"
 
 echo
@@ -229,7 +308,7 @@ read -r ok bad < "$results/compare.counts"
 checks_ok=$(( checks_ok + ok )) checks_bad=$(( checks_bad + bad ))
 
 echo
-printf '%-24s %7s %7s %7s %7s %6s\n' suite passed failed skipped notrun time
+printf '%-24s %7s %7s %7s %7s %6s\n' "backing store" passed failed skipped notrun time
 for n in "$bname" "$cname"; do
   printf '%-24s %7d %7d %7d %7d %5ds\n' "$n" \
     "$(wc -l < "$results/$n.passed")" "$(wc -l < "$results/$n.failed")" \
