@@ -11,10 +11,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
 
 PACKAGES=(
-  build-essential cmake pkg-config dpkg-dev
-  tgt libiscsi-bin open-iscsi
-  liburing-dev libiscsi-dev libboost-log-dev libgtest-dev googletest
-  fio valgrind util-linux iproute2
+  build-essential cmake pkg-config dpkg-dev   # the build; dpkg-source for tgt's headers
+  tgt                                         # the target rbio plugs into
+  libiscsi-bin libiscsi-dev                   # test and bench clients
+  liburing-dev                                # the backing store's io_uring
+  libgtest-dev googletest                     # unit tests
+  valgrind util-linux strace                  # leak test, namespaces, syscall counts
 )
 
 log() { printf 'setup: %s\n' "$*"; }
