@@ -38,13 +38,17 @@ uint32_t parse_uint(std::string_view key, std::string_view v, uint32_t lo, uint3
 Options parse_options(std::string_view bsopts) {
     Options o;
     while (!bsopts.empty()) {
-        size_t semi = bsopts.find(';');
-        std::string_view item = trim(bsopts.substr(0, semi));
-        bsopts = semi == std::string_view::npos ? std::string_view{} : bsopts.substr(semi + 1);
+        // ':' or ';' between items. ':' is the one to use in targets.conf:
+        // tgt-admin hands bsopts to a shell unquoted, where ';' ends the
+        // command; ',' is taken by tgtadm itself.
+        size_t sep = bsopts.find_first_of(";:");
+        std::string_view item = trim(bsopts.substr(0, sep));
+        bsopts = sep == std::string_view::npos ? std::string_view{} : bsopts.substr(sep + 1);
         if (item.empty()) continue;
         size_t eq = item.find('=');
         if (eq == std::string_view::npos)
-            throw Error("bsopts: '" + std::string(item) + "' is not key=value (keys: " +
+            throw Error("bsopts: '" + std::string(item) +
+                        "' is not key=value (items are separated by ':' or ';'; keys: " +
                         std::string(kKnownKeys) + ")");
         std::string_view key = trim(item.substr(0, eq));
         std::string_view val = trim(item.substr(eq + 1));
@@ -80,13 +84,13 @@ Options parse_options(std::string_view bsopts) {
 
 std::string to_string(const Options& o) {
     auto b = [](bool v) { return v ? "on" : "off"; };
-    return "queue_depth=" + std::to_string(o.queue_depth) + ";batch=" + b(o.batch) +
-           ";coalesce=" + b(o.coalesce) + ";coalesce_max_kib=" +
-           std::to_string(o.coalesce_max_kib) + ";inline_reap=" + b(o.inline_reap) +
-           ";inline_io=" +
+    return "queue_depth=" + std::to_string(o.queue_depth) + ":batch=" + b(o.batch) +
+           ":coalesce=" + b(o.coalesce) + ":coalesce_max_kib=" +
+           std::to_string(o.coalesce_max_kib) + ":inline_reap=" + b(o.inline_reap) +
+           ":inline_io=" +
            (o.inline_io == Options::Inline::Auto ? "auto" : b(o.inline_io == Options::Inline::On)) +
-           ";inline_max_kib=" + std::to_string(o.inline_max_kib) +
-           ";thin=" + b(o.thin);
+           ":inline_max_kib=" + std::to_string(o.inline_max_kib) +
+           ":thin=" + b(o.thin);
 }
 
 }  // namespace rbio::bs

@@ -44,6 +44,13 @@ TEST(Options, ParsesEveryKeyWithSpacesAndEmptyItems) {
     EXPECT_EQ(parse_options("inline_io=auto;inline_max_kib=8").inline_max_kib, 8u);
 }
 
+TEST(Options, ColonSeparatesItemsToo) {
+    Options o = parse_options("queue_depth=16:coalesce=off;thin=off");
+    EXPECT_EQ(o.queue_depth, 16u);
+    EXPECT_FALSE(o.coalesce);
+    EXPECT_FALSE(o.thin);
+}
+
 TEST(Options, RoundTripsThroughCanonicalForm) {
     Options o = parse_options("queue_depth=32;batch=off;thin=off");
     Options again = parse_options(rbio::bs::to_string(o));

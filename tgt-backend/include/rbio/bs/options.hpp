@@ -1,5 +1,6 @@
 #pragma once
-// The --bsopts of an rbio logical unit: "key=value;key=value".
+// The --bsopts of an rbio logical unit: "key=value:key=value" (';' works
+// too, except through tgt-admin, whose shell takes ';').
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -36,7 +37,7 @@ struct Options {
 // key or value and listing the accepted ones.
 Options parse_options(std::string_view bsopts);
 
-// The canonical form, e.g. "queue_depth=128;batch=on;...".
+// The canonical form, e.g. "queue_depth=128:batch=on:...".
 std::string to_string(const Options& o);
 
 }  // namespace rbio::bs
