@@ -812,9 +812,11 @@ std::string Engine::stats() const {
         std::snprintf(buf, sizeof buf, "%.2f", double(a) / double(b));
         return std::string(buf);
     };
+    // ios counts every read/write/flush issued after coalescing, inline or
+    // through io_uring; submit_calls counts io_uring_enter calls only.
     return "commands=" + std::to_string(k.commands) + " ios=" + std::to_string(k.ios) +
            " merged=" + std::to_string(k.merged) + " submit_calls=" + std::to_string(k.submit_calls) +
-           " cmds_per_submit=" + per(k.commands, k.submit_calls) +
+           " uring_ios_per_submit=" + per(k.ios - k.inline_ios, k.submit_calls) +
            " reaped_inline=" + std::to_string(k.reaped_inline) +
            " reaped_event=" + std::to_string(k.reaped_event) +
            " event_wakeups=" + std::to_string(k.event_wakeups) +

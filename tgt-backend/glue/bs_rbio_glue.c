@@ -120,7 +120,6 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	struct rbio_lu_priv *priv = rbio_priv(lu);
 	struct rbio_bs_hooks hooks;
 	char err[512];
-	char stats[256];
 
 	memset(priv, 0, sizeof(*priv));
 	priv->lu = lu;
@@ -158,7 +157,6 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		rbio_limit_unmap_descriptors(lu);
 	}
 
-	rbio_bs_lu_stats(priv->engine, stats, sizeof(stats));
 	dprintf("rbio: tid:%d lun:%" PRIu64 " ready (bsopts %s)\n", lu->tgt->tid, lu->lun,
 		bsopts ? bsopts : "default");
 	return TGTADM_SUCCESS;
