@@ -1,0 +1,19 @@
+#include "rbio/iser/counters.hpp"
+
+namespace rbio::iser {
+
+const char* counter_name(Counter c) {
+    switch (c) {
+        case Counter::PdusIn: return "pdus_in";
+        case Counter::BytesIn: return "bytes_in";
+        case Counter::RecvCalls: return "recv_calls";
+        case Counter::PdusOut: return "pdus_out";
+        case Counter::BytesOut: return "bytes_out";
+        case Counter::SendCalls: return "send_calls";
+        case Counter::WouldBlock: return "would_block";
+        case Counter::Count_: break;
+    }
+    return "unknown";
+}
+
+}  // namespace rbio::iser

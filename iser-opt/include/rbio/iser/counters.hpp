@@ -1,0 +1,93 @@
+#pragma once
+// Per-connection counters of the transport, and process-wide totals.
+//
+// A connection is served by one event-loop thread, so its counters are plain
+// integers bumped without atomics on the hot path. Totals are shared by all
+// connections (possibly on several threads) and take relaxed atomic adds, a
+// few per connection per publish, never per PDU.
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace rbio::iser {
+
+enum class Counter : uint8_t {
+    PdusIn,      // complete PDUs yielded by the receive buffer
+    BytesIn,     // bytes received
+    RecvCalls,   // read/recv calls that returned data
+    PdusOut,     // PDUs whose every byte was written
+    BytesOut,    // bytes written
+    SendCalls,   // writev/sendmsg calls, including those that would block
+    WouldBlock,  // flushes that left bytes queued because the socket was full
+    Count_
+};
+
+inline constexpr size_t kCounterCount = size_t(Counter::Count_);
+
+// e.g. "pdus_in", for logs and stats output.
+const char* counter_name(Counter c);
+
+struct ConnectionCounters {
+    std::array<uint64_t, kCounterCount> values{};
+
+    uint64_t& operator[](Counter c) { return values[size_t(c)]; }
+    uint64_t operator[](Counter c) const { return values[size_t(c)]; }
+
+    // The two numbers the batching and coalescing exist to raise.
+    double pdus_per_recv() const { return ratio(Counter::PdusIn, Counter::RecvCalls); }
+    double pdus_per_send() const { return ratio(Counter::PdusOut, Counter::SendCalls); }
+
+    ConnectionCounters& operator+=(const ConnectionCounters& o) {
+        for (size_t i = 0; i < kCounterCount; ++i) values[i] += o.values[i];
+        return *this;
+    }
+    ConnectionCounters& operator-=(const ConnectionCounters& o) {
+        for (size_t i = 0; i < kCounterCount; ++i) values[i] -= o.values[i];
+        return *this;
+    }
+    bool operator==(const ConnectionCounters&) const = default;
+
+private:
+    double ratio(Counter num, Counter den) const {
+        return (*this)[den] == 0 ? 0.0 : double((*this)[num]) / double((*this)[den]);
+    }
+};
+
+// Sums over all connections; safe to add to and read from any thread.
+class CounterTotals {
+public:
+    void add(const ConnectionCounters& c) {
+        for (size_t i = 0; i < kCounterCount; ++i)
+            values_[i].fetch_add(c.values[i], std::memory_order_relaxed);
+    }
+    // Each value is read on its own: a snapshot taken while connections
+    // publish may mix before and after of one publish, which stats tolerate.
+    ConnectionCounters snapshot() const {
+        ConnectionCounters c;
+        for (size_t i = 0; i < kCounterCount; ++i)
+            c.values[i] = values_[i].load(std::memory_order_relaxed);
+        return c;
+    }
+
+private:
+    std::array<std::atomic<uint64_t>, kCounterCount> values_{};
+};
+
+// Adds what a connection counted since its last publish into the totals, so a
+// connection may publish periodically and again at close without counting
+// anything twice.
+class CounterPublisher {
+public:
+    void publish(const ConnectionCounters& now, CounterTotals& totals) {
+        ConnectionCounters delta = now;
+        delta -= published_;
+        totals.add(delta);
+        published_ = now;
+    }
+
+private:
+    ConnectionCounters published_;
+};
+
+}  // namespace rbio::iser
