@@ -57,11 +57,11 @@ ln -sfn /proc/self/fd $R/dev/fd
 ln -sfn /proc/self/fd/0 $R/dev/stdin
 ln -sfn /proc/self/fd/1 $R/dev/stdout
 ln -sfn /proc/self/fd/2 $R/dev/stderr
-# Fresh /run and /tmp: the host's pid files, sockets and scratch files
-# would otherwise show through the overlay.
+# A fresh /run: the host's pid files and sockets would otherwise show
+# through the overlay. /tmp stays the host's (writes land in the overlay's
+# tmpfs): a checkout and its build may live there, as CI's clone may.
 mount -t tmpfs -o mode=755 run $R/run
 mkdir -p $R/run/lock $R/run/vm-out
-mount -t tmpfs -o mode=1777 tmp $R/tmp
 mount --bind /out $R/run/vm-out
 # The guest kernel's modules (extracted by prepare.sh, visible through the
 # host root) replace whatever the host has in /lib/modules.

@@ -16,7 +16,7 @@
 #
 # The host's root is shared read-only over 9p with a tmpfs overlay on top,
 # so the script sees /work/main/build, tgtd, iscsiadm, mkfs... and may write
-# anywhere without changing the host. Fresh tmpfs on /tmp, /run, /dev/shm;
+# anywhere without changing the host. Fresh tmpfs on /run and /dev/shm (/tmp is the host's, through the overlay);
 # no network devices (only the guest's own loopback). The script runs in its
 # caller's working folder, with RBIO_* variables passed through,
 # RBIO_VM_GUEST=1, and VM_OUT=/run/vm-out (the writable share: files put
@@ -99,7 +99,7 @@ if [[ -f $script ]]; then
   script=$(realpath "$script")
   runner=(bash); [[ -x $script ]] && runner=()
   case $script in
-    /tmp/*|/run/*|/dev/*|/proc/*|/sys/*)
+    /run/*|/dev/*|/proc/*|/sys/*)
       cp -p "$script" "$out/script"; script=/run/vm-out/script ;;
   esac
   run=("${runner[@]}" "$script")
