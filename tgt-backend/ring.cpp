@@ -18,10 +18,15 @@ Ring::Ring(uint32_t entries) : entries_(entries) {
         io_uring_queue_exit(&ring_);
         throw sys_error("eventfd", err);
     }
-    rc = io_uring_register_eventfd_async(&ring_, event_fd_.get());
+    // Every posted completion signals the eventfd. The "async only" variant
+    // signals only completions posted by io-wq workers; one finished through
+    // task work in tgtd's own context (seen with short writes on a full
+    // tmpfs) then never woke tgtd and its command hung. Completions reaped
+    // right after submitting cost at most one spurious wake-up per pass.
+    rc = io_uring_register_eventfd(&ring_, event_fd_.get());
     if (rc < 0) {
         io_uring_queue_exit(&ring_);
-        throw sys_error("io_uring_register_eventfd_async", -rc);
+        throw sys_error("io_uring_register_eventfd", -rc);
     }
 }
 

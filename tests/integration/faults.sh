@@ -9,6 +9,8 @@ tgtd_start
 new_target 1 faults
 truncate -s 64M "$WORK/ok.img"
 
+# output_has PATTERN TEXT: like grep -q, but shows the text when it fails.
+output_has() { grep -q -- "$1" <<<"$2" || { tail -8 <<<"$2"; return 1; }; }
 lun_absent() { ! tgtadm -C "$CTL" --lld iscsi --op show --mode target | grep -q "LUN: $1\$"; }
 refused() { ! new_lun 1 "$@" 2>/dev/null; }
 
@@ -30,7 +32,7 @@ new_lun 1 1 "$WORK/shrink.img" rbio
 truncate -s 1M "$WORK/shrink.img"
 out=$("$RW_CHECK" "$(url faults)" --scan 2>&1 || true)
 check "reading a shrunk file reports MEDIUM ERROR, unrecovered read error" \
-  grep -q "sense key 0x03 ASC/ASCQ 0x1100" <<<"$out"
+  output_has "sense key 0x03 ASC/ASCQ 0x1100" "$out"
 check "... only for the blocks past the end" grep -q "scan: 64 commands, 63 failed" <<<"$out"
 check "... and the log says which read failed" log_has "read of 1048576 bytes at offset"
 check "tgtd still serves after read errors" tgtd_alive
@@ -43,7 +45,7 @@ nsenter -t "$(tgtd_pid)" -m sh -c "mount -t tmpfs -o size=4M rbio-test '$WORK/sm
 new_lun 1 2 "$WORK/small/thin.img" rbio
 out=$("$RW_CHECK" "$(url faults 2)" --fill 2>&1 || true)
 check "filling a thin LU past the space reports a space-allocation failure" \
-  grep -q "sense key 0x07 ASC/ASCQ 0x2707" <<<"$out"
+  output_has "sense key 0x07 ASC/ASCQ 0x2707" "$out"
 check "... and the log says ENOSPC" log_has "No space left on device"
 check "tgtd still serves after write errors" tgtd_alive
 

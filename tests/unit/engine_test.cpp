@@ -2,6 +2,8 @@
 // through the glue, without tgtd.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -631,4 +633,45 @@ TEST_F(EngineTest, UnmapWithMoreDescriptorsThanAdvertisedIsRefused) {
     EXPECT_EQ(result_of(1).sense_key, kIllegalRequest);
     EXPECT_EQ(result_of(1).asc, kAscInvalidFieldInParameterList);
     EXPECT_EQ(result_of(2).status, kGood);
+}
+
+// A full file system under a thin file: io_uring finishes the failing
+// writes in ways that the "async only" eventfd never signalled, which hung
+// commands. Every command must complete, woken by the eventfd alone, with
+// DATA PROTECT / SPACE ALLOCATION FAILED for the ones that found no space.
+// Runs in a child with its own mount namespace for a 1 MiB tmpfs.
+TEST_F(EngineTest, EveryWriteToAFullFileSystemCompletesThroughTheEventfd) {
+    std::string mnt = dir_ + "/small";
+    ASSERT_EQ(::mkdir(mnt.c_str(), 0700), 0);
+    auto scenario = [&] {
+            if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("rbio-unit", mnt.c_str(), "tmpfs", 0, "size=4m") != 0)
+                ::_exit(10);
+            path_ = mnt + "/thin.img";
+            int fd = ::open(path_.c_str(), O_CREAT | O_RDWR, 0600);
+            if (fd < 0 || ::ftruncate(fd, off_t(kSize)) != 0) ::_exit(11);
+            ::close(fd);
+            Options o;
+            o.inline_io = Options::Inline::Off;
+            make(o);
+            // As tgtd delivers them over TCP: one 1 MiB write per pass.
+            std::vector<std::vector<uint8_t>> bufs(16, pattern(1 << 20, 77));
+            for (uint32_t i = 0; i < 16; ++i) {
+                write(i * 2048, bufs[i].data(), 2048);
+                engine_->flush();
+            }
+            while (done_.size() < 16) {
+                pollfd p{engine_->event_fd(), POLLIN, 0};
+                if (::poll(&p, 1, 5000) != 1) ::_exit(12);  // a command hung
+                uint64_t v;
+                if (::read(engine_->event_fd(), &v, sizeof v) != ssize_t(sizeof v)) ::_exit(13);
+                engine_->on_event();
+            }
+            int nospace = 0;
+            for (auto& d : done_)
+                if (d.r.sense_key == kDataProtect && d.r.asc == kAscSpaceAllocationFailedWriteProtect) ++nospace;
+            ::_exit(nospace > 0 ? 0 : 14);
+    };
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(scenario(), ::testing::ExitedWithCode(0), "");
 }

@@ -46,8 +46,7 @@ public:
         return total;
     }
 
-    // The eventfd the kernel signals for completions that did not finish
-    // inside io_uring_enter itself (those are reaped inline).
+    // The eventfd the kernel signals for every completion it posts.
     int event_fd() const { return event_fd_.get(); }
     uint64_t enter_calls() const { return enter_calls_; }
     uint32_t entries() const { return entries_; }
