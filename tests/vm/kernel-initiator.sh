@@ -17,85 +17,8 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/kernel-initiator.sh" "$@"
 fi
 
-source "$HERE/../lib/tgt-test.sh"
-tgt_test_init 0
-PORT=3260                  # the guest's own network stack: nothing else listens
-PORTAL=127.0.0.1:$PORT
+source "$HERE/lib.sh"
 IQN=iqn.2026-11.io.rbio:vm
-MNT="$WORK/mnt"
-mkdir -p "$MNT"
-
-vm_cleanup() {
-  local rc=$?
-  if (( rc != 0 )); then
-    echo "--- iscsid log (last 20 lines) ---"; tail -20 "$WORK/iscsid.log" 2>/dev/null || true
-    echo "--- kernel log (last 30 lines) ---"; dmesg | tail -30 || true
-  fi
-  # The guest is powered off afterwards anyway; unwinding in order still
-  # lets tgtd remove the LU cleanly (and log its counters).
-  umount "$MNT" 2>/dev/null || true
-  iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
-  if [[ -n ${ISCSID_PID:-} ]]; then kill "$ISCSID_PID" 2>/dev/null || true; fi
-  (exit "$rc")
-  tgt_test_cleanup
-}
-trap vm_cleanup EXIT
-
-# must DESCRIPTION COMMAND...: a check the rest of the test depends on.
-must() {
-  local before=$checks_failed
-  check "$@"
-  if (( checks_failed != before )); then
-    echo "stopping: the remaining checks depend on this one"
-    finish || exit 1
-  fi
-}
-
-# The sd disk of LUN $1 of our (only) session, once its /dev node exists.
-DISK=""
-wait_disk() {
-  local lun=$1 i d
-  for (( i = 0; i < 300; i++ )); do
-    for d in /sys/class/scsi_disk/*:*:*:"$lun"/device/block/*; do
-      [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
-    done
-    sleep 0.1
-  done
-  return 1
-}
-wait_no_disk() {
-  local i
-  for (( i = 0; i < 100; i++ )); do
-    [[ -b $1 ]] || return 0
-    sleep 0.1
-  done
-  return 1
-}
-
-login() {
-  iscsiadm -m node -T "$IQN" -p "$PORTAL" --login
-}
-logout() {
-  iscsiadm -m node -T "$IQN" -p "$PORTAL" --logout
-}
-no_session() {
-  # iscsiadm exits 21 (ISCSI_ERR_NO_OBJS_FOUND) when there is no session.
-  local rc=0
-  iscsiadm -m session >/dev/null 2>&1 || rc=$?
-  (( rc == 21 ))
-}
-
-# fio_job NAME DEVICE ARGS...: one verify job; prints its summary lines.
-fio_job() {
-  local name=$1 dev=$2; shift 2
-  local log="$WORK/fio-$name.log"
-  if ! fio --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
-       --verify=crc32c --verify_fatal=1 "$@" --output="$log"; then
-    cat "$log"; return 1
-  fi
-  grep -E '^ *(write|read):' "$log" | sed "s/^ */  $name: /"
-  grep -q 'err= 0' "$log"
-}
 
 # LUN 1: a sparse file on the guest's tmpfs, with rbio's defaults (it does
 # the I/O inline on memory file systems). LUN 2: the same with inline I/O
@@ -107,34 +30,13 @@ must "tgtd starts with the build's module" tgtd_start
 must "a target with two rbio LUNs is exported on $PORTAL" \
   eval 'new_target 1 vm && new_lun 1 1 "$BACKING" rbio && new_lun 1 2 "$BACKING2" rbio inline_io=off'
 
-must "the kernel's iSCSI/TCP transport loads (module autoloading in the guest)" \
-  modprobe iscsi_tcp
-# The SCSI disk driver is loaded by udev on a real system (the scan only
-# sends a uevent); the guest runs no udev, so load it before logging in.
-must "the SCSI disk driver loads" modprobe sd_mod
-# Its own session: iscsid signals its whole process group when it stops,
-# which would otherwise include this script.
-setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
-ISCSID_PID=$!
-
-discover() {
-  local i
-  # iscsid needs a moment before it accepts iscsiadm's requests.
-  for (( i = 0; i < 50; i++ )); do
-    iscsiadm -m discovery -t sendtargets -p "$PORTAL" 2>/dev/null | tee "$WORK/discovery" \
-      | grep -q " $IQN\$" && return 0
-    sleep 0.2
-  done
-  cat "$WORK/discovery"; return 1
-}
-must "sendtargets discovery finds the target" discover
+start_initiator
+must "sendtargets discovery finds the target" discover "$IQN"
 # A failed login would otherwise be retried for about two minutes, and I/O
 # on a lost session queued for as long.
-for kv in node.session.initial_login_retry_max=2 node.conn[0].timeo.login_timeout=10 \
-          node.session.timeo.replacement_timeout=20; do
-  iscsiadm -m node -T "$IQN" -p "$PORTAL" -o update -n "${kv%%=*}" -v "${kv#*=}"
-done
-must "login succeeds" login
+set_node "$IQN" node.session.initial_login_retry_max=2 node.conn[0].timeo.login_timeout=10 \
+  node.session.timeo.replacement_timeout=20
+must "login succeeds" login "$IQN"
 must "the LUN appears as a SCSI disk" wait_disk 1
 echo "LUN 1 is $DISK ($(cat "/sys/block/${DISK#/dev/}/size") sectors)"
 check "the disk has the LUN's size (256 MiB)" \
@@ -155,10 +57,10 @@ write_files() {
 }
 check "write 10 MiB in 55 files and checksum them" write_files
 check "unmount" umount "$MNT"
-check "logout" logout
+check "logout" logout "$IQN"
 check "the disk goes away with the session" wait_no_disk "$DISK"
 check "no session is left" no_session
-must "login again" login
+must "login again" login "$IQN"
 must "the LUN appears again" wait_disk 1
 check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
 must "mount it again" mount "$DISK" "$MNT"
@@ -203,7 +105,7 @@ check "the discard punched the backing file (at least 15 MiB freed)" \
   test $(( (before - after) / 2048 )) -ge 15
 
 # --- end ----------------------------------------------------------------------
-check "final logout" logout
+check "final logout" logout "$IQN"
 check "no session is left at the end" no_session
 kill "$ISCSID_PID" 2>/dev/null || true; wait "$ISCSID_PID" 2>/dev/null || true; ISCSID_PID=""
 tgtd_stop

@@ -1,0 +1,110 @@
+# Guest-side helpers for the kernel-initiator tests (sourced inside the
+# qemu guest): tgtd through tests/lib/tgt-test.sh on the guest's own port
+# 3260, open-iscsi node records, the sd disk of a LUN, fio verify jobs, and
+# a cleanup that logs out and shows iscsid's and the kernel's logs on failure.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/tgt-test.sh"
+tgt_test_init 0
+PORT=3260                  # the guest's own network stack: nothing else listens
+PORTAL=127.0.0.1:$PORT
+MNT="$WORK/mnt"
+mkdir -p "$MNT"
+
+vm_cleanup() {
+  local rc=$?
+  if (( rc != 0 )); then
+    echo "--- iscsid log (last 20 lines) ---"; tail -20 "$WORK/iscsid.log" 2>/dev/null || true
+    echo "--- kernel log (last 30 lines) ---"; dmesg | tail -30 || true
+  fi
+  umount "$MNT" 2>/dev/null || true
+  iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
+  if [[ -n ${ISCSID_PID:-} ]]; then kill "$ISCSID_PID" 2>/dev/null || true; fi
+  (exit "$rc")
+  tgt_test_cleanup
+}
+trap vm_cleanup EXIT
+
+# must DESCRIPTION COMMAND...: a check the rest of the test depends on.
+must() {
+  local before=$checks_failed
+  check "$@"
+  if (( checks_failed != before )); then
+    echo "stopping: the remaining checks depend on this one"
+    finish || exit 1
+  fi
+}
+
+# The sd disk of LUN $1 of our (only) session, once its /dev node exists.
+DISK=""
+wait_disk() {
+  local lun=$1 i d
+  for (( i = 0; i < 300; i++ )); do
+    for d in /sys/class/scsi_disk/*:*:*:"$lun"/device/block/*; do
+      [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
+    done
+    sleep 0.1
+  done
+  return 1
+}
+wait_no_disk() {
+  local i
+  for (( i = 0; i < 100; i++ )); do
+    [[ -b $1 ]] || return 0
+    sleep 0.1
+  done
+  return 1
+}
+no_session() {
+  # iscsiadm exits 21 (ISCSI_ERR_NO_OBJS_FOUND) when there is no session.
+  local rc=0
+  iscsiadm -m session >/dev/null 2>&1 || rc=$?
+  (( rc == 21 ))
+}
+
+# nodeadm IQN ARGS...: iscsiadm on the node record of target IQN.
+nodeadm() { local iqn=$1; shift; iscsiadm -m node -T "$iqn" -p "$PORTAL" "$@"; }
+login() { nodeadm "$1" --login; }
+logout() { nodeadm "$1" --logout; }
+# set_node IQN NAME=VALUE...: update the node record (after discovery, which
+# would otherwise reset it).
+set_node() {
+  local iqn=$1 kv; shift
+  for kv in "$@"; do nodeadm "$iqn" -o update -n "${kv%%=*}" -v "${kv#*=}" || return 1; done
+}
+# Fast failures: one login attempt, a short login timeout, and I/O on a lost
+# session not queued for long.
+FAST=(node.session.initial_login_retry_max=1 node.conn[0].timeo.login_timeout=5
+      node.session.timeo.replacement_timeout=20)
+
+# discover IQN: sendtargets discovery lists IQN (and creates its node record).
+discover() {
+  local i
+  for (( i = 0; i < 50; i++ )); do
+    iscsiadm -m discovery -t sendtargets -p "$PORTAL" 2>/dev/null | tee "$WORK/discovery" \
+      | grep -q " $1\$" && return 0
+    sleep 0.2
+  done
+  cat "$WORK/discovery"; return 1
+}
+
+# fio_job NAME DEVICE ARGS...: one verify job; prints its summary lines.
+fio_job() {
+  local name=$1 dev=$2; shift 2
+  local log="$WORK/fio-$name.log"
+  if ! fio --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
+       --verify=crc32c --verify_fatal=1 "$@" --output="$log"; then
+    cat "$log"; return 1
+  fi
+  grep -E '^ *(write|read):' "$log" | sed "s/^ */  $name: /"
+  grep -q 'err= 0' "$log"
+}
+
+# start_initiator: the kernel's iSCSI/TCP transport, the SCSI disk driver
+# (loaded by udev on a real system; the guest runs none) and iscsid.
+start_initiator() {
+  must "the kernel's iSCSI/TCP transport loads" modprobe iscsi_tcp
+  must "the SCSI disk driver loads" modprobe sd_mod
+  # Its own session: iscsid signals its whole process group when it stops,
+  # which would otherwise include the test script.
+  setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
+  ISCSID_PID=$!
+}
