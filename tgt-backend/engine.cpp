@@ -363,15 +363,21 @@ void Engine::deliver_done() {
     }
 }
 
+Engine::Cmd* Engine::pop_pending() {
+    Cmd* c = pending_head_;
+    pending_head_ = c->next;
+    if (!pending_head_) pending_tail_ = nullptr;
+    c->next = nullptr;
+    return c;
+}
+
 void Engine::fill() {
     while (pending_head_ && !exclusive_) {
         Cmd* c = pending_head_;
         if (c->kind != Kind::Done) {
             if (c->barrier ? inflight_ > 0 : free_ios_ == nullptr) break;
         }
-        pending_head_ = c->next;
-        if (!pending_head_) pending_tail_ = nullptr;
-        c->next = nullptr;
+        pop_pending();
         switch (c->kind) {
             case Kind::Done:
                 if (done_tail_) done_tail_->next = c;
@@ -405,9 +411,7 @@ void Engine::issue_rw(Cmd* first) {
         if (nx->kind != first->kind || nx->barrier) break;
         Extent e{nx->offset, uint32_t(nx->length), nx->kind == Kind::Write, nx->fua};
         if (!can_append(run, io->n, e, limits_)) break;
-        pending_head_ = nx->next;
-        if (!pending_head_) pending_tail_ = nullptr;
-        nx->next = nullptr;
+        pop_pending();
         io->cmds[io->n] = nx;
         io->iov[io->n] = {nx->data, size_t(nx->length)};
         ++io->n;
@@ -426,12 +430,7 @@ void Engine::issue_rw(Cmd* first) {
         return;
     }
 
-    io_uring_sqe* sqe = ring_.get_sqe();
-    if (!sqe) {
-        ring_.submit();
-        ++counters_.submit_calls;
-        sqe = ring_.get_sqe();
-    }
+    io_uring_sqe* sqe = next_sqe();
     if (!sqe) {
         // Cannot happen while in-flight Ios never exceed the SQ size; fail
         // loudly rather than hang the commands.
@@ -456,15 +455,21 @@ void Engine::issue_rw(Cmd* first) {
 
 // ---------------------------------------------------------------- steps
 
-io_uring_sqe* Engine::sqe_for(Cmd* c) {
-    Io* io = alloc_io();
-    if (!io) return nullptr;
+io_uring_sqe* Engine::next_sqe() {
     io_uring_sqe* sqe = ring_.get_sqe();
     if (!sqe) {
+        // Only when an earlier submit left SQEs behind: hand them over first.
         ring_.submit();
         ++counters_.submit_calls;
         sqe = ring_.get_sqe();
     }
+    return sqe;
+}
+
+io_uring_sqe* Engine::sqe_for(Cmd* c) {
+    Io* io = alloc_io();
+    if (!io) return nullptr;
+    io_uring_sqe* sqe = next_sqe();
     if (!sqe) {
         free_io(io);
         return nullptr;

@@ -116,6 +116,7 @@ private:
     void decode(const rbio_bs_cmd& c, Cmd& cmd);
     void pump(bool from_event);
     void fill();
+    Cmd* pop_pending();
     void issue_rw(Cmd* first);
     void start(Cmd* c);
     void on_cqe(const io_uring_cqe& cqe);
@@ -130,6 +131,7 @@ private:
     bool step_punch(Cmd* c, uint64_t off, uint64_t len);
     bool step_fadvise(Cmd* c, uint64_t off, uint64_t len);
     io_uring_sqe* sqe_for(Cmd* c);
+    io_uring_sqe* next_sqe();
     bool next_unmap_range(Cmd* c);
     void write_same_chunk(Cmd* c);
     // Completes a transfer the kernel did only in part, synchronously
