@@ -11,6 +11,7 @@ const char* counter_name(Counter c) {
         case Counter::BytesOut: return "bytes_out";
         case Counter::SendCalls: return "send_calls";
         case Counter::WouldBlock: return "would_block";
+        case Counter::EventCtl: return "epoll_ctl_calls";
         case Counter::Count_: break;
     }
     return "unknown";

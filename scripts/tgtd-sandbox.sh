@@ -52,6 +52,11 @@ start() {
     shift 2
     exec "$@"'
   : > "$state/tgtd.log"
+  # rbio's transport settings: a host's /etc/rbio/tgtd.conf does not leak in
+  # (RBIO_CONFIG and RBIO_TRANSPORT / RBIO_PORTALS from the caller do), and
+  # the statistics file stays in the state folder.
+  export RBIO_CONFIG=${RBIO_CONFIG:-/dev/null}
+  export RBIO_STATS_FILE=${RBIO_STATS_FILE:-$state/rbio.stats}
   unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
     "${prefix[@]}" tgtd -f -C "$port" --iscsi "portal=$portal" "${extra[@]}" \
     >> "$state/tgtd.log" 2>&1 < /dev/null &

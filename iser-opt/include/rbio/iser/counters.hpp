@@ -15,11 +15,12 @@ namespace rbio::iser {
 enum class Counter : uint8_t {
     PdusIn,      // complete PDUs yielded by the receive buffer
     BytesIn,     // bytes received
-    RecvCalls,   // read/recv calls that returned data
+    RecvCalls,   // read/recv system calls
     PdusOut,     // PDUs whose every byte was written
     BytesOut,    // bytes written
     SendCalls,   // writev/sendmsg calls, including those that would block
     WouldBlock,  // flushes that left bytes queued because the socket was full
+    EventCtl,    // epoll_ctl calls the transport made (arming EPOLLOUT)
     Count_
 };
 

@@ -121,6 +121,12 @@ public:
     TxState flush();
     // The socket became writable (EPOLLOUT): leaves Blocked and flushes.
     TxState on_writable();
+    // Digests of the PDUs queued from now on (RFC 7143: they start with the
+    // first PDU after the final login response); queued ones keep theirs.
+    void set_digests(bool header, bool data) {
+        config_.header_digest = header;
+        config_.data_digest = data;
+    }
     // Drops every queued PDU, running its completion with `status`.
     void cancel_all(int status);
 

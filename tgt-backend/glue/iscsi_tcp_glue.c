@@ -1,0 +1,861 @@
+/*
+ * rbio's TCP transport inside stock tgtd.
+ *
+ * tgt's iSCSI core talks to a transport through `struct iscsi_transport`:
+ * it pulls request bytes with ep_read(), pushes every response part with
+ * ep_write_begin() and asks for send or receive readiness with
+ * ep_event_modify(). The stock TCP transport maps each of those to system
+ * calls: a read() per PDU part, a write() per response part between two
+ * setsockopt(TCP_CORK), an epoll_ctl() per EPOLLOUT toggle.
+ *
+ * This transport takes over the listening sockets of tgtd's portals, so
+ * every new TCP connection gets it, and maps the same calls onto memory:
+ * ep_read() is served from a buffer filled by one receive per event
+ * (request batching); ep_write_begin() queues the part and the whole pass
+ * leaves in one sendmsg() (message coalescing); EPOLLOUT is armed only when
+ * the socket is full; and the core's receive and send handlers run in one
+ * loop per event, so responses completed while a pass runs go out in the
+ * same pass and requests buffered meanwhile are processed on the send path.
+ * Login, negotiation, SCSI and task management stay tgt's.
+ *
+ * Response data is sent from the core's own buffers without a copy. The
+ * core frees a task and its buffers as soon as it has handed the last part
+ * over, so the free callbacks defer the release until the sendmsg() that
+ * carried the data is done (see struct rbio_block).
+ *
+ * One of the few files that include tgt's (version-specific, C) headers.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "iscsid.h"
+#include "work.h"
+
+#include "rbio/bs/tcp_transport.h"
+#include "iscsi_tcp_glue.h"
+
+#ifndef RBIO_TGTD_BUILD_ID
+#define RBIO_TGTD_BUILD_ID ""
+#endif
+
+/* ---- buffers whose release waits for the send that carries them */
+
+enum { RBIO_BLOCK_DATA = 1, RBIO_BLOCK_TASK = 2, RBIO_BLOCK_COPY = 3 };
+
+/* Lies right before every buffer and task this transport hands to the core. */
+struct rbio_block {
+	struct rbio_block *next;  /* deferred list or free list */
+	uint64_t release_after;   /* tx PDUs that must be done first */
+	size_t size;              /* usable bytes */
+	int kind;
+	int pool;                 /* size class, or -1: not pooled */
+};
+
+/* Data buffers are page aligned (O_DIRECT backing stores need it): the
+ * block header sits at the end of a page of its own in front of them. */
+#define RBIO_PAGE 4096u
+#define RBIO_POOL_MIN_SHIFT 12  /* 4 KiB */
+#define RBIO_POOL_CLASSES 11    /* up to 4 MiB */
+#define RBIO_POOL_MAX_BYTES (64u << 20)
+#define RBIO_TASK_POOL RBIO_POOL_CLASSES
+
+static struct rbio_block *pool_free[RBIO_POOL_CLASSES + 1];
+static size_t pool_bytes;
+
+static int pool_class(size_t size)
+{
+	int cls = 0;
+
+	while (cls < RBIO_POOL_CLASSES && ((size_t)1 << (RBIO_POOL_MIN_SHIFT + cls)) < size)
+		cls++;
+	return cls < RBIO_POOL_CLASSES ? cls : -1;
+}
+
+static void *block_payload(struct rbio_block *b)
+{
+	return (char *)b + sizeof(*b);
+}
+
+static struct rbio_block *block_of(void *payload)
+{
+	return (struct rbio_block *)((char *)payload - sizeof(struct rbio_block));
+}
+
+static void *block_base(struct rbio_block *b)
+{
+	return b->kind == RBIO_BLOCK_DATA ? (char *)block_payload(b) - RBIO_PAGE : (void *)b;
+}
+
+static void block_release(struct rbio_block *b)
+{
+	if (b->pool >= 0 && pool_bytes + b->size <= RBIO_POOL_MAX_BYTES) {
+		b->next = pool_free[b->pool];
+		pool_free[b->pool] = b;
+		pool_bytes += b->size;
+		return;
+	}
+	free(block_base(b));
+}
+
+static void *data_alloc(size_t size)
+{
+	int cls = pool_class(size);
+	struct rbio_block *b;
+	void *base;
+
+	if (cls >= 0 && pool_free[cls]) {
+		b = pool_free[cls];
+		pool_free[cls] = b->next;
+		pool_bytes -= b->size;
+		return block_payload(b);
+	}
+	if (cls >= 0)
+		size = (size_t)1 << (RBIO_POOL_MIN_SHIFT + cls);
+	/* + a word: tgt pads data to 4 bytes in place before sending it */
+	if (posix_memalign(&base, RBIO_PAGE, RBIO_PAGE + size + 4))
+		return NULL;
+	b = (struct rbio_block *)((char *)base + RBIO_PAGE - sizeof(*b));
+	b->kind = RBIO_BLOCK_DATA;
+	b->size = size;
+	b->pool = cls;
+	return block_payload(b);
+}
+
+/* ---- one connection */
+
+struct rbio_conn {
+	int fd;
+	struct rbio_tcp_conn *engine;
+	struct list_head siblings;     /* all rbio connections */
+	struct event_data pass_ev;     /* a pass outside our own event */
+	int in_pass;
+	int tx_wanted;                 /* the core has responses to send */
+	int epollout_armed;
+	uint64_t rx_served;            /* bytes ep_read handed to the core */
+	uint64_t tx_parts;             /* ep_write_begin calls: the core's
+					* send handler may stop after any
+					* part of a PDU and wants calling
+					* again */
+	int bhs_have;                  /* bytes of the current BHS handed over */
+	struct rbio_block *deferred, *deferred_tail;
+	char peer[INET6_ADDRSTRLEN + 16];
+	/* NOP-In pings, as tgt's own TCP transport does them */
+	int nop_inflight_count;
+	int nop_interval;
+	int nop_tick;
+	int nop_count;
+	long ttt;
+
+	struct iscsi_connection iscsi_conn;
+};
+
+static struct rbio_conn *RC(struct iscsi_connection *conn)
+{
+	return container_of(conn, struct rbio_conn, iscsi_conn);
+}
+
+static struct iscsi_transport rbio_tcp;
+static struct rbio_tp_settings settings;
+static LIST_HEAD(rbio_conns);
+static long rbio_nop_ttt;
+
+static void conn_log_close(struct rbio_conn *rc, const char *why)
+{
+	log_error("rbio: tcp: %s: closing connection: %s\n", rc->peer, why);
+}
+
+static void deferred_release(struct rbio_conn *rc, int all)
+{
+	uint64_t done = rbio_tcp_conn_tx_done_total(rc->engine);
+
+	while (rc->deferred && (all || rc->deferred->release_after <= done)) {
+		struct rbio_block *b = rc->deferred;
+
+		rc->deferred = b->next;
+		block_release(b);
+	}
+	if (!rc->deferred)
+		rc->deferred_tail = NULL;
+}
+
+/* Releases b now, or once every PDU queued so far has been sent. */
+static void defer_or_release(struct rbio_conn *rc, struct rbio_block *b)
+{
+	uint64_t queued = rbio_tcp_conn_tx_queued_total(rc->engine);
+
+	if (rbio_tcp_conn_tx_done_total(rc->engine) >= queued) {
+		block_release(b);
+		return;
+	}
+	b->release_after = queued;
+	b->next = NULL;
+	if (rc->deferred_tail)
+		rc->deferred_tail->next = b;
+	else
+		rc->deferred = b;
+	rc->deferred_tail = b;
+}
+
+static void arm_epollout(struct rbio_conn *rc, int on)
+{
+	if (rc->epollout_armed == on)
+		return;
+	if (tgt_event_modify(rc->fd, on ? EPOLLIN | EPOLLOUT : EPOLLIN))
+		log_error("rbio: tcp: %s: epoll_ctl failed: %m\n", rc->peer);
+	rbio_tcp_conn_count_event_ctl(rc->engine);
+	rc->epollout_armed = on;
+}
+
+static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+
+	deferred_release(rc, 0);
+	if (st == RBIO_TX_FAILED) {
+		if (conn->state != STATE_CLOSE) {
+			char why[256];
+
+			snprintf(why, sizeof(why), "send failed: %s",
+				 rbio_tcp_conn_tx_error(rc->engine));
+			conn_log_close(rc, why);
+			conn->state = STATE_CLOSE;
+		}
+		return;
+	}
+	arm_epollout(rc, st == RBIO_TX_BLOCKED);
+}
+
+/*
+ * Runs tgt's receive and send handlers until neither makes progress: every
+ * buffered request is processed, every response the core has is queued, and
+ * whatever a response unblocked (the next login request, commands completed
+ * inline) is handled in the same pass. Then one flush.
+ */
+static void conn_pass(struct rbio_conn *rc)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	int progress;
+
+	rc->in_pass = 1;
+	do {
+		progress = 0;
+		/* rx_size is 0 while the core waits to send a login or text
+		 * response before it reads the next request */
+		while (conn->state != STATE_CLOSE && conn->rx_size > 0 &&
+		       rbio_tcp_conn_rx_ready(rc->engine)) {
+			uint64_t before = rc->rx_served;
+
+			iscsi_rx_handler(conn);
+			if (rc->rx_served == before)
+				break;
+			progress = 1;
+		}
+		while (conn->state != STATE_CLOSE && rc->tx_wanted &&
+		       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_BLOCKED &&
+		       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_FAILED &&
+		       rbio_tcp_conn_tx_room(rc->engine)) {
+			uint64_t before = rc->tx_parts;
+
+			iscsi_tx_handler(conn);
+			if (rc->tx_parts == before)
+				break;
+			progress = 1;
+		}
+	} while (progress);
+	rc->in_pass = 0;
+
+	if (conn->state != STATE_CLOSE)
+		after_send(rc, rbio_tcp_conn_flush(rc->engine));
+}
+
+/* The last thing a handler does: conn may be freed by conn_close(). */
+static void conn_finish(struct rbio_conn *rc)
+{
+	if (rc->iscsi_conn.state == STATE_CLOSE)
+		conn_close(&rc->iscsi_conn);
+}
+
+static void conn_event_handler(int fd, int events, void *data)
+{
+	struct rbio_conn *rc = data;
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+
+	(void)fd;
+	if (events & EPOLLOUT)
+		after_send(rc, rbio_tcp_conn_on_writable(rc->engine));
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+		long n;
+
+		rbio_tcp_conn_take_event(rc->engine);
+		n = rbio_tcp_conn_fill(rc->engine);
+		if (n < 0 && n != -EAGAIN && conn->state != STATE_CLOSE) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "receive failed: %s", strerror((int)-n));
+			conn_log_close(rc, why);
+			conn->state = STATE_CLOSE;
+		}
+	}
+	if (conn->state != STATE_CLOSE)
+		conn_pass(rc);
+	conn_finish(rc);
+}
+
+static void conn_pass_event(struct event_data *ev)
+{
+	struct rbio_conn *rc = ev->data;
+
+	if (rc->iscsi_conn.state != STATE_CLOSE)
+		conn_pass(rc);
+	conn_finish(rc);
+}
+
+/* ---- struct iscsi_transport */
+
+static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
+{
+	struct rbio_conn *rc = RC(conn);
+	char *bhs = (char *)&conn->req.bhs;
+	/* the core reads a request's BHS, and only that, into req.bhs */
+	int is_bhs = (char *)buf >= bhs && (char *)buf < bhs + BHS_SIZE;
+	long n;
+
+	n = rbio_tcp_conn_read(rc->engine, buf, nbytes);
+	if (n == -EAGAIN) {
+		errno = EAGAIN;
+		return (size_t)-1;
+	}
+	if (n <= 0) {
+		if (n < 0) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "receive failed: %s", strerror((int)-n));
+			conn_log_close(rc, why);
+		} else if ((char *)buf != bhs || rc->bhs_have) {
+			conn_log_close(rc, "peer closed in the middle of a PDU");
+		}
+		return 0; /* tgt: end of stream, close */
+	}
+	rc->rx_served += (uint64_t)n;
+
+	if (is_bhs) {
+		rc->bhs_have = (int)((char *)buf + n - bhs);
+		if (rc->bhs_have == BHS_SIZE) {
+			char why[192];
+			uint32_t max_data = conn->state == STATE_SCSI ?
+				conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val :
+				INCOMING_BUFSIZE;
+
+			rc->bhs_have = 0;
+			if (rbio_tcp_conn_check_bhs(rc->engine, bhs, max_data, why, sizeof(why))) {
+				conn_log_close(rc, why);
+				return 0;
+			}
+		}
+	}
+	return (size_t)n;
+}
+
+static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nbytes)
+{
+	struct rbio_conn *rc = RC(conn);
+	char *rsp = conn->rsp_buffer;
+
+	rc->tx_parts++;
+	if (buf == (void *)&conn->rsp.bhs) {
+		rbio_tcp_conn_tx_header(rc->engine, buf);
+	} else if (buf == (void *)conn->tx_digest) {
+		/* the engine computes digests over what it sends */
+	} else if (rsp && (char *)buf >= rsp && (char *)buf < rsp + conn->rsp_buffer_size) {
+		/* Login, text and reject data live in one per-connection buffer
+		 * the core rewrites for the next response: send a copy. Rare. */
+		size_t len = conn->rsp.datasize;
+		struct rbio_block *b = malloc(sizeof(*b) + len + 4);
+
+		if (!b) {
+			conn_log_close(rc, "out of memory for a response");
+			conn->state = STATE_CLOSE;
+			return nbytes;
+		}
+		b->kind = RBIO_BLOCK_COPY;
+		b->pool = -1;
+		b->size = len;
+		memcpy(block_payload(b), buf, len);
+		rbio_tcp_conn_tx_data(rc->engine, block_payload(b), len);
+		/* queued with the PDU that ep_write_end adds next */
+		b->release_after = rbio_tcp_conn_tx_queued_total(rc->engine) + 1;
+		b->next = NULL;
+		if (rc->deferred_tail)
+			rc->deferred_tail->next = b;
+		else
+			rc->deferred = b;
+		rc->deferred_tail = b;
+	} else {
+		rbio_tcp_conn_tx_data(rc->engine, buf, conn->rsp.datasize);
+	}
+	return nbytes;
+}
+
+static void tp_write_end(struct iscsi_connection *conn)
+{
+	struct rbio_conn *rc = RC(conn);
+	int hd = 0, dd = 0;
+
+	if (conn->state == STATE_SCSI) {
+		hd = conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C;
+		dd = conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C;
+	}
+	if (rbio_tcp_conn_tx_end(rc->engine, hd, dd)) {
+		conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED ?
+			       rbio_tcp_conn_tx_error(rc->engine) : "response not queued");
+		conn->state = STATE_CLOSE;
+	}
+}
+
+static void tp_event_modify(struct iscsi_connection *conn, int events)
+{
+	struct rbio_conn *rc = RC(conn);
+
+	rc->tx_wanted = (events & EPOLLOUT) != 0;
+	/* Readiness is ours to track; a request for EPOLLOUT from outside a
+	 * pass (a completion, a ping, a forced close) schedules a pass. */
+	if ((rc->tx_wanted || conn->state == STATE_CLOSE) && !rc->in_pass)
+		tgt_add_sched_event(&rc->pass_ev);
+}
+
+static size_t tp_close(struct iscsi_connection *conn)
+{
+	struct rbio_conn *rc = RC(conn);
+
+	tgt_event_del(rc->fd);
+	conn->state = STATE_CLOSE;
+	rc->nop_interval = 0;
+	rbio_tcp_conn_tx_cancel(rc->engine);
+	deferred_release(rc, 0);
+	return 0;
+}
+
+static void tp_force_close(struct iscsi_connection *conn)
+{
+	conn->state = STATE_CLOSE;
+	tgt_add_sched_event(&RC(conn)->pass_ev);
+}
+
+static void tp_release(struct iscsi_connection *conn)
+{
+	struct rbio_conn *rc = RC(conn);
+	char counters[256];
+
+	tgt_remove_sched_event(&rc->pass_ev);
+	conn_exit(conn);
+	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
+	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);
+	deferred_release(rc, 1);
+	rbio_tcp_conn_free(rc->engine);
+	close(rc->fd);
+	list_del(&rc->siblings);
+	free(rc);
+	rbio_tp_stats_connection(0);
+	rbio_iscsi_tcp_write_stats();
+}
+
+static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
+{
+	struct rbio_conn *rc = RC(conn);
+	struct sockaddr_storage from;
+	socklen_t len = sizeof(from);
+	char host[INET6_ADDRSTRLEN];
+	int n;
+
+	if (getpeername(rc->fd, (struct sockaddr *)&from, &len) ||
+	    getnameinfo((struct sockaddr *)&from, len, host, sizeof(host), NULL, 0,
+			NI_NUMERICHOST))
+		return 0;
+	n = snprintf(buf, rest, "IP Address: %s", host);
+	return n > 0 ? (n < rest ? n : rest - 1) : 0;
+}
+
+static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ext_len)
+{
+	size_t size = sizeof(struct iscsi_task) + ext_len;
+	struct rbio_block *b;
+
+	(void)conn;
+	if (ext_len == 0 && pool_free[RBIO_TASK_POOL]) {
+		b = pool_free[RBIO_TASK_POOL];
+		pool_free[RBIO_TASK_POOL] = b->next;
+		pool_bytes -= b->size;
+	} else {
+		b = malloc(sizeof(*b) + size);
+		if (!b)
+			return NULL;
+		b->kind = RBIO_BLOCK_TASK;
+		b->size = size;
+		b->pool = ext_len == 0 ? RBIO_TASK_POOL : -1;
+	}
+	memset(block_payload(b), 0, size);
+	return block_payload(b);
+}
+
+static void tp_free_task(struct iscsi_task *task)
+{
+	/* A task's sense data or ping data may still be queued. */
+	if (task->conn)
+		defer_or_release(RC(task->conn), block_of(task));
+	else
+		block_release(block_of(task));
+}
+
+static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
+{
+	(void)conn;
+	return data_alloc(size);
+}
+
+static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
+{
+	if (buf)
+		defer_or_release(RC(conn), block_of(buf));
+}
+
+static int tp_getsockname(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
+{
+	return getsockname(RC(conn)->fd, sa, len);
+}
+
+static int tp_getpeername(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
+{
+	return getpeername(RC(conn)->fd, sa, len);
+}
+
+static void tp_nop_reply(long ttt)
+{
+	struct rbio_conn *rc;
+
+	list_for_each_entry(rc, &rbio_conns, siblings)
+		if (rc->ttt == ttt)
+			rc->nop_inflight_count = 0;
+}
+
+static int tp_login_complete(struct iscsi_connection *conn)
+{
+	struct rbio_conn *rc = RC(conn);
+	struct iscsi_target *target;
+
+	list_for_each_entry(target, &iscsi_targets_list, tlist) {
+		if (target->tid != conn->tid)
+			continue;
+		rc->nop_count = target->nop_count;
+		rc->nop_interval = target->nop_interval;
+		rc->nop_tick = target->nop_interval;
+		break;
+	}
+	return 0;
+}
+
+static int tp_init(void)
+{
+	return 0;
+}
+
+static struct iscsi_transport rbio_tcp = {
+	.name = "iscsi",
+	.rdma = 0,
+	.data_padding = PAD_WORD_LEN,
+	.ep_init = tp_init,
+	.ep_login_complete = tp_login_complete,
+	.alloc_task = tp_alloc_task,
+	.free_task = tp_free_task,
+	.ep_read = tp_read,
+	.ep_write_begin = tp_write_begin,
+	.ep_write_end = tp_write_end,
+	.ep_close = tp_close,
+	.ep_force_close = tp_force_close,
+	.ep_release = tp_release,
+	.ep_show = tp_show,
+	.ep_event_modify = tp_event_modify,
+	.alloc_data_buf = tp_alloc_data_buf,
+	.free_data_buf = tp_free_data_buf,
+	.ep_getsockname = tp_getsockname,
+	.ep_getpeername = tp_getpeername,
+	.ep_nop_reply = tp_nop_reply,
+};
+
+/* ---- accepting connections on the portals taken over */
+
+static void set_socket_options(int fd)
+{
+	int on = 1, idle = 1800, cnt = 6, intvl = 300;
+
+	/* tgt's keepalive and latency settings, so behaviour stays stock */
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+}
+
+static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char *out,
+			  size_t outlen)
+{
+	char host[INET6_ADDRSTRLEN], serv[8];
+
+	if (getnameinfo((const struct sockaddr *)ss, len, host, sizeof(host), serv, sizeof(serv),
+			NI_NUMERICHOST | NI_NUMERICSERV))
+		snprintf(out, outlen, "unknown peer");
+	else if (ss->ss_family == AF_INET6)
+		snprintf(out, outlen, "[%s]:%s", host, serv);
+	else
+		snprintf(out, outlen, "%s:%s", host, serv);
+}
+
+static void accept_handler(int lfd, int events, void *data)
+{
+	struct sockaddr_storage from;
+	socklen_t len = sizeof(from);
+	struct rbio_conn *rc;
+	char err[256];
+	int fd;
+
+	(void)events;
+	(void)data;
+	fd = accept4(lfd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			log_error("rbio: tcp: accept failed: %m\n");
+		return;
+	}
+	if (!is_system_available() || list_empty(&iscsi_targets_list))
+		goto refuse;
+	set_socket_options(fd);
+
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		goto refuse;
+	rc->fd = fd;
+	describe_peer(&from, len, rc->peer, sizeof(rc->peer));
+	rc->engine = rbio_tcp_conn_new(fd, &settings, err, sizeof(err));
+	if (!rc->engine) {
+		log_error("rbio: tcp: %s: refused: %s\n", rc->peer, err);
+		free(rc);
+		goto refuse;
+	}
+	if (conn_init(&rc->iscsi_conn)) {
+		rbio_tcp_conn_free(rc->engine);
+		free(rc);
+		goto refuse;
+	}
+	rc->iscsi_conn.tp = &rbio_tcp;
+	tgt_init_sched_event(&rc->pass_ev, conn_pass_event, rc);
+	conn_read_pdu(&rc->iscsi_conn);
+	if (tgt_event_add(fd, EPOLLIN, conn_event_handler, rc)) {
+		conn_exit(&rc->iscsi_conn);
+		rbio_tcp_conn_free(rc->engine);
+		free(rc);
+		goto refuse;
+	}
+	list_add(&rc->siblings, &rbio_conns);
+	rbio_tp_stats_connection(1);
+	return;
+refuse:
+	close(fd);
+}
+
+/* Listening sockets already served by accept_handler. */
+struct taken_portal {
+	void *portal;
+	int fd;
+};
+#define RBIO_MAX_PORTALS 64
+static struct taken_portal taken[RBIO_MAX_PORTALS];
+static int nr_taken;
+
+static int portal_taken(struct iscsi_portal *p)
+{
+	int i;
+
+	for (i = 0; i < nr_taken; i++)
+		if (taken[i].portal == p && taken[i].fd == p->fd)
+			return 1;
+	return 0;
+}
+
+static void forget_removed_portals(void)
+{
+	int i = 0;
+
+	while (i < nr_taken) {
+		struct iscsi_portal *p;
+		int present = 0;
+
+		list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings)
+			if ((void *)p == taken[i].portal && p->fd == taken[i].fd)
+				present = 1;
+		if (present)
+			i++;
+		else
+			taken[i] = taken[--nr_taken];
+	}
+}
+
+/* Moves every selected portal's listening socket to accept_handler: from
+ * then on its connections use this transport. Portals added later with
+ * tgtadm are picked up by the periodic tick. */
+static void take_over_portals(void)
+{
+	struct iscsi_portal *p;
+
+	forget_removed_portals();
+	list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings) {
+		if (p->fd < 0 || portal_taken(p) || !rbio_tp_portal_selected(&settings, p->addr, p->port))
+			continue;
+		if (nr_taken == RBIO_MAX_PORTALS) {
+			log_error("rbio: tcp: more than %d portals; %s:%d stays with tgt's transport\n",
+				  RBIO_MAX_PORTALS, p->addr, p->port);
+			continue;
+		}
+		tgt_event_del(p->fd);
+		if (tgt_event_add(p->fd, EPOLLIN, accept_handler, NULL)) {
+			log_error("rbio: tcp: portal %s:%d: cannot watch its socket: %m\n", p->addr,
+				  p->port);
+			continue;
+		}
+		taken[nr_taken].portal = p;
+		taken[nr_taken].fd = p->fd;
+		nr_taken++;
+		log_error("rbio: tcp: portal %s:%d served by rbio's transport\n", p->addr, p->port);
+	}
+}
+
+/* ---- once a second: pings, new portals, statistics */
+
+static struct tgt_work tick_work;
+
+static void send_ping(struct rbio_conn *rc)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct iscsi_task *task = tp_alloc_task(conn, 0);
+
+	if (!task)
+		return;
+	task->conn = conn;
+	task->tag = ISCSI_RESERVED_TAG;
+	task->req.opcode = ISCSI_OP_NOOP_IN;
+	task->req.itt = cpu_to_be32(ISCSI_RESERVED_TAG);
+	task->req.ttt = cpu_to_be32(rc->ttt);
+	list_add_tail(&task->c_list, &conn->tx_clist);
+	conn->tp->ep_event_modify(conn, EPOLLIN | EPOLLOUT);
+}
+
+static void ping_connections(void)
+{
+	struct rbio_conn *rc;
+
+	list_for_each_entry(rc, &rbio_conns, siblings) {
+		if (rc->nop_interval == 0 || --rc->nop_tick > 0)
+			continue;
+		rc->nop_tick = rc->nop_interval;
+		if (++rc->nop_inflight_count > rc->nop_count) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "no reply to %d NOP-In pings", rc->nop_count);
+			conn_log_close(rc, why);
+			/* closing may free rc: leave the loop, the rest wait a tick */
+			conn_close(&rc->iscsi_conn);
+			break;
+		}
+		if (++rbio_nop_ttt == ISCSI_RESERVED_TAG)
+			rbio_nop_ttt = 1;
+		rc->ttt = rbio_nop_ttt;
+		send_ping(rc);
+	}
+}
+
+void rbio_iscsi_tcp_write_stats(void)
+{
+	static int warned;
+	struct rbio_conn *rc;
+	char err[512];
+
+	if (!settings.stats_file[0])
+		return;
+	list_for_each_entry(rc, &rbio_conns, siblings)
+		rbio_tcp_conn_publish(rc->engine);
+	if (rbio_tp_stats_write(settings.stats_file, err, sizeof(err))) {
+		if (!warned)
+			log_error("rbio: tcp: cannot write statistics: %s\n", err);
+		warned = 1;
+	}
+}
+
+static void tick(void *data)
+{
+	(void)data;
+	ping_connections();
+	take_over_portals();
+	rbio_iscsi_tcp_write_stats();
+	add_work(&tick_work, 1);
+}
+
+/* ---- start */
+
+static int build_matches(void)
+{
+	char running[128];
+
+	if (!RBIO_TGTD_BUILD_ID[0]) {
+		log_error("rbio: tcp: the module was built without tgtd's build-id; "
+			  "TCP portals stay with tgt's transport\n");
+		return 0;
+	}
+	if (rbio_tp_running_build_id(running, sizeof(running))) {
+		log_error("rbio: tcp: this tgtd has no build-id (the module expects %s, tgt %s); "
+			  "TCP portals stay with tgt's transport\n",
+			  RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION);
+		return 0;
+	}
+	if (strcmp(running, RBIO_TGTD_BUILD_ID)) {
+		log_error("rbio: tcp: this tgtd (build-id %s) is not the tgt %s the module was "
+			  "built against (build-id %s); TCP portals stay with tgt's transport\n",
+			  running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID);
+		return 0;
+	}
+	return 1;
+}
+
+void rbio_iscsi_tcp_start(void)
+{
+	char err[1024], desc[6000];
+
+	if (rbio_tp_load_settings(&settings, err, sizeof(err))) {
+		log_error("rbio: tcp: bad settings, TCP portals stay with tgt's transport: %s\n",
+			  err);
+		return;
+	}
+	rbio_tp_describe_settings(&settings, desc, sizeof(desc));
+	if (!settings.enabled) {
+		log_error("rbio: tcp: transport off; TCP portals stay with tgt's transport (%s)\n",
+			  desc);
+		return;
+	}
+	if (!build_matches())
+		return;
+	log_error("rbio: tcp: %s\n", desc);
+	iscsi_transport_register(&rbio_tcp);
+	take_over_portals();
+	tick_work.func = tick;
+	tick_work.data = NULL;
+	add_work(&tick_work, 1);
+	rbio_iscsi_tcp_write_stats();
+}

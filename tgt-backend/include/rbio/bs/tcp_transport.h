@@ -1,0 +1,101 @@
+/*
+ * The C ABI between tgt's iSCSI core and rbio's TCP transport.
+ *
+ * glue/iscsi_tcp_glue.c (which includes tgt's headers) implements tgt's
+ * `struct iscsi_transport` with these calls; behind them is C++ with no tgt
+ * dependency: iser-opt's StreamRx (request batching) and TxQueue (message
+ * coalescing) over one socket. No function lets a C++ exception escape.
+ */
+#ifndef RBIO_BS_TCP_TRANSPORT_H
+#define RBIO_BS_TCP_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- settings: /etc/rbio/tgtd.conf (or $RBIO_CONFIG), then environment */
+
+#define RBIO_TP_DEFAULT_CONFIG "/etc/rbio/tgtd.conf"
+
+struct rbio_tp_settings {
+    int enabled;             /* take over tgtd's TCP portals */
+    char portals[1024];      /* "" = every portal, else "ADDR:PORT,..." */
+    char stats_file[4096];   /* "" = none; "%p" becomes tgtd's pid */
+    int batch_reads;         /* one receive per event for many PDUs */
+    int coalesce;            /* one sendmsg per pass for many PDUs */
+    uint32_t direct_read_kib;  /* data reads at least this large skip the buffer */
+    uint32_t rx_buffer_kib;    /* receive buffer per connection */
+    uint32_t max_queued_kib;   /* queued response bytes that force a send */
+    char source[4200];       /* where the settings came from, for the log */
+};
+
+/* Defaults, then the config file, then RBIO_TRANSPORT / RBIO_PORTALS /
+ * RBIO_STATS_FILE. 0, or -1 with a message naming the file, line and key. */
+int rbio_tp_load_settings(struct rbio_tp_settings *s, char *err, size_t errlen);
+/* The settings as one line, for tgtd's log. */
+void rbio_tp_describe_settings(const struct rbio_tp_settings *s, char *out, size_t len);
+/* The portal is in s->portals (ADDR:PORT, [ADDR]:PORT or *:PORT). */
+int rbio_tp_portal_selected(const struct rbio_tp_settings *s, const char *addr, int port);
+/* GNU build-id of the running executable as hex; 0, or -1 if it has none. */
+int rbio_tp_running_build_id(char *hex, size_t len);
+
+/* ---- one connection */
+
+struct rbio_tcp_conn;
+
+enum rbio_tx_state { RBIO_TX_IDLE = 0, RBIO_TX_PENDING, RBIO_TX_BLOCKED, RBIO_TX_FAILED };
+
+struct rbio_tcp_conn *rbio_tcp_conn_new(int fd, const struct rbio_tp_settings *s, char *err,
+                                        size_t errlen);
+/* Adds the connection's counters to the totals and frees it (not the fd). */
+void rbio_tcp_conn_free(struct rbio_tcp_conn *c);
+
+/* receive side */
+void rbio_tcp_conn_take_event(struct rbio_tcp_conn *c);
+/* The event's receive into the buffer: bytes, 0 at end of stream, -errno. */
+long rbio_tcp_conn_fill(struct rbio_tcp_conn *c);
+/* Bytes for the core: > 0, 0 at end of stream, -EAGAIN, -errno. */
+long rbio_tcp_conn_read(struct rbio_tcp_conn *c, void *buf, size_t n);
+/* The core has bytes (or an end of stream, or a direct read) to take now. */
+int rbio_tcp_conn_rx_ready(const struct rbio_tcp_conn *c);
+/* A header the core just read: 0 if acceptable, else -1 and why. Counts
+ * one PDU in. max_data is the largest DataSegmentLength accepted now. */
+int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t max_data,
+                            char *err, size_t errlen);
+
+/* send side: header, optional data, end; queued until a flush */
+int rbio_tcp_conn_tx_room(const struct rbio_tcp_conn *c);
+void rbio_tcp_conn_tx_header(struct rbio_tcp_conn *c, const void *bhs);
+void rbio_tcp_conn_tx_data(struct rbio_tcp_conn *c, const void *data, size_t len);
+/* Queues the PDU; 0, or -1 (the stream failed or the queue overflowed). */
+int rbio_tcp_conn_tx_end(struct rbio_tcp_conn *c, int header_digest, int data_digest);
+enum rbio_tx_state rbio_tcp_conn_flush(struct rbio_tcp_conn *c);
+enum rbio_tx_state rbio_tcp_conn_on_writable(struct rbio_tcp_conn *c);
+enum rbio_tx_state rbio_tcp_conn_tx_state(const struct rbio_tcp_conn *c);
+void rbio_tcp_conn_tx_cancel(struct rbio_tcp_conn *c);
+const char *rbio_tcp_conn_tx_error(const struct rbio_tcp_conn *c);
+/* PDUs queued so far / PDUs written or dropped so far: a buffer a queued
+ * PDU points at may be reused once completed >= the queued count of then. */
+uint64_t rbio_tcp_conn_tx_queued_total(const struct rbio_tcp_conn *c);
+uint64_t rbio_tcp_conn_tx_done_total(const struct rbio_tcp_conn *c);
+
+void rbio_tcp_conn_count_event_ctl(struct rbio_tcp_conn *c);
+/* One line of this connection's counters, for logs. */
+void rbio_tcp_conn_describe(const struct rbio_tcp_conn *c, char *out, size_t len);
+/* Adds what the connection counted since its last publish to the totals. */
+void rbio_tcp_conn_publish(struct rbio_tcp_conn *c);
+
+/* ---- process-wide statistics */
+
+void rbio_tp_stats_connection(int opened); /* 1 opened, 0 closed */
+/* Writes the totals to path (atomically: temporary file, then rename). */
+int rbio_tp_stats_write(const char *path, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

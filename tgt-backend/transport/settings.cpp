@@ -1,0 +1,168 @@
+// Settings of the TCP transport: defaults, /etc/rbio/tgtd.conf (or
+// $RBIO_CONFIG), then environment overrides -- an admin can switch the
+// takeover off for one tgtd run without editing the file.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "rbio/bs/tcp_transport.h"
+
+namespace {
+
+struct SettingsError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+        s.remove_suffix(1);
+    return s;
+}
+
+bool parse_switch(std::string_view v, const std::string& where) {
+    if (v == "on" || v == "yes" || v == "true" || v == "1" || v == "rbio") return true;
+    if (v == "off" || v == "no" || v == "false" || v == "0" || v == "stock") return false;
+    throw SettingsError(where + ": '" + std::string(v) + "' is not on or off");
+}
+
+uint32_t parse_kib(std::string_view v, uint32_t min, uint32_t max, const std::string& where) {
+    std::string s(v);
+    char* end = nullptr;
+    errno = 0;
+    unsigned long n = std::strtoul(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno != 0 || n < min || n > max)
+        throw SettingsError(where + ": '" + s + "' is not a number from " + std::to_string(min) +
+                            " to " + std::to_string(max));
+    return uint32_t(n);
+}
+
+void copy_to(char* dst, size_t len, std::string_view v, const std::string& where) {
+    if (v.size() >= len) throw SettingsError(where + ": value too long");
+    std::memcpy(dst, v.data(), v.size());
+    dst[v.size()] = '\0';
+}
+
+void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
+           const std::string& where) {
+    std::string w = where + ": " + std::string(key);
+    if (key == "transport")
+        s.enabled = parse_switch(value, w);
+    else if (key == "portals")
+        copy_to(s.portals, sizeof(s.portals), value == "all" ? "" : value, w);
+    else if (key == "stats_file")
+        copy_to(s.stats_file, sizeof(s.stats_file), value == "none" ? "" : value, w);
+    else if (key == "batch_reads")
+        s.batch_reads = parse_switch(value, w);
+    else if (key == "coalesce")
+        s.coalesce = parse_switch(value, w);
+    else if (key == "direct_read_kib")
+        s.direct_read_kib = parse_kib(value, 4, 16384, w);
+    else if (key == "rx_buffer_kib")
+        s.rx_buffer_kib = parse_kib(value, 16, 65536, w);
+    else if (key == "max_queued_kib")
+        s.max_queued_kib = parse_kib(value, 64, 1048576, w);
+    else
+        throw SettingsError(where + ": unknown key '" + std::string(key) +
+                            "' (known: transport, portals, stats_file, batch_reads, coalesce, "
+                            "direct_read_kib, rx_buffer_kib, max_queued_kib)");
+}
+
+void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
+    std::ifstream in(path);
+    if (!in) {
+        if (!must_exist && errno == ENOENT) return;
+        throw SettingsError(path + ": " + std::strerror(errno));
+    }
+    std::string line;
+    for (int no = 1; std::getline(in, line); ++no) {
+        std::string_view l = line;
+        if (auto hash = l.find('#'); hash != l.npos) l = l.substr(0, hash);
+        l = trim(l);
+        if (l.empty()) continue;
+        std::string where = path + ":" + std::to_string(no);
+        auto eq = l.find('=');
+        if (eq == l.npos) throw SettingsError(where + ": expected key = value");
+        apply(s, trim(l.substr(0, eq)), trim(l.substr(eq + 1)), where);
+    }
+    std::snprintf(s.source, sizeof(s.source), "%s", path.c_str());
+}
+
+void load(rbio_tp_settings& s) {
+    s = rbio_tp_settings{};
+    s.enabled = 1;
+    s.batch_reads = 1;
+    s.coalesce = 1;
+    s.direct_read_kib = 64;
+    s.rx_buffer_kib = 256;
+    s.max_queued_kib = 4096;
+    std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");
+    std::snprintf(s.source, sizeof(s.source), "defaults");
+
+    const char* config = std::getenv("RBIO_CONFIG");
+    load_file(s, config && *config ? config : RBIO_TP_DEFAULT_CONFIG, config && *config);
+
+    std::string env_used;
+    auto env = [&](const char* name, const char* key) {
+        if (const char* v = std::getenv(name)) {
+            apply(s, key, trim(v), std::string("environment ") + name);
+            env_used += std::string(env_used.empty() ? "" : ",") + name;
+        }
+    };
+    env("RBIO_TRANSPORT", "transport");
+    env("RBIO_PORTALS", "portals");
+    env("RBIO_STATS_FILE", "stats_file");
+    if (!env_used.empty()) {
+        std::string src = std::string(s.source) + " + " + env_used;
+        std::snprintf(s.source, sizeof(s.source), "%s", src.c_str());
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
+    try {
+        load(*s);
+        return 0;
+    } catch (const std::exception& e) {
+        if (err && errlen) std::snprintf(err, errlen, "%s", e.what());
+    } catch (...) {
+        if (err && errlen) std::snprintf(err, errlen, "unexpected error reading settings");
+    }
+    return -1;
+}
+
+void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
+    std::snprintf(out, len,
+                  "transport=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s "
+                  "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u (from %s)",
+                  s->enabled ? "on" : "off", s->portals[0] ? s->portals : "all",
+                  s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
+                  s->coalesce ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
+                  s->max_queued_kib, s->source);
+}
+
+int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {
+    std::string_view list = s->portals;
+    if (trim(list).empty()) return 1;
+    std::string p = ":" + std::to_string(port);
+    std::string plain = std::string(addr) + p, bracketed = "[" + std::string(addr) + "]" + p,
+                any = "*" + p;
+    while (!list.empty()) {
+        auto comma = list.find(',');
+        std::string_view item = trim(list.substr(0, comma));
+        if (item == plain || item == bracketed || item == any) return 1;
+        if (comma == list.npos) break;
+        list.remove_prefix(comma + 1);
+    }
+    return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+#pragma once
+// One TCP connection of the transport as tgt's iSCSI core drives it: the
+// core pulls request bytes (served from StreamRx: one receive per event) and
+// pushes each response as header, data and end (queued in a TxQueue: one
+// sendmsg per event-loop pass).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "rbio/iser/counters.hpp"
+#include "rbio/iser/pdu.hpp"
+#include "rbio/iser/socket_io.hpp"
+#include "rbio/iser/stream_rx.hpp"
+#include "rbio/iser/tx_queue.hpp"
+
+struct rbio_tp_settings;
+
+namespace rbio::tp {
+
+class TcpConnection {
+public:
+    TcpConnection(int fd, const rbio_tp_settings& s);
+    TcpConnection(const TcpConnection&) = delete;
+    TcpConnection& operator=(const TcpConnection&) = delete;
+
+    iser::StreamRx& rx() { return rx_; }
+    const iser::StreamRx& rx() const { return rx_; }
+    iser::TxQueue& tx() { return tx_; }
+    const iser::TxQueue& tx() const { return tx_; }
+    iser::ConnectionCounters& counters() { return counters_; }
+    const iser::ConnectionCounters& counters() const { return counters_; }
+
+    // The core's response under construction. Headers are copied (the core
+    // reuses its header buffer for the next response at once); data is not.
+    void tx_header(const uint8_t* bhs);
+    void tx_data(std::span<const uint8_t> data) { data_ = data; }
+    iser::TxAccept tx_end(bool header_digest, bool data_digest);
+
+    uint64_t queued_total() const { return queued_total_; }
+    uint64_t done_total() const { return done_total_; }
+    void publish();
+
+private:
+    iser::ConnectionCounters counters_;
+    iser::CounterPublisher publisher_;
+    iser::StreamRx rx_;
+    iser::SocketWriter writer_;
+    // One header slot per queue entry: a slot is reused only after the PDU
+    // that used it is complete.
+    std::vector<std::array<uint8_t, iser::kBhsLength>> headers_;
+    std::span<const uint8_t> data_;
+    bool have_header_ = false;
+    uint64_t queued_total_ = 0;
+    uint64_t done_total_ = 0;
+    iser::TxQueue tx_;
+};
+
+// Counters summed over every connection of the process.
+iser::CounterTotals& totals();
+
+}  // namespace rbio::tp
