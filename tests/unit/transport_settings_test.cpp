@@ -1,0 +1,106 @@
+// Settings of the TCP transport: file, environment overrides, errors that
+// name the file, line and key, and portal selection.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "rbio/bs/tcp_transport.h"
+
+namespace {
+
+struct Env {
+    Env() { clear(); }
+    ~Env() { clear(); }
+    static void clear() {
+        for (const char* v : {"RBIO_CONFIG", "RBIO_TRANSPORT", "RBIO_PORTALS", "RBIO_STATS_FILE"})
+            ::unsetenv(v);
+    }
+};
+
+std::string write_config(const std::string& text) {
+    char path[] = "/tmp/rbio-settings-XXXXXX";
+    int fd = ::mkstemp(path);
+    EXPECT_GE(fd, 0);
+    ::close(fd);
+    std::ofstream(path) << text;
+    return path;
+}
+
+TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
+    Env env;
+    ::setenv("RBIO_CONFIG", "", 1);  // empty: the default path, which may be absent
+    rbio_tp_settings s;
+    char err[256] = "";
+    if (::access(RBIO_TP_DEFAULT_CONFIG, F_OK) == 0) GTEST_SKIP() << "this host has a config file";
+    ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.enabled, 1);
+    EXPECT_EQ(s.batch_reads, 1);
+    EXPECT_EQ(s.coalesce, 1);
+    EXPECT_STREQ(s.portals, "");
+    EXPECT_STREQ(s.stats_file, "/run/rbio/tgtd-%p.stats");
+}
+
+TEST(TransportSettings, FileThenEnvironment) {
+    Env env;
+    auto path = write_config(
+        "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
+        "direct_read_kib = 128   # comment\nstats_file = none\n");
+    ::setenv("RBIO_CONFIG", path.c_str(), 1);
+    rbio_tp_settings s;
+    char err[256] = "";
+    ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.enabled, 0);
+    EXPECT_EQ(s.coalesce, 0);
+    EXPECT_EQ(s.direct_read_kib, 128u);
+    EXPECT_STREQ(s.stats_file, "");
+    EXPECT_TRUE(rbio_tp_portal_selected(&s, "127.0.0.1", 3260));
+    EXPECT_TRUE(rbio_tp_portal_selected(&s, "::1", 3261));
+    EXPECT_FALSE(rbio_tp_portal_selected(&s, "127.0.0.1", 3262));
+    EXPECT_FALSE(rbio_tp_portal_selected(&s, "10.0.0.1", 3260));
+
+    ::setenv("RBIO_TRANSPORT", "on", 1);
+    ::setenv("RBIO_PORTALS", "all", 1);
+    ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.enabled, 1);
+    EXPECT_TRUE(rbio_tp_portal_selected(&s, "10.0.0.1", 3260));
+    EXPECT_NE(std::string(s.source).find("RBIO_TRANSPORT"), std::string::npos) << s.source;
+    ::unlink(path.c_str());
+}
+
+TEST(TransportSettings, ErrorsNameFileLineAndKey) {
+    Env env;
+    auto path = write_config("transport = on\nbatch_reads = maybe\n");
+    ::setenv("RBIO_CONFIG", path.c_str(), 1);
+    rbio_tp_settings s;
+    char err[256] = "";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find(path + ":2: batch_reads"), std::string::npos) << err;
+
+    std::ofstream(path) << "colour = blue\n";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("unknown key 'colour'"), std::string::npos) << err;
+
+    std::ofstream(path) << "rx_buffer_kib = 1\n";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("rx_buffer_kib"), std::string::npos) << err;
+    ::unlink(path.c_str());
+
+    ::setenv("RBIO_CONFIG", "/nonexistent/rbio.conf", 1);
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << "an explicit file must exist";
+    ::unsetenv("RBIO_CONFIG");
+    ::setenv("RBIO_TRANSPORT", "sometimes", 1);
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("RBIO_TRANSPORT"), std::string::npos) << err;
+}
+
+TEST(TransportSettings, RunningBuildIdIsHex) {
+    char id[128];
+    ASSERT_EQ(rbio_tp_running_build_id(id, sizeof id), 0);
+    EXPECT_GE(std::string(id).size(), 16u);
+    EXPECT_EQ(std::string(id).find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+}
+
+}  // namespace
