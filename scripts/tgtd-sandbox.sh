@@ -4,7 +4,8 @@
 # and its own loopback portal. Nothing is installed or changed on the host.
 #
 #   tgtd-sandbox.sh start STATE_DIR [--modules DIR] [--control-port N]
-#                         [--portal ADDR:PORT] [--valgrind] [-- extra tgtd args]
+#                         [--portal ADDR:PORT] [--valgrind] [--tgtd BINARY]
+#                         [-- extra tgtd args]
 #   tgtd-sandbox.sh stop STATE_DIR
 #
 # STATE_DIR receives tgtd.pid, tgtd.log and the overlay scratch space.
@@ -18,13 +19,14 @@ cmd=${1:-}; state=${2:-}
 shift 2
 
 start() {
-  local modules="" port=5700 portal="127.0.0.1:3260" valgrind=0 extra=()
+  local modules="" port=5700 portal="127.0.0.1:3260" valgrind=0 extra=() tgtd=tgtd
   while (( $# )); do
     case $1 in
       --modules) modules=$(realpath "$2"); shift 2 ;;
       --control-port) port=$2; shift 2 ;;
       --portal) portal=$2; shift 2 ;;
       --valgrind) valgrind=1; shift ;;
+      --tgtd) tgtd=$2; shift 2 ;;
       --) shift; extra=("$@"); break ;;
       *) die "unknown option $1" ;;
     esac
@@ -58,7 +60,7 @@ start() {
   export RBIO_CONFIG=${RBIO_CONFIG:-/dev/null}
   export RBIO_STATS_FILE=${RBIO_STATS_FILE:-$state/rbio.stats}
   unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
-    "${prefix[@]}" tgtd -f -C "$port" --iscsi "portal=$portal" "${extra[@]}" \
+    "${prefix[@]}" "$tgtd" -f -C "$port" --iscsi "portal=$portal" "${extra[@]}" \
     >> "$state/tgtd.log" 2>&1 < /dev/null &
   local pid=$!
   echo "$pid" > "$state/tgtd.pid"

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# rbio's TCP transport inside stock tgtd: it takes over the portals (also
+# ones added later with tgtadm, or only the listed ones), serves sessions,
+# several connections and CHAP through them, writes its statistics file and
+# shows connections in tgtadm; and every way of keeping tgtd stock works:
+# RBIO_TRANSPORT=off, transport = off in the config file (and the
+# environment overriding it back on), a config file with an error, and a
+# tgtd binary other than the one the module was built for.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 7
+PORT2=$((PORT + 100))
+STATS="$WORK/rbio.stats"
+
+served_line() { echo "rbio: tcp: portal 127.0.0.1:$1 served by rbio's transport"; }
+log_lacks() { ! grep -q -- "$1" "$STATE/tgtd.log"; }
+stat_of() { sed -n "s/^$1=//p" "$STATS"; }
+setup_lun() {
+  new_target 1 takeover
+  truncate -s 64M "$WORK/lun.img"
+  new_lun 1 1 "$WORK/lun.img" rbio
+}
+io_works() { "$RW_CHECK" "$(url takeover)" --inflight 32 --rounds 1 >/dev/null; }
+restart() { tgtd_stop; rm -f "$STATS"; : > "$STATE/tgtd.log"; tgtd_start "$@" >/dev/null; setup_lun; }
+# stats_settle: the file is rewritten when a connection ends and once a second
+stats_settle() { sleep 1.3; }
+
+echo "== default: the transport takes over"
+RBIO_STATS_FILE=$STATS tgtd_start >/dev/null
+setup_lun
+check "the portal is served by rbio's transport" log_has "$(served_line "$PORT")"
+check "data reads back through it (32 in flight)" io_works
+stats_settle
+check "the statistics file counts the connection" test "$(stat_of connections_total)" -ge 1
+check "no connection is left open" test "$(stat_of connections_open)" -eq 0
+check "requests were batched: more than one PDU per receive call" \
+  awk -v v="$(stat_of pdus_per_recv)" 'BEGIN { exit !(v > 1.0) }'
+check "responses were coalesced: more than one PDU per send call" \
+  awk -v v="$(stat_of pdus_per_send)" 'BEGIN { exit !(v > 1.0) }'
+check "a closed connection logged its counters" log_has "connection ended; pdus_in="
+
+iscsi-perf -t 3 -m 8 "$(url takeover)" >/dev/null 2>&1 & perf=$!
+sleep 1.5
+check "tgtadm shows the connection's address" \
+  grep -q "IP Address: 127.0.0.1" <<<"$(tadm --op show --mode target)"
+check "two sessions at once both verify their data" \
+  bash -c "'$RW_CHECK' '$(url takeover)' --inflight 16 --rounds 1 --seed 1 >/dev/null &
+           '$RW_CHECK' '$(url takeover)' --inflight 16 --rounds 1 --seed 2 >/dev/null; r=\$?
+           wait \$!; exit \$(( r | \$? ))"
+wait "$perf" || true
+
+echo "== NOP-In pings on the optimized path"
+tadm --op update --mode target --tid 1 --name nop_interval --value 1
+tadm --op update --mode target --tid 1 --name nop_count --value 2
+check "a session answering NOP-In pings stays up for 4 s of I/O" \
+  iscsi-perf -t 4 -m 4 "$(url takeover)"
+check "no connection was closed for unanswered pings" log_lacks "NOP-In pings"
+tadm --op update --mode target --tid 1 --name nop_interval --value 0
+
+echo "== CHAP accounts set with tgtadm"
+tadm --op new --mode account --user rbiouser --password rbio-secret-1
+tadm --op bind --mode account --tid 1 --user rbiouser
+chap_url() { url takeover | sed "s|iscsi://|iscsi://rbiouser%$1@|"; }
+check "login with the right CHAP secret works" iscsi-inq "$(chap_url rbio-secret-1)"
+check "login with a wrong CHAP secret is refused" bash -c "! iscsi-inq '$(chap_url wrong-secret)' 2>/dev/null"
+check "login without CHAP is refused" bash -c "! iscsi-inq '$(url takeover)' 2>/dev/null"
+tadm --op unbind --mode account --tid 1 --user rbiouser
+check "tgtd is alive" tgtd_alive
+
+echo "== a portal added with tgtadm is taken over too"
+tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"
+sleep 2.2
+check "the new portal is served by rbio's transport" log_has "$(served_line "$PORT2")"
+check "data reads back through the new portal" \
+  "$RW_CHECK" "iscsi://127.0.0.1:$PORT2/iqn.2026-11.io.rbio:takeover/1" --inflight 8 --rounds 1
+
+echo "== RBIO_PORTALS limits the takeover to the listed portals"
+RBIO_PORTALS="127.0.0.1:$PORT2" RBIO_STATS_FILE=$STATS restart
+tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"
+sleep 2.2
+check "the listed portal is served by rbio" log_has "$(served_line "$PORT2")"
+check "the other portal stays stock" log_lacks "$(served_line "$PORT")"
+check "data reads back through the stock portal" io_works
+
+echo "== RBIO_TRANSPORT=off keeps tgtd stock"
+RBIO_TRANSPORT=off RBIO_STATS_FILE=$STATS restart
+check "the log says the transport is off" log_has "rbio: tcp: transport off"
+check "no portal is taken over" log_lacks "served by rbio"
+check "data reads back through the stock transport" io_works
+check "no statistics file is written" test ! -e "$STATS"
+
+echo "== the config file, and the environment overriding it"
+printf '# test\ntransport = off\n' > "$WORK/rbio.conf"
+RBIO_CONFIG="$WORK/rbio.conf" restart
+check "transport = off in the file keeps tgtd stock" log_has "rbio: tcp: transport off"
+RBIO_CONFIG="$WORK/rbio.conf" RBIO_TRANSPORT=on restart
+check "RBIO_TRANSPORT=on overrides the file" log_has "$(served_line "$PORT")"
+printf 'transport = on\ncoalesce = sometimes\n' > "$WORK/rbio.conf"
+RBIO_CONFIG="$WORK/rbio.conf" restart
+check "a bad config file is reported with file, line and key" \
+  log_has "bad settings, TCP portals stay with tgt's transport: $WORK/rbio.conf:2: coalesce"
+check "and tgtd serves data stock" io_works
+
+echo "== a tgtd the module was not built for stays stock"
+cp /usr/sbin/tgtd "$WORK/tgtd-other"
+objcopy --remove-section .note.gnu.build-id "$WORK/tgtd-other"
+restart --tgtd "$WORK/tgtd-other"
+check "the mismatch is logged once" \
+  test "$(grep -c "TCP portals stay with tgt's transport" "$STATE/tgtd.log")" -eq 1
+check "no portal is taken over" log_lacks "served by rbio"
+check "data reads back through the stock transport" io_works
+finish
