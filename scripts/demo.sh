@@ -43,6 +43,7 @@ step "start stock tgtd with bs_rbio.so (control port $CTL, portal 127.0.0.1:$POR
 "$ROOT/scripts/tgtd-sandbox.sh" start "$STATE" --modules "$BUILD/modules" \
   --control-port $CTL --portal 127.0.0.1:$PORT
 tgtadm -C $CTL --mode system --op show | sed -n '/Backing stores:/,/Device types:/p' | grep -E 'Backing|rbio'
+grep -o "rbio: tcp: portal .*" "$STATE/tgtd.log" || true
 
 step "export a $size sparse file with --bstype rbio${bsopts:+ --bsopts '$bsopts'}"
 truncate -s "$size" "$WORK/lun1.img"
@@ -63,6 +64,11 @@ for qd in 1 32; do
   timeout $((seconds + 10)) iscsi-perf -m $qd -t "$seconds" "$URL" 2>&1 | tr '\r' '\n' \
     | grep -o 'iops average [0-9]* ([0-9]* MB/s)' | tail -1
 done
+
+step "rbio's TCP transport: what batching and coalescing achieved ($STATE/rbio.stats)"
+sleep 1.2  # the file is rewritten when a connection ends and once a second
+grep -E '^(connections_total|pdus_in|pdus_out|recv_calls|send_calls|syscalls|pdus_per_recv|pdus_per_send)=' \
+  "$STATE/rbio.stats" | paste -sd' ' || true
 
 step "tgtadm's view of the LUN"
 tgtadm -C $CTL --lld iscsi --op show --mode target | sed -n '/LUN: 1/,$p' | sed -n 1,16p
