@@ -17,6 +17,7 @@ PACKAGES=(
   liburing-dev                                # the backing store's io_uring
   libgtest-dev googletest                     # unit tests
   valgrind util-linux strace                  # leak test, namespaces, syscall counts
+  iperf3                                      # loopback TCP ceiling in bench/transport-compare.sh
 )
 
 log() { printf 'setup: %s\n' "$*"; }

@@ -4,10 +4,13 @@
 # and its own loopback portal. Nothing is installed or changed on the host.
 #
 #   tgtd-sandbox.sh start STATE_DIR [--modules DIR] [--control-port N]
-#                         [--portal ADDR:PORT] [--valgrind] [--tgtd BINARY]
+#                         [--portal ADDR:PORT]... [--valgrind] [--tgtd BINARY]
 #                         [-- extra tgtd args]
 #   tgtd-sandbox.sh stop STATE_DIR
 #
+# --portal may be given more than once: one tgtd then listens on each (the
+# default is 127.0.0.1:3260). tgtd inherits the environment, e.g. rbio's
+# RBIO_TRANSPORT / RBIO_PORTALS.
 # STATE_DIR receives tgtd.pid, tgtd.log and the overlay scratch space.
 # `stop` ends only the tgtd this script started (by the PID it recorded).
 set -euo pipefail
@@ -19,12 +22,12 @@ cmd=${1:-}; state=${2:-}
 shift 2
 
 start() {
-  local modules="" port=5700 portal="127.0.0.1:3260" valgrind=0 extra=() tgtd=tgtd
+  local modules="" port=5700 portals=() valgrind=0 extra=() tgtd=tgtd
   while (( $# )); do
     case $1 in
       --modules) modules=$(realpath "$2"); shift 2 ;;
       --control-port) port=$2; shift 2 ;;
-      --portal) portal=$2; shift 2 ;;
+      --portal) portals+=("$2"); shift 2 ;;
       --valgrind) valgrind=1; shift ;;
       --tgtd) tgtd=$2; shift 2 ;;
       --) shift; extra=("$@"); break ;;
@@ -32,6 +35,13 @@ start() {
     esac
   done
   [[ $port =~ ^[0-9]+$ ]] || die "control port must be a number: $port"
+  (( ${#portals[@]} )) || portals=(127.0.0.1:3260)
+  # tgtd's iSCSI driver takes a comma-separated list: portal=A,portal=B.
+  local portal iscsi_opts=""
+  for portal in "${portals[@]}"; do
+    [[ $portal == *,* ]] && die "one portal per --portal: $portal"
+    iscsi_opts+=${iscsi_opts:+,}portal=$portal
+  done
   mkdir -p "$state"
   state=$(realpath "$state")
   [[ -f $state/tgtd.pid ]] && kill -0 "$(cat "$state/tgtd.pid")" 2>/dev/null \
@@ -60,7 +70,7 @@ start() {
   export RBIO_CONFIG=${RBIO_CONFIG:-/dev/null}
   export RBIO_STATS_FILE=${RBIO_STATS_FILE:-$state/rbio.stats}
   unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
-    "${prefix[@]}" "$tgtd" -f -C "$port" --iscsi "portal=$portal" "${extra[@]}" \
+    "${prefix[@]}" "$tgtd" -f -C "$port" --iscsi "$iscsi_opts" "${extra[@]}" \
     >> "$state/tgtd.log" 2>&1 < /dev/null &
   local pid=$!
   echo "$pid" > "$state/tgtd.pid"
@@ -72,7 +82,7 @@ start() {
       die "tgtd exited during start-up (log: $state/tgtd.log)"
     fi
     if tgtadm -C "$port" --mode system --op show >/dev/null 2>&1; then
-      echo "tgtd running: pid $pid, control port $port, portal $portal"
+      echo "tgtd running: pid $pid, control port $port, portal ${portals[*]}"
       return 0
     fi
     sleep 0.1

@@ -18,9 +18,13 @@ Subcommands:
   parse ...             classify one run into PREFIX.{passed,failed,skipped,
                         notrun,times}
   compare ...           compare a candidate run against a baseline run
+  compare-tools ...     compare libiscsi tool runs (run-conformance.sh's
+                        run_tools) through two transports
 """
 import argparse
+import difflib
 import fnmatch
+import os
 import re
 import sys
 import time
@@ -327,14 +331,86 @@ def cmd_compare(args):
         print("optional thin-provisioning tests (not checks; stock rdwr fails them too):")
         for n, b, c in optional:
             print(f"  {n}: {c} on {args.cname} ({b} on {args.bname})")
-    thin_ok = [n for n, why in ok if why.startswith("thin")]
-    thin_bad = [n for n, why in bad if why.startswith("thin")]
-    print(f"thin-provisioning tests: {len(thin_ok)} passed on {args.cname}, "
-          f"{len(thin_bad)} did not")
+    if args.thin:
+        thin_ok = [n for n, why in ok if why.startswith("thin")]
+        thin_bad = [n for n, why in bad if why.startswith("thin")]
+        print(f"thin-provisioning tests: {len(thin_ok)} passed on {args.cname}, "
+              f"{len(thin_bad)} did not")
+    same = [n for n, why in ok if not why.startswith("thin")]
+    lost = [n for n, why in bad if not why.startswith("thin")]
+    print(f"iscsi-test-cu: {len(same)} of the tests that pass on {args.bname} "
+          f"pass on {args.cname} too" + (f", {len(lost)} do not" if lost else ""))
     if bad:
         print("REGRESSIONS:")
         for n, why in bad:
             print(f"  {n}: {why}")
+    with open(args.counts, "w") as fh:
+        fh.write(f"{len(ok)} {len(bad)}\n")
+    return 0
+
+
+def load_tools(folder):
+    """{ID: (kind, command, exit status, output)} of one run_tools folder,
+    with the portal the tools used (folder/portal, ADDR:PORT) written as
+    PORTAL in the output: tgt answers SendTargets with the portal the
+    request came in on."""
+    out = {}
+    if not os.path.isfile(f"{folder}/index"):
+        return out      # the run never got to its tools (tgtd gone)
+    with open(f"{folder}/portal") as fh:
+        portal = fh.read().strip()
+    with open(f"{folder}/index") as fh:
+        for line in fh:
+            tool_id, kind, command = line.rstrip("\n").split("\t", 2)
+            try:
+                with open(f"{folder}/{tool_id}.rc") as rc_fh:
+                    rc = int(rc_fh.read().strip())
+            except (OSError, ValueError):
+                rc = None
+            try:
+                with open(f"{folder}/{tool_id}.out", errors="replace") as out_fh:
+                    text = out_fh.read().replace(portal, "PORTAL")
+            except OSError:
+                text = ""
+            out[tool_id] = (kind, command, rc, text)
+    return out
+
+
+def cmd_compare_tools(args):
+    """Every tool that exits 0 in the baseline must exit 0 in the candidate
+    and, for kind "output", print the same. The tools run against the same
+    LUN of the same target in both, so apart from the portal itself nothing
+    in their output (names, serial numbers, sizes) depends on it."""
+    base = load_tools(args.baseline)
+    cand = load_tools(args.candidate)
+    ok, bad, base_failed = [], [], []
+    for tool_id, (kind, command, rc, text) in base.items():
+        if rc != 0:
+            base_failed.append(f"{tool_id} (exit {rc})")
+            continue
+        c = cand.get(tool_id)
+        if c is None:
+            bad.append((tool_id, f"not run on {args.cname}", []))
+        elif c[2] != 0:
+            status = "no exit status" if c[2] is None else f"exit {c[2]}"
+            bad.append((tool_id, f"exit 0 on {args.bname}, {status} on {args.cname}: {c[1]}",
+                        c[3].splitlines()[-5:]))
+        elif kind == "output" and c[3] != text:
+            diff = difflib.unified_diff(text.splitlines(), c[3].splitlines(),
+                                        args.bname, args.cname, lineterm="", n=1)
+            bad.append((tool_id, f"output differs: {c[1]}", list(diff)[:20]))
+        else:
+            ok.append(tool_id)
+    if base_failed:
+        print(f"libiscsi tools that fail on {args.bname} (not checks): " + ", ".join(base_failed))
+    print(f"libiscsi tools: {len(ok)} of the tools that work on {args.bname} work the same "
+          f"on {args.cname}" + (f", {len(bad)} do not" if bad else ""))
+    if bad:
+        print("TOOL REGRESSIONS:")
+        for tool_id, why, detail in bad:
+            print(f"  {tool_id}: {why}")
+            for line in detail:
+                print(f"      {line}")
     with open(args.counts, "w") as fh:
         fh.write(f"{len(ok)} {len(bad)}\n")
     return 0
@@ -369,6 +445,13 @@ def main():
     p.add_argument("--all-names", help="output of iscsi-test-cu -l, to catch typos")
     p.add_argument("--counts", required=True, help="file receiving 'OK BAD'")
     p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("compare-tools")
+    p.add_argument("--baseline", required=True, help="folder of run_tools results")
+    p.add_argument("--candidate", required=True, help="folder of run_tools results")
+    p.add_argument("--bname", required=True)
+    p.add_argument("--cname", required=True)
+    p.add_argument("--counts", required=True, help="file receiving 'OK BAD'")
+    p.set_defaults(fn=cmd_compare_tools)
     args = ap.parse_args()
     return args.fn(args)
 

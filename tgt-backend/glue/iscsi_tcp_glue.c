@@ -237,6 +237,18 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 }
 
 /*
+ * Before full feature phase the core reads the next request only once the
+ * response to the last one is sent; calling its receive handler in between
+ * would hit a state it treats as fatal. It asks to send (EPOLLOUT) exactly
+ * when a request is complete, and asks for EPOLLIN again when the response
+ * is out, so "wants to send" marks that window.
+ */
+static int awaiting_login_response(const struct rbio_conn *rc)
+{
+	return rc->iscsi_conn.state != STATE_SCSI && rc->tx_wanted;
+}
+
+/*
  * Runs tgt's receive and send handlers until neither makes progress: every
  * buffered request is processed, every response the core has is queued, and
  * whatever a response unblocked (the next login request, commands completed
@@ -250,9 +262,7 @@ static void conn_pass(struct rbio_conn *rc)
 	rc->in_pass = 1;
 	do {
 		progress = 0;
-		/* rx_size is 0 while the core waits to send a login or text
-		 * response before it reads the next request */
-		while (conn->state != STATE_CLOSE && conn->rx_size > 0 &&
+		while (conn->state != STATE_CLOSE && !awaiting_login_response(rc) &&
 		       rbio_tcp_conn_rx_ready(rc->engine)) {
 			uint64_t before = rc->rx_served;
 
@@ -784,15 +794,30 @@ static void ping_connections(void)
 
 void rbio_iscsi_tcp_write_stats(void)
 {
+	/* per-connection lines, for the first connections that fit */
+	static char conns[64 * 1024];
 	static int warned;
 	struct rbio_conn *rc;
+	size_t used = 0;
 	char err[512];
 
 	if (!settings.stats_file[0])
 		return;
-	list_for_each_entry(rc, &rbio_conns, siblings)
+	conns[0] = '\0';
+	list_for_each_entry(rc, &rbio_conns, siblings) {
+		char line[512];
+		int n;
+
 		rbio_tcp_conn_publish(rc->engine);
-	if (rbio_tp_stats_write(settings.stats_file, err, sizeof(err))) {
+		rbio_tcp_conn_describe(rc->engine, line, sizeof(line));
+		n = snprintf(conns + used, sizeof(conns) - used, "connection=%s %s\n", rc->peer,
+			     line);
+		if (n > 0 && (size_t)n < sizeof(conns) - used)
+			used += (size_t)n;
+		else
+			conns[used] = '\0';
+	}
+	if (rbio_tp_stats_write(settings.stats_file, conns, err, sizeof(err))) {
 		if (!warned)
 			log_error("rbio: tcp: cannot write statistics: %s\n", err);
 		warned = 1;

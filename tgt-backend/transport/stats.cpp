@@ -44,7 +44,8 @@ void rbio_tp_stats_connection(int opened) {
     }
 }
 
-int rbio_tp_stats_write(const char* pattern, char* err, size_t errlen) {
+int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
+                        size_t errlen) {
     using rbio::iser::Counter;
     std::string path = expand(pattern);
     std::string tmp = path + ".tmp";
@@ -72,6 +73,7 @@ int rbio_tp_stats_write(const char* pattern, char* err, size_t errlen) {
                  (unsigned long long)(c[Counter::RecvCalls] + c[Counter::SendCalls] +
                                       c[Counter::EventCtl]),
                  c.pdus_per_recv(), c.pdus_per_send());
+    if (connections) std::fputs(connections, f);
     bool ok = std::fflush(f) == 0 && !std::ferror(f);
     ok = (std::fclose(f) == 0) && ok;
     if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {

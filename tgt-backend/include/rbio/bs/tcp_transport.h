@@ -91,8 +91,9 @@ void rbio_tcp_conn_publish(struct rbio_tcp_conn *c);
 /* ---- process-wide statistics */
 
 void rbio_tp_stats_connection(int opened); /* 1 opened, 0 closed */
-/* Writes the totals to path (atomically: temporary file, then rename). */
-int rbio_tp_stats_write(const char *path, char *err, size_t errlen);
+/* Writes the totals, then `connections` (one "connection=..." line per open
+ * connection, or NULL), to path: atomically (temporary file, then rename). */
+int rbio_tp_stats_write(const char *path, const char *connections, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

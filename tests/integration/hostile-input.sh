@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# Hostile initiators: tgtd survives them, a well-behaved client keeps
+# working meanwhile, and every file descriptor comes back once they are gone.
+#
+# One tgtd per transport setting, in sequence: RBIO_TRANSPORT=off (tgt's
+# own iSCSI/TCP transport, offset 5: control port 5705, portal 13705) and
+# RBIO_TRANSPORT=on (rbio's transport once it lands, offset 6: 5706/13706).
+# tgtd inherits the variable. Against each, every case below runs while
+# iscsi_rw_check (libiscsi) writes and verifies LUN 1 on its own connection;
+# the hostile client (iscsi_hostile, raw sockets) uses LUN 2:
+#   random          random bytes right after connecting, before any login
+#   bad-opcode      a valid login, then a PDU with an undefined opcode
+#   over-mrdsl      ... then a WRITE(10) with more immediate data than the
+#                   target's MaxRecvDataSegmentLength
+#   max-dsl         ... then a WRITE(10) with DataSegmentLength 0xffffff
+#   truncate-close  ... then part of a PDU, then close
+#   truncate-reset  ... then part of a PDU, then a TCP reset (SO_LINGER 0)
+#   idle            a connection that sends nothing, held while the good
+#                   client runs
+#   flood           64 READ(10) of 1 MiB (declaring MaxRecvDataSegmentLength
+#                   256 KiB), responses never read, held for 3 s while the
+#                   good client must complete
+#   flood-big       the same with 4 READ(10) of 8 MiB and the largest legal
+#                   MaxRecvDataSegmentLength (16 MiB - 1): Data-In PDUs larger
+#                   than the target's socket send buffer
+# After each case: the good client verified its data every time, tgtd
+# answers tgtadm, and its open fd count is back at the count before the
+# first connection (polled).
+#
+# Known stock-tgt issues (STOCK_KNOWN below) are only reported, not failed,
+# while tgt's own transport serves the connections; they stay strict for
+# the rbio transport.
+#
+# Environment:
+#   HOSTILE_EXPECT_RBIO_LOG=1  the RBIO_TRANSPORT=on run must really use the
+#       rbio transport: tgtd writes $STATE/rbio.stats, logs "closing
+#       connection" for every malformed case (random, bad-opcode,
+#       over-mrdsl, max-dsl) and closes those connections, and the
+#       STOCK_KNOWN cases are strict. Default 1; 0 only to run the case
+#       list against a module without the transport.
+#   HOSTILE_VALGRIND=1 (or --valgrind): tgtd runs under valgrind memcheck;
+#       afterwards its log must show a normal exit, no leak record and no
+#       invalid access involving rbio; tgt's own errors are reported.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+
+VALGRIND=${HOSTILE_VALGRIND:-0}
+EXPECT_RBIO_LOG=${HOSTILE_EXPECT_RBIO_LOG:-1}
+for arg in "$@"; do
+  case $arg in
+    --valgrind) VALGRIND=1 ;;
+    *) echo "usage: $0 [--valgrind]  (or HOSTILE_VALGRIND=1; HOSTILE_EXPECT_RBIO_LOG=1)" >&2; exit 2 ;;
+  esac
+done
+HOSTILE="$RBIO_BUILD_DIR/tests/integration/iscsi_hostile"
+[[ -x $HOSTILE && -x $RW_CHECK ]] || { echo "no $HOSTILE or $RW_CHECK: build first" >&2; exit 2; }
+
+# Cases where stock tgt 1.0.85 is known to misbehave (see the report at the
+# end of a run):
+#   flood-big: tgtd busy-loops in its send path (do_send retries a write
+#   that returned EAGAIN without waiting for EPOLLOUT) once a Data-In PDU
+#   does not fit in the socket's send buffer and the initiator does not
+#   read; its single event loop stalls, so every other initiator and
+#   tgtadm hang until the offender reads or disconnects.
+STOCK_KNOWN=(flood-big)
+
+if (( VALGRIND )); then
+  WAIT_MS=4000 IO_TIMEOUT_MS=60000 GOOD_TIMEOUT=180 HOLD_GOOD_TIMEOUT=30 SETTLE_S=60 GOOD_MIB=4
+  # valgrind cannot see the kernel fill buffers through io_uring and would
+  # call every byte read that way uninitialised: do all data I/O inline
+  # (pread/pwrite), which it follows.
+  LUN_OPTS="inline_io=on:inline_max_kib=16384"
+else
+  WAIT_MS=1000 IO_TIMEOUT_MS=10000 GOOD_TIMEOUT=60 HOLD_GOOD_TIMEOUT=8 SETTLE_S=10 GOOD_MIB=16
+  LUN_OPTS=""
+fi
+IQN=iqn.2026-11.io.rbio:hostile
+MALFORMED=(random bad-opcode over-mrdsl max-dsl)
+
+tgt_test_init 5
+stock_issues=()
+t_start=$SECONDS
+
+# expect CASE DESCRIPTION COMMAND...: a check, except that a STOCK_KNOWN
+# case on tgt's own transport is reported without failing.
+expect() {
+  local case=$1 desc="[$RUN] $2"; shift 2
+  if (( !STRICT )) && [[ " ${STOCK_KNOWN[*]} " == *" $case "* ]]; then
+    if "$@"; then
+      echo "ok: $desc (a known stock-tgt issue that did not show this time)"
+    else
+      echo "STOCK TGT ISSUE (report only): $desc"
+      stock_issues+=("$desc")
+    fi
+  else
+    check "$desc" "$@"
+  fi
+}
+
+fds() { ls "/proc/$(tgtd_pid)/fd" 2>/dev/null | wc -l; }
+# Polls until tgtd's open fd count is back at BASE_FDS; lists them if not.
+fds_back() {
+  local i n
+  for ((i = 0; i < SETTLE_S * 10; i++)); do
+    n=$(fds)
+    (( n == BASE_FDS )) && return 0
+    sleep 0.1
+  done
+  echo "  tgtd has $n open fds after ${SETTLE_S} s, $BASE_FDS before the first connection:"
+  ls -l "/proc/$(tgtd_pid)/fd" 2>/dev/null | awk 'NR > 1 {print "   ", $(NF-2), $(NF-1), $NF}'
+  return 1
+}
+# tgtd exists and its control port answers (bounded: a stalled tgtd fails
+# instead of hanging the test).
+tgtd_answers() {
+  kill -0 "$(tgtd_pid)" 2>/dev/null && timeout 5 tgtadm -C "$CTL" --mode system --op show > /dev/null
+}
+closing_lines() { grep -c "closing connection" "$STATE/tgtd.log" || true; }
+
+# The good client: iscsi_rw_check writes LUN 1 and verifies every byte,
+# run after run, until good_stop (at least once).
+good_start() {
+  local limit=${1:-$GOOD_TIMEOUT}
+  rm -f "$WORK/good.stop" "$WORK/good.result"
+  : > "$WORK/good.log"
+  (
+    runs=0 failed=0
+    while :; do
+      runs=$((runs + 1))
+      if ! timeout "$limit" "$RW_CHECK" "$(url hostile 1)" --inflight 8 --rounds 1 --seed "$runs" \
+           >> "$WORK/good.log" 2>&1; then
+        failed=$((failed + 1))
+        echo "iscsi_rw_check run $runs failed or took over $limit s" >> "$WORK/good.log"
+      fi
+      [[ -e $WORK/good.stop ]] && break
+    done
+    echo "$runs $failed" > "$WORK/good.result"
+  ) &
+  GOOD_PID=$!
+}
+good_stop() {
+  touch "$WORK/good.stop"
+  wait "$GOOD_PID" || true
+  read -r GOOD_RUNS GOOD_FAILED < "$WORK/good.result"
+  (( GOOD_FAILED == 0 )) || grep -v "^round\|^LUN" "$WORK/good.log" | tail -5 | sed 's/^/    good client: /'
+}
+good_ok() { (( GOOD_RUNS > 0 && GOOD_FAILED == 0 )); }
+
+hostile_args() { echo --port "$PORT" --target "$IQN" --lun 2 --io-timeout-ms "$IO_TIMEOUT_MS"; }
+
+# The checks after every case: tgtd answers and gives back its fds; on the
+# rbio transport a malformed case leaves a "closing connection" line.
+after_case() {
+  local case=$1 log_before=$2
+  expect "$case" "$case: tgtd still answers tgtadm" tgtd_answers
+  expect "$case" "$case: tgtd's open fds are back at $BASE_FDS" fds_back
+  if (( STRICT )) && [[ " ${MALFORMED[*]} " == *" $case "* ]]; then
+    check "[$RUN] $case: tgtd logged 'closing connection'" test "$(closing_lines)" -gt "$log_before"
+  fi
+}
+
+# A case that sends its hostile PDUs and ends on its own, while the good
+# client runs from before it starts until after it ends.
+quick_case() {
+  local case=$1 rc=0 before out="$WORK/$1-$RUN.out"
+  shift
+  echo "--- [$RUN] $case"
+  before=$(closing_lines)
+  good_start
+  # shellcheck disable=SC2046
+  timeout 300 "$HOSTILE" "$case" $(hostile_args) --wait-ms "$WAIT_MS" "$@" > "$out" 2>&1 || rc=$?
+  good_stop
+  sed 's/^/  /' "$out"
+  if (( rc == 1 )); then
+    check "[$RUN] $case: the target closed the connection" false
+  else
+    check "[$RUN] $case: the hostile client ran (exit $rc)" test "$rc" -eq 0
+  fi
+  expect "$case" "$case: the good client verified its data meanwhile ($GOOD_RUNS runs, $GOOD_FAILED failed)" good_ok
+  after_case "$case" "$before"
+}
+
+# hold_case NAME CLIENT_CASE HOLD_MS ARGS...: a case that holds a
+# connection: the good client runs once it holds, must finish while it
+# still holds, and once more after it has gone.
+hold_case() {
+  local case=$1 client_case=$2 hold_ms=$3 rc=0 before hpid i
+  shift 3
+  echo "--- [$RUN] $case"
+  before=$(closing_lines)
+  local out="$WORK/$case-$RUN.out" release="$WORK/$case-$RUN.release" answered="$WORK/$case-$RUN.answered"
+  : > "$out"
+  # shellcheck disable=SC2046
+  timeout 600 "$HOSTILE" "$client_case" $(hostile_args) --hold-ms "$hold_ms" --release "$release" \
+    --max-hold-ms $(((HOLD_GOOD_TIMEOUT + 60) * 1000)) "$@" > "$out" 2>&1 &
+  hpid=$!
+  for ((i = 0; i < IO_TIMEOUT_MS / 50; i++)); do
+    grep -q holding "$out" && break
+    kill -0 "$hpid" 2>/dev/null || break
+    sleep 0.05
+  done
+  check "[$RUN] $case: the hostile client holds its connection" grep -q holding "$out"
+  # The control port and the good client, side by side while it holds.
+  (if tgtd_answers; then echo yes; else echo no; fi > "$answered") &
+  local apid=$!
+  good_start "$HOLD_GOOD_TIMEOUT"
+  good_stop
+  wait "$apid" || true
+  expect "$case" "$case: the good client verified its data while the hostile one held ($GOOD_RUNS runs, $GOOD_FAILED failed, limit $HOLD_GOOD_TIMEOUT s)" good_ok
+  expect "$case" "$case: tgtd answered tgtadm while the hostile client held" grep -qx yes "$answered"
+  touch "$release"
+  wait "$hpid" || rc=$?
+  sed 's/^/  /' "$out"
+  check "[$RUN] $case: the hostile client ran and held until released (exit $rc)" \
+    bash -c "(( $rc == 0 )) && ! grep -q 'released after the longest hold' '$out'"
+  if [[ $client_case == flood ]]; then
+    local unread
+    unread=$(sed -n 's/^flood: unread=//p' "$out")
+    check "[$RUN] $case: the target had to stop sending (${unread:-?} bytes unread, at least 64 KiB)" \
+      test "${unread:-0}" -ge 65536
+  fi
+  good_start
+  good_stop
+  check "[$RUN] $case: the good client verified its data after the hostile one left" good_ok
+  after_case "$case/after" "$before"
+}
+
+valgrind_checks() {
+  local vlog="$STATE/valgrind.log" rbio_leaks known_leaks other_leaks errors
+  check "[$RUN] tgtd under valgrind exited normally (leak summary written)" \
+    grep -q "LEAK SUMMARY\|All heap blocks were freed" "$vlog"
+  # Loss records are blocks of lines ending with an empty "==PID==" line;
+  # print the definite ones (or all kinds) whose text matches / does not
+  # match a pattern.
+  records() {  # KIND-REGEX MATCH-REGEX NEGATE
+    awk -v kind="$1" -v pat="$2" -v neg="$3" '
+      $0 ~ kind " in loss record" {rec=1; buf=$0; next}
+      rec && /^==[0-9]+== *$/ {if ((buf ~ pat) != neg) print buf "\n"; rec=0; next}
+      rec {buf = buf "\n" $0}' "$vlog"
+  }
+  rbio_leaks=$(records "(definitely|indirectly|possibly) lost" rbio 0)
+  check "[$RUN] valgrind: no leak record involves rbio" test -z "$rbio_leaks"
+  [[ -n $rbio_leaks ]] && echo "$rbio_leaks"
+  check "[$RUN] valgrind: no invalid read, write or free involving rbio" \
+    bash -c "! grep -A12 'Invalid \\(read\\|write\\|free\\)' '$vlog' | grep -q rbio"
+  # tgt's own: two small leaks outside the connection path are always
+  # there (the --iscsi portal= option at start-up, the --bsopts string of
+  # every LU); anything else is a finding, reported.
+  local startup="iscsi_param_parse_portals|tgt_device_create"
+  known_leaks=$(records "definitely lost" "$startup" 0 | grep -c "definitely lost in loss record" || true)
+  (( known_leaks > 0 )) && echo "  [$RUN] valgrind: $known_leaks known stock-tgt leak record(s) outside the connection path ($startup)"
+  other_leaks=$(records "definitely lost" "rbio|$startup" 1)
+  if [[ -n $other_leaks ]]; then
+    stock_issues+=("[$RUN] valgrind: definite leaks in tgt (see above)")
+    echo "STOCK TGT ISSUE (report only): [$RUN] valgrind found definite leaks in tgt:"
+    echo "$other_leaks" | head -80 | sed 's/^/  /'
+  fi
+  local kinds="^==[0-9]+== (Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param .*uninitialised|Mismatched free|Source and destination overlap)"
+  errors=$(grep -cE "$kinds" "$vlog" || true)
+  if (( errors > 0 )); then
+    stock_issues+=("[$RUN] valgrind: $errors memory error context(s) (see above)")
+    echo "STOCK TGT ISSUE (report only): [$RUN] valgrind reported memory errors:"
+    grep -A14 -E "$kinds" "$vlog" | head -100 | sed 's/^/  /'
+  fi
+  grep "ERROR SUMMARY" "$vlog" | tail -1 | sed "s/^/  [$RUN] /"
+}
+
+# run_all MODE OFFSET: one tgtd with RBIO_TRANSPORT=MODE, every case.
+run_all() {
+  local mode=$1 off=$2 t0=$SECONDS
+  RUN="RBIO_TRANSPORT=$mode"
+  STRICT=0
+  [[ $mode == on && $EXPECT_RBIO_LOG == 1 ]] && STRICT=1
+  CTL=$((5700 + off)) PORT=$((13700 + off)) STATE="$WORK/tgtd-$mode"
+  echo "=== [$RUN] control port $CTL, portal 127.0.0.1:$PORT$( ((STRICT)) && echo ', rbio transport expected')"
+  local vg=()
+  (( VALGRIND )) && vg=(--valgrind)
+  RBIO_TRANSPORT=$mode tgtd_start "${vg[@]}"
+  check "[$RUN] tgtd inherited RBIO_TRANSPORT=$mode" \
+    bash -c "tr '\\0' '\\n' < /proc/$(tgtd_pid)/environ | grep -qx 'RBIO_TRANSPORT=$mode'"
+  new_target 1 hostile
+  truncate -s "${GOOD_MIB}M" "$WORK/good-$mode.img"
+  truncate -s 64M "$WORK/hostile-$mode.img"
+  new_lun 1 1 "$WORK/good-$mode.img" rbio "$LUN_OPTS"
+  new_lun 1 2 "$WORK/hostile-$mode.img" rbio "$LUN_OPTS"
+  BASE_FDS=$(fds)
+
+  local strict_close=()
+  (( STRICT )) && strict_close=(--expect-close)
+  quick_case random --seed "$off"
+  quick_case bad-opcode "${strict_close[@]}"
+  quick_case over-mrdsl "${strict_close[@]}"
+  quick_case max-dsl "${strict_close[@]}"
+  quick_case truncate-close
+  quick_case truncate-reset
+  hold_case idle idle 1000
+  hold_case flood flood 3000 --count 64 --kib 1024 --mrdsl 262144
+  hold_case flood-big flood 3000 --count 4 --kib 8192 --mrdsl 16777215
+
+  check "[$RUN] tgtd is alive after every case" tgtd_alive
+  check "[$RUN] tgtd's open fds are back at $BASE_FDS with every hostile connection gone" fds_back
+  tgtd_stop
+  if [[ -e $STATE/rbio.stats ]]; then
+    echo "  [$RUN] $STATE/rbio.stats exists: the rbio transport was active"
+    (( STRICT )) || [[ $mode == off ]] \
+      || echo "  note: set HOSTILE_EXPECT_RBIO_LOG=1 to hold it to the strict checks"
+  fi
+  (( STRICT )) && check "[$RUN] the rbio transport was active (tgtd wrote rbio.stats)" test -e "$STATE/rbio.stats"
+  (( VALGRIND )) && valgrind_checks
+  echo "=== [$RUN] took $((SECONDS - t0)) s"
+}
+
+run_all off 5
+run_all on 6
+
+echo "hostile-input: $((SECONDS - t_start)) s$( ((VALGRIND)) && echo ' (tgtd under valgrind)')"
+if (( ${#stock_issues[@]} )); then
+  echo "Stock tgt issues seen (reported, not failed):"
+  printf '  %s\n' "${stock_issues[@]}"
+fi
+finish

@@ -1,0 +1,735 @@
+// iscsi_hostile: a deliberately misbehaving iSCSI initiator for
+// tests/integration/hostile-input.sh. It speaks iSCSI over a raw TCP socket
+// on 127.0.0.1 (PDUs built with rbio_iser_opt), breaks the protocol in one
+// chosen way and reports what the target did about it.
+//
+//   iscsi_hostile CASE --port N [options]
+//
+// Cases (each on fresh connections):
+//   random          several connections that send random bytes right after
+//                   connecting, before any login
+//   bad-opcode      log in, then send a PDU with an undefined opcode (0x0b)
+//   over-mrdsl      log in, then a WRITE(10) whose immediate data is 4 KiB
+//                   longer than the target's MaxRecvDataSegmentLength
+//   max-dsl         log in, then a WRITE(10) with DataSegmentLength 0xffffff
+//                   followed by only 64 KiB of its data
+//   truncate-close  log in, send part of a PDU, close (twice: cut inside
+//                   the BHS, and cut inside the data segment)
+//   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
+//   idle            connect and send nothing; hold the connection
+//   flood           log in, send --count READ(10) of --kib KiB each, never
+//                   read the responses; hold the connection
+//
+// Options:
+//   --port N             the target's portal port on 127.0.0.1 (required)
+//   --target IQN         target name (required except for random and idle)
+//   --lun N              LUN for SCSI commands (default 1)
+//   --seed N             seed for random bytes (default 1)
+//   --connections N      connections of the random case (default 16)
+//   --wait-ms N          how long to watch for the target's reaction to a
+//                        malformed PDU (default 1000)
+//   --expect-close       exit 1 unless the target closes (or resets) the
+//                        connection within --wait-ms
+//   --hold-ms N          idle/flood: hold the connection at least this long
+//                        (default 3000)
+//   --release FILE       idle/flood: after --hold-ms, hold until FILE exists
+//   --max-hold-ms N      idle/flood: never hold longer (default 60000)
+//   --count N, --kib N   flood: commands and KiB per command (64, 1024)
+//   --mrdsl N            the MaxRecvDataSegmentLength we declare at login
+//                        (default 262144; the target's Data-In PDUs are at
+//                        most this long)
+//   --io-timeout-ms N    longest wait for a login response (default 10000)
+//
+// Exit status: 0 the case ran (and --expect-close held), 1 --expect-close
+// did not hold, 2 usage or setup error (cannot connect, login refused, ...).
+// idle and flood print a line containing "holding" once they hold the
+// connection, so a script can start its other work then.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rbio/iser/pdu.hpp"
+
+namespace {
+
+using namespace rbio::iser;
+using Bytes = std::vector<uint8_t>;
+using Clock = std::chrono::steady_clock;
+
+// Anything that keeps the case from running as designed: exit 2.
+struct SetupError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string errno_text(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+
+int ms_since(Clock::time_point t0) {
+    return int(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+}
+
+struct Options {
+    std::string test_case;
+    uint16_t port = 0;
+    std::string target;
+    unsigned lun = 1;
+    uint64_t seed = 1;
+    unsigned connections = 16;
+    int wait_ms = 1000;
+    bool expect_close = false;
+    int hold_ms = 3000;
+    std::string release;
+    int max_hold_ms = 60000;
+    unsigned count = 64;
+    unsigned kib = 1024;
+    int io_timeout_ms = 10000;
+    uint32_t mrdsl = 262144;  // the MaxRecvDataSegmentLength we declare
+};
+
+// Owns one file descriptor.
+class Fd {
+public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            reset();
+            fd_ = std::exchange(o.fd_, -1);
+        }
+        return *this;
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    ~Fd() { reset(); }
+
+    int get() const { return fd_; }
+    void reset() {
+        if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+    }
+
+private:
+    int fd_ = -1;
+};
+
+enum class Peer { Open, Closed, Reset };
+
+const char* to_string(Peer p) {
+    switch (p) {
+        case Peer::Open: return "still open";
+        case Peer::Closed: return "closed by the target";
+        case Peer::Reset: return "reset by the target";
+    }
+    return "?";
+}
+
+// What the target did after a hostile PDU.
+struct Reaction {
+    Peer peer = Peer::Open;
+    int after_ms = 0;
+    std::vector<std::string> pdus;  // what it sent meanwhile
+
+    std::string describe() const {
+        std::string s = to_string(peer);
+        if (peer != Peer::Open) s += " after " + std::to_string(after_ms) + " ms";
+        else s += " after " + std::to_string(after_ms) + " ms of waiting";
+        if (!pdus.empty()) {
+            s += "; it sent";
+            for (const auto& p : pdus) s += " [" + p + "]";
+        }
+        return s;
+    }
+};
+
+std::string hex(unsigned v, int width = 2) {
+    char b[16];
+    std::snprintf(b, sizeof b, "0x%0*x", width, v);
+    return b;
+}
+
+// One line for a PDU the target sent; `data` is its data segment.
+std::string describe_pdu(const uint8_t* bhs, std::span<const uint8_t> data) {
+    BhsView v(bhs);
+    std::string s = opcode_name(v.opcode_byte());
+    switch (v.opcode()) {
+        case Opcode::Reject: s += " reason " + hex(bhs[2]); break;
+        case Opcode::ScsiResponse:
+            s += " status " + hex(bhs[3]) + " response " + hex(bhs[2]);
+            // Sense data: a 2-byte SenseLength, then fixed-format sense.
+            if (data.size() >= 2 + 14)
+                s += " sense key " + hex(data[2 + 2] & 0x0f) + " ASC/ASCQ " + hex(data[2 + 12]) + "/" +
+                     hex(data[2 + 13]);
+            break;
+        case Opcode::LoginResponse: s += " class " + hex(bhs[36]) + " detail " + hex(bhs[37]); break;
+        case Opcode::DataIn: s += " offset " + std::to_string(v.buffer_offset()); break;
+        default: break;
+    }
+    s += " ITT " + hex(v.itt(), 8) + ", " + std::to_string(data.size()) + " data bytes";
+    return s;
+}
+
+// A TCP connection to the portal with the few operations the cases need.
+class Conn {
+public:
+    explicit Conn(uint16_t port) : port_(port) {
+        fd_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (fd_.get() < 0) throw SetupError(errno_text("socket", errno));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+            throw SetupError(errno_text("connect to 127.0.0.1:" + std::to_string(port), errno));
+    }
+
+    int fd() const { return fd_.get(); }
+    uint16_t port() const { return port_; }
+
+    // Sends everything; 0, or the errno that stopped it (EPIPE, ECONNRESET
+    // when the target has already dropped us).
+    int send_all(std::span<const uint8_t> bytes) {
+        while (!bytes.empty()) {
+            ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                return errno;
+            }
+            bytes = bytes.subspan(size_t(n));
+        }
+        return 0;
+    }
+    void send_or_throw(std::span<const uint8_t> bytes, const std::string& what) {
+        if (int e = send_all(bytes)) throw SetupError(errno_text("sending " + what, e));
+    }
+
+    // Reads exactly n bytes; throws on EOF, error or timeout.
+    void recv_exact(uint8_t* out, size_t n, Clock::time_point deadline, const std::string& what) {
+        while (n > 0) {
+            int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+            if (left <= 0) throw SetupError("timed out waiting for " + what);
+            pollfd p{fd_.get(), POLLIN, 0};
+            int rc = ::poll(&p, 1, left);
+            if (rc < 0 && errno != EINTR) throw SetupError(errno_text("poll", errno));
+            if (rc <= 0) continue;
+            ssize_t got = ::recv(fd_.get(), out, n, 0);
+            if (got == 0) throw SetupError("the target closed the connection while we waited for " + what);
+            if (got < 0) {
+                if (errno == EINTR || errno == EAGAIN) continue;
+                throw SetupError(errno_text("receiving " + what, errno));
+            }
+            out += got;
+            n -= size_t(got);
+        }
+    }
+
+    // One whole PDU (no digests are negotiated): BHS, then its data segment.
+    std::pair<std::array<uint8_t, kBhsLength>, Bytes> recv_pdu(Clock::time_point deadline,
+                                                               const std::string& what) {
+        std::array<uint8_t, kBhsLength> bhs{};
+        recv_exact(bhs.data(), bhs.size(), deadline, what);
+        BhsView v(bhs.data());
+        Bytes rest(v.ahs_length() + pad4(v.data_segment_length()));
+        if (!rest.empty()) recv_exact(rest.data(), rest.size(), deadline, what);
+        Bytes data(rest.begin() + long(v.ahs_length()), rest.begin() + long(v.ahs_length() + v.data_segment_length()));
+        return {bhs, std::move(data)};
+    }
+
+    // Watches the connection for up to wait_ms: returns once the target
+    // closes or resets it, with the PDUs it sent before that.
+    Reaction watch(int wait_ms) {
+        Reaction r;
+        const auto t0 = Clock::now();
+        Bytes pending;
+        uint8_t buf[65536];
+        for (;;) {
+            int left = wait_ms - ms_since(t0);
+            if (left <= 0) break;
+            pollfd p{fd_.get(), POLLIN, 0};
+            int rc = ::poll(&p, 1, left);
+            if (rc < 0 && errno != EINTR) throw SetupError(errno_text("poll", errno));
+            if (rc <= 0) continue;
+            ssize_t got = ::recv(fd_.get(), buf, sizeof buf, 0);
+            if (got == 0) {
+                r.peer = Peer::Closed;
+                break;
+            }
+            if (got < 0) {
+                if (errno == EINTR || errno == EAGAIN) continue;
+                if (errno == ECONNRESET) {
+                    r.peer = Peer::Reset;
+                    break;
+                }
+                throw SetupError(errno_text("receiving", errno));
+            }
+            pending.insert(pending.end(), buf, buf + got);
+            // Name every complete PDU; a huge Data-In is named once whole.
+            while (pending.size() >= kBhsLength) {
+                BhsView v(pending.data());
+                size_t total = kBhsLength + v.ahs_length() + pad4(v.data_segment_length());
+                if (pending.size() < total) break;
+                if (r.pdus.size() < 8) r.pdus.push_back(describe_pdu(pending.data(), std::span(pending).subspan(kBhsLength + v.ahs_length(),
+                                                                              v.data_segment_length())));
+                pending.erase(pending.begin(), pending.begin() + long(total));
+            }
+        }
+        r.after_ms = ms_since(t0);
+        return r;
+    }
+
+    // Ends the connection with a TCP reset instead of a FIN.
+    void reset() {
+        linger l{1, 0};
+        if (::setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0)
+            throw SetupError(errno_text("setsockopt SO_LINGER", errno));
+        fd_.reset();
+    }
+    void close() { fd_.reset(); }
+
+    // Bytes the target sent that we have not read.
+    int unread_bytes() const {
+        int n = 0;
+        if (::ioctl(fd_.get(), SIOCINQ, &n) != 0) throw SetupError(errno_text("ioctl SIOCINQ", errno));
+        return n;
+    }
+
+    // Whether the target has closed or reset its end (without reading).
+    bool peer_gone() const {
+        pollfd p{fd_.get(), POLLRDHUP, 0};
+        return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    }
+
+private:
+    Fd fd_;
+    uint16_t port_;
+};
+
+// "Key=Value\0" pairs (RFC 7143 §6.1).
+Bytes text_keys(const std::vector<std::pair<std::string, std::string>>& kv) {
+    Bytes out;
+    for (const auto& [k, v] : kv) {
+        std::string s = k + "=" + v;
+        out.insert(out.end(), s.begin(), s.end());
+        out.push_back(0);
+    }
+    return out;
+}
+
+std::map<std::string, std::string> parse_keys(const Bytes& data) {
+    std::map<std::string, std::string> m;
+    size_t i = 0;
+    while (i < data.size()) {
+        size_t end = i;
+        while (end < data.size() && data[end] != 0) ++end;
+        std::string item(data.begin() + long(i), data.begin() + long(end));
+        if (auto eq = item.find('='); eq != std::string::npos) m[item.substr(0, eq)] = item.substr(eq + 1);
+        i = end + 1;
+    }
+    return m;
+}
+
+Bytes encode(const Bhs& bhs, std::span<const uint8_t> data = {}) {
+    Bytes out(encoded_size(bhs.bytes(), data.size(), false, false));
+    size_t n = encode_pdu(out, bhs.bytes(), data, false, false);
+    if (n != out.size()) throw SetupError("encode_pdu wrote " + std::to_string(n) + " of " + std::to_string(out.size()) + " bytes");
+    return out;
+}
+
+const char* kInitiatorName = "iqn.2026-11.io.rbio:hostile";
+
+// A logged-in connection (full feature phase) and its sequence numbers.
+struct Session {
+    Conn conn;
+    uint32_t cmd_sn = 0;
+    uint32_t exp_stat_sn = 0;
+    uint32_t max_cmd_sn = 0;
+    uint32_t target_mrdsl = 8192;  // RFC 7143 default until the target declares its own
+    uint32_t next_itt = 0x100;
+};
+
+// Logs in as a Normal session: the security stage with AuthMethod=None,
+// then operational negotiation, then full feature phase.
+Session login(const Options& o) {
+    if (o.target.empty()) throw SetupError("--target is required for case " + o.test_case);
+    Session s{Conn(o.port)};
+    // A random-format ISID (type 0b10), different per connection, so no
+    // login reinstates another connection's session.
+    std::random_device rd;
+    const uint32_t isid_low = rd();
+    const std::string where = "login to 127.0.0.1:" + std::to_string(o.port) + " (" + o.target + ")";
+
+    const std::vector<std::pair<std::string, std::string>> security = {
+        {"InitiatorName", kInitiatorName}, {"SessionType", "Normal"},
+        {"TargetName", o.target},           {"AuthMethod", "None"}};
+    const std::vector<std::pair<std::string, std::string>> operational = {
+        {"HeaderDigest", "None"},
+        {"DataDigest", "None"},
+        {"MaxRecvDataSegmentLength", std::to_string(o.mrdsl)},
+        {"InitialR2T", "No"},
+        {"ImmediateData", "Yes"},
+        {"MaxBurstLength", "16776192"},
+        {"FirstBurstLength", "262144"},
+        {"MaxConnections", "1"},
+        {"MaxOutstandingR2T", "1"},
+        {"DataPDUInOrder", "Yes"},
+        {"DataSequenceInOrder", "Yes"},
+        {"DefaultTime2Wait", "0"},
+        {"DefaultTime2Retain", "0"},
+        {"ErrorRecoveryLevel", "0"}};
+
+    unsigned csg = 0, nsg = 1;
+    auto keys = security;
+    uint16_t tsih = 0;
+    const uint32_t itt = 0x10;
+    const uint32_t cmd_sn = 1;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
+    for (int step = 0; step < 8; ++step) {
+        Bhs req;
+        req.set_opcode(Opcode::LoginRequest, true);
+        req.set_flags(uint8_t(0x80 | csg << 2 | nsg));  // T=1
+        auto& raw = req.raw();
+        raw[8] = 0x80;  // ISID type 0b10 (random), then 46 random bits
+        raw[9] = uint8_t(isid_low >> 24);
+        raw[10] = uint8_t(isid_low >> 16);
+        raw[11] = uint8_t(isid_low >> 8);
+        raw[12] = uint8_t(isid_low);
+        raw[13] = uint8_t(getpid());
+        raw[14] = uint8_t(tsih >> 8);
+        raw[15] = uint8_t(tsih);
+        const Bytes data = text_keys(keys);
+        req.set_data_segment_length(uint32_t(data.size()));
+        req.set_itt(itt).set_cmd_sn(cmd_sn).set_exp_stat_sn(s.exp_stat_sn);
+        s.conn.send_or_throw(encode(req, data), "a login request (" + where + ")");
+
+        auto [bhs, rdata] = s.conn.recv_pdu(deadline, "the login response (" + where + ")");
+        BhsView v(bhs.data());
+        if (v.opcode() != Opcode::LoginResponse)
+            throw SetupError(where + ": expected a Login-Response, got " + describe_pdu(bhs.data(), rdata));
+        if (bhs[36] != 0)
+            throw SetupError(where + ": refused with status class " + hex(bhs[36]) + " detail " + hex(bhs[37]));
+        s.exp_stat_sn = v.stat_sn() + 1;
+        s.cmd_sn = v.exp_cmd_sn();
+        s.max_cmd_sn = v.max_cmd_sn();
+        tsih = uint16_t(bhs[14] << 8 | bhs[15]);
+        const auto answer = parse_keys(rdata);
+        if (auto it = answer.find("MaxRecvDataSegmentLength"); it != answer.end())
+            s.target_mrdsl = uint32_t(std::strtoul(it->second.c_str(), nullptr, 10));
+        for (const auto& [k, val] : answer)
+            if (val == "Reject" || val == "Irrelevant" || val == "NotUnderstood")
+                throw SetupError(where + ": the target answered " + k + "=" + val);
+
+        const bool transit = (v.flags() & 0x80) != 0;
+        if (!transit) {
+            keys.clear();  // the target wants another round in this stage
+            continue;
+        }
+        csg = v.flags() & 0x03;  // the target's NSG is the stage we are now in
+        if (csg == 3) return s;
+        nsg = 3;
+        keys = csg == 1 ? operational : decltype(keys){};
+    }
+    throw SetupError(where + ": no full feature phase after 8 login steps");
+}
+
+// Sends TEST UNIT READY and reads until its SCSI Response: it takes the
+// unit attention a new I_T nexus starts with, and the response carries the
+// full command window (a login response may grant only one or two CmdSNs).
+void test_unit_ready(Session& s, const Options& o) {
+    const std::array<uint8_t, 6> tur{};
+    Bhs b(Opcode::ScsiCommand);
+    b.set_flags(0x80 | 0x01).set_lun(uint64_t(o.lun & 0xff) << 48).set_itt(s.next_itt++);
+    b.set_cmd_sn(s.cmd_sn++).set_exp_stat_sn(s.exp_stat_sn).set_cdb(tur);
+    s.conn.send_or_throw(encode(b), "TEST UNIT READY");
+    const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
+    for (;;) {
+        auto [bhs, data] = s.conn.recv_pdu(deadline, "the response to TEST UNIT READY");
+        BhsView v(bhs.data());
+        if (v.opcode() == Opcode::Reject)
+            throw SetupError("TEST UNIT READY was rejected: " + describe_pdu(bhs.data(), data));
+        if (v.opcode() != Opcode::ScsiResponse) continue;
+        s.exp_stat_sn = v.stat_sn() + 1;
+        s.max_cmd_sn = v.max_cmd_sn();
+        if (v.itt() == b.view().itt()) return;
+    }
+}
+
+// A SCSI Command BHS for `cdb` on the session's next CmdSN and ITT.
+Bhs scsi_command(Session& s, const Options& o, std::span<const uint8_t> cdb, bool read, bool write,
+                 uint32_t edtl, uint32_t dsl) {
+    Bhs b(Opcode::ScsiCommand);
+    b.set_flags(uint8_t(0x80 | (read ? 0x40 : 0) | (write ? 0x20 : 0) | 0x01));  // F, R, W, ATTR simple
+    b.set_lun(uint64_t(o.lun & 0xff) << 48);  // single-level LUN (SAM-2 peripheral addressing)
+    b.set_itt(s.next_itt++).set_expected_data_transfer_length(edtl);
+    b.set_cmd_sn(s.cmd_sn++).set_exp_stat_sn(s.exp_stat_sn);
+    b.set_data_segment_length(dsl);
+    b.set_cdb(cdb);
+    return b;
+}
+
+std::array<uint8_t, 10> cdb10(uint8_t op, uint32_t lba, uint16_t blocks) {
+    return {op, 0, uint8_t(lba >> 24), uint8_t(lba >> 16), uint8_t(lba >> 8), uint8_t(lba), 0,
+            uint8_t(blocks >> 8), uint8_t(blocks), 0};
+}
+
+Bytes pattern(size_t n) {
+    Bytes b(n);
+    for (size_t i = 0; i < n; ++i) b[i] = uint8_t(i * 7 + 3);
+    return b;
+}
+
+// Prints the reaction; returns the exit status --expect-close asks for.
+int report(const Options& o, const std::string& what, const Reaction& r) {
+    std::printf("%s: %s: %s\n", o.test_case.c_str(), what.c_str(), r.describe().c_str());
+    if (o.expect_close && r.peer == Peer::Open) {
+        std::printf("%s: FAIL: expected the target to close the connection within %d ms\n", o.test_case.c_str(),
+                    o.wait_ms);
+        return 1;
+    }
+    return 0;
+}
+
+int case_random(const Options& o) {
+    std::mt19937_64 rng(o.seed);
+    // Lengths around the BHS size first, then random ones up to 64 KiB.
+    const size_t fixed[] = {1, 47, 48, 49, 52, 96, 8192, 65536};
+    std::vector<Conn> conns;
+    std::vector<size_t> lengths;
+    size_t sent_bytes = 0, cut_short = 0;
+    for (unsigned i = 0; i < o.connections; ++i) {
+        size_t len = i < std::size(fixed) ? fixed[i] : 48 + rng() % 65536;
+        Bytes junk(len);
+        for (auto& b : junk) b = uint8_t(rng());
+        Conn c(o.port);
+        if (c.send_all(junk) != 0) ++cut_short;  // the target dropped us mid-way
+        sent_bytes += len;
+        lengths.push_back(len);
+        conns.push_back(std::move(c));
+    }
+    // Watch them all until the deadline.
+    const auto t0 = Clock::now();
+    unsigned closed = 0, reset = 0;
+    std::string open_lengths;
+    for (size_t i = 0; i < conns.size(); ++i) {
+        Reaction r = conns[i].watch(std::max(1, o.wait_ms - ms_since(t0)));
+        if (r.peer == Peer::Closed) ++closed;
+        else if (r.peer == Peer::Reset) ++reset;
+        else open_lengths += (open_lengths.empty() ? "" : ",") + std::to_string(lengths[i]);
+    }
+    std::printf("random: %zu connections, %zu random bytes (seed %llu), %zu cut short by the target; "
+                "after %d ms: %u closed by the target, %u reset, still open: %s\n",
+                conns.size(), sent_bytes, (unsigned long long)o.seed, cut_short, ms_since(t0), closed, reset,
+                open_lengths.empty() ? "none" : ("those that sent " + open_lengths + " bytes").c_str());
+    return 0;  // the target cannot tell short junk from a slow sender: no expectation
+}
+
+// Logged in, unit attention taken, command window open.
+Session ready_session(const Options& o) {
+    Session s = login(o);
+    test_unit_ready(s, o);
+    return s;
+}
+
+int case_bad_opcode(const Options& o) {
+    Session s = ready_session(o);
+    Bhs b;
+    b.raw()[0] = 0x0b;  // not an opcode RFC 7143 §11.1.1 defines
+    b.set_final(true).set_lun(uint64_t(o.lun) << 48).set_itt(s.next_itt++);
+    b.set_cmd_sn(s.cmd_sn).set_exp_stat_sn(s.exp_stat_sn);
+    s.conn.send_or_throw(encode(b), "the undefined-opcode PDU");
+    return report(o, "opcode 0x0b after login", s.conn.watch(o.wait_ms));
+}
+
+int case_over_mrdsl(const Options& o) {
+    Session s = ready_session(o);
+    if (s.target_mrdsl > kMaxDataSegmentLength - 4096 - 511)
+        throw SetupError("the target declared MaxRecvDataSegmentLength " + std::to_string(s.target_mrdsl) +
+                         ": no longer data segment can be framed");
+    const uint32_t dsl = (s.target_mrdsl + 4096 + 511) & ~511u;
+    const auto cdb = cdb10(0x2a, 0, uint16_t(dsl / 512));  // WRITE(10)
+    Bhs b = scsi_command(s, o, cdb, false, true, dsl, dsl);
+    const Bytes data = pattern(dsl);
+    s.conn.send_or_throw(encode(b, data), "the over-long WRITE(10)");
+    return report(o,
+                  "WRITE(10) with " + std::to_string(dsl) + " bytes of immediate data, target's MaxRecvDataSegmentLength " +
+                      std::to_string(s.target_mrdsl),
+                  s.conn.watch(o.wait_ms));
+}
+
+int case_max_dsl(const Options& o) {
+    Session s = ready_session(o);
+    const auto cdb = cdb10(0x2a, 0, 32768);  // WRITE(10) of 16 MiB
+    Bhs b = scsi_command(s, o, cdb, false, true, 16u << 20, kMaxDataSegmentLength);
+    const Bytes data = pattern(64 * 1024);
+    // The header and the first 64 KiB of a data segment that never completes.
+    // The target may drop us as soon as it sees the header.
+    int e = s.conn.send_all(b.bytes());
+    if (e == 0) e = s.conn.send_all(data);
+    const std::string sent = e == 0 ? "sent" : errno_text("cut short", e);
+    return report(o, "WRITE(10) with DataSegmentLength 0xffffff, 64 KiB of it " + sent, s.conn.watch(o.wait_ms));
+}
+
+int case_truncate(const Options& o, bool reset) {
+    for (int variant = 0; variant < 2; ++variant) {
+        Session s = ready_session(o);
+        const auto cdb = cdb10(0x2a, 0, 8);  // WRITE(10) of 4 KiB, all immediate
+        Bhs b = scsi_command(s, o, cdb, false, true, 4096, 4096);
+        const Bytes pdu = encode(b, pattern(4096));
+        const size_t cut = variant == 0 ? 20 : kBhsLength + 1000;
+        s.conn.send_or_throw(std::span(pdu).first(cut), "a truncated PDU");
+        // Let the target take in the part before the connection goes.
+        Reaction r = s.conn.watch(std::min(o.wait_ms, 300));
+        if (reset) s.conn.reset();
+        else s.conn.close();
+        std::printf("%s: %zu of %zu bytes of a WRITE(10) PDU (cut inside the %s), then %s; before that the "
+                    "connection was %s\n",
+                    o.test_case.c_str(), cut, pdu.size(), variant == 0 ? "BHS" : "data segment",
+                    reset ? "a TCP reset" : "close", r.describe().c_str());
+    }
+    return 0;
+}
+
+// Holds for at least hold_ms, then until the release file exists.
+void hold(const Options& o) {
+    const auto t0 = Clock::now();
+    for (;;) {
+        int t = ms_since(t0);
+        if (t >= o.max_hold_ms) {
+            std::printf("%s: released after the longest hold, %d ms\n", o.test_case.c_str(), t);
+            return;
+        }
+        if (t >= o.hold_ms && (o.release.empty() || std::filesystem::exists(o.release))) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+int case_idle(const Options& o) {
+    Conn c(o.port);
+    const auto t0 = Clock::now();
+    std::printf("idle: connected, sending nothing; holding\n");
+    std::fflush(stdout);
+    hold(o);
+    std::printf("idle: after %d ms the connection was %s; closing it\n", ms_since(t0),
+                c.peer_gone() ? "closed by the target" : "still open");
+    return 0;
+}
+
+int case_flood(const Options& o) {
+    Session s = ready_session(o);
+    const uint32_t blocks = o.kib * 2;  // 512-byte blocks
+    if (blocks == 0 || blocks > 0xffff) throw SetupError("--kib must be 1..32767 for READ(10)");
+    const uint32_t window = s.max_cmd_sn - s.cmd_sn + 1;
+    const unsigned n = std::min<uint32_t>(o.count, window);
+    Bytes burst;
+    for (unsigned i = 0; i < n; ++i) {
+        const auto cdb = cdb10(0x28, i * blocks, uint16_t(blocks));  // READ(10)
+        Bytes pdu = encode(scsi_command(s, o, cdb, true, false, blocks * 512, 0));
+        burst.insert(burst.end(), pdu.begin(), pdu.end());
+    }
+    s.conn.send_or_throw(burst, "the READ(10) burst");
+    const auto t0 = Clock::now();
+    std::printf("flood: %u READ(10) of %u KiB sent (the target's window allowed %u), reading nothing; holding\n", n,
+                o.kib, window);
+    std::fflush(stdout);
+    hold(o);
+    const int unread = s.conn.unread_bytes();
+    std::printf("flood: after %d ms: %d bytes of responses unread, connection %s; closing it unread\n",
+                ms_since(t0), unread, s.conn.peer_gone() ? "closed by the target" : "still open");
+    std::printf("flood: unread=%d\n", unread);
+    return 0;
+}
+
+[[noreturn]] void usage(int status) {
+    std::fprintf(status ? stderr : stdout,
+                 "usage: iscsi_hostile random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|flood\n"
+                 "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
+                 "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
+                 "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N]\n"
+                 "See the comment at the top of tests/integration/iscsi_hostile.cpp.\n");
+    std::exit(status);
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    if (argc < 2) usage(2);
+    o.test_case = argv[1];
+    if (o.test_case == "--help" || o.test_case == "-h") usage(0);
+    auto number = [](const std::string& k, const char* v) {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long n = std::strtoull(v, &end, 10);
+        if (errno || end == v || *end) throw SetupError(k + " needs a number, not '" + v + "'");
+        return n;
+    };
+    for (int i = 2; i < argc; ++i) {
+        std::string k = argv[i];
+        if (k == "--help") usage(0);
+        if (k == "--expect-close") {
+            o.expect_close = true;
+            continue;
+        }
+        if (i + 1 >= argc) throw SetupError(k + " needs a value");
+        const char* v = argv[++i];
+        if (k == "--port") o.port = uint16_t(number(k, v));
+        else if (k == "--target") o.target = v;
+        else if (k == "--lun") o.lun = unsigned(number(k, v));
+        else if (k == "--seed") o.seed = number(k, v);
+        else if (k == "--connections") o.connections = unsigned(number(k, v));
+        else if (k == "--wait-ms") o.wait_ms = int(number(k, v));
+        else if (k == "--hold-ms") o.hold_ms = int(number(k, v));
+        else if (k == "--release") o.release = v;
+        else if (k == "--max-hold-ms") o.max_hold_ms = int(number(k, v));
+        else if (k == "--count") o.count = unsigned(number(k, v));
+        else if (k == "--kib") o.kib = unsigned(number(k, v));
+        else if (k == "--io-timeout-ms") o.io_timeout_ms = int(number(k, v));
+        else if (k == "--mrdsl") o.mrdsl = uint32_t(number(k, v));
+        else throw SetupError("unknown option " + k);
+    }
+    if (o.port == 0) throw SetupError("--port is required");
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    try {
+        const Options o = parse(argc, argv);
+        const std::string& c = o.test_case;
+        if (c == "random") return case_random(o);
+        if (c == "bad-opcode") return case_bad_opcode(o);
+        if (c == "over-mrdsl") return case_over_mrdsl(o);
+        if (c == "max-dsl") return case_max_dsl(o);
+        if (c == "truncate-close") return case_truncate(o, false);
+        if (c == "truncate-reset") return case_truncate(o, true);
+        if (c == "idle") return case_idle(o);
+        if (c == "flood") return case_flood(o);
+        throw SetupError("unknown case '" + c + "'");
+    } catch (const SetupError& e) {
+        std::fprintf(stderr, "iscsi_hostile: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "iscsi_hostile: error: %s\n", e.what());
+        return 2;
+    }
+}
