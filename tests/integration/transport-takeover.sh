@@ -79,6 +79,9 @@ check "the new portal is served by rbio's transport" log_has "$(served_line "$PO
 check "data reads back through the new portal" \
   "$RW_CHECK" "iscsi://127.0.0.1:$PORT2/iqn.2026-11.io.rbio:takeover/1" --inflight 8 --rounds 1
 
+tgtd_stop >/dev/null
+check "tgtd's exit removes the statistics file" test ! -e "$STATS"
+
 echo "== RBIO_PORTALS limits the takeover to the listed portals"
 RBIO_PORTALS="127.0.0.1:$PORT2" RBIO_STATS_FILE=$STATS restart
 tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"

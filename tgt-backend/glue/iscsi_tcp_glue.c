@@ -292,7 +292,9 @@ static void conn_pass(struct rbio_conn *rc)
 /* The last thing a handler does: conn may be freed by conn_close(). */
 static void conn_finish(struct rbio_conn *rc)
 {
-	if (rc->iscsi_conn.state == STATE_CLOSE)
+	/* closed: tgt closed it already (a session reinstated, tgtadm) and
+	 * only waits for its tasks to go before releasing it */
+	if (rc->iscsi_conn.state == STATE_CLOSE && !rc->iscsi_conn.closed)
 		conn_close(&rc->iscsi_conn);
 }
 
@@ -579,11 +581,19 @@ static int tp_init(void)
 	return 0;
 }
 
+/* tgtd is exiting: a statistics file of a process that is gone would mislead. */
+static void tp_exit(void)
+{
+	if (settings.stats_file[0])
+		rbio_tp_stats_remove(settings.stats_file);
+}
+
 static struct iscsi_transport rbio_tcp = {
 	.name = "iscsi",
 	.rdma = 0,
 	.data_padding = PAD_WORD_LEN,
 	.ep_init = tp_init,
+	.ep_exit = tp_exit,
 	.ep_login_complete = tp_login_complete,
 	.alloc_task = tp_alloc_task,
 	.free_task = tp_free_task,

@@ -84,4 +84,6 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
     return 0;
 }
 
+void rbio_tp_stats_remove(const char* pattern) { ::unlink(expand(pattern).c_str()); }
+
 }  // extern "C"

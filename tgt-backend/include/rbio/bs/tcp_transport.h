@@ -95,6 +95,9 @@ void rbio_tp_stats_connection(int opened); /* 1 opened, 0 closed */
  * connection, or NULL), to path: atomically (temporary file, then rename). */
 int rbio_tp_stats_write(const char *path, const char *connections, char *err, size_t errlen);
 
+/* Removes the statistics file (at exit). */
+void rbio_tp_stats_remove(const char *path);
+
 #ifdef __cplusplus
 }
 #endif
