@@ -233,7 +233,8 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 		}
 		return;
 	}
-	arm_epollout(rc, st == RBIO_TX_BLOCKED);
+	if (conn->state != STATE_CLOSE) /* else it is closed right after */
+		arm_epollout(rc, st == RBIO_TX_BLOCKED);
 }
 
 /*
@@ -259,6 +260,8 @@ static void conn_pass(struct rbio_conn *rc)
 	struct iscsi_connection *conn = &rc->iscsi_conn;
 	int progress;
 
+	if (conn->closed) /* by tgt; only waiting for its tasks to go */
+		return;
 	rc->in_pass = 1;
 	do {
 		progress = 0;
@@ -285,8 +288,9 @@ static void conn_pass(struct rbio_conn *rc)
 	} while (progress);
 	rc->in_pass = 0;
 
-	if (conn->state != STATE_CLOSE)
-		after_send(rc, rbio_tcp_conn_flush(rc->engine));
+	/* Also when the core is closing: its last response (a login reject,
+	 * a logout response) is queued and must leave before the close. */
+	after_send(rc, rbio_tcp_conn_flush(rc->engine));
 }
 
 /* The last thing a handler does: conn may be freed by conn_close(). */
@@ -319,8 +323,7 @@ static void conn_event_handler(int fd, int events, void *data)
 			conn->state = STATE_CLOSE;
 		}
 	}
-	if (conn->state != STATE_CLOSE)
-		conn_pass(rc);
+	conn_pass(rc);
 	conn_finish(rc);
 }
 
@@ -328,8 +331,7 @@ static void conn_pass_event(struct event_data *ev)
 {
 	struct rbio_conn *rc = ev->data;
 
-	if (rc->iscsi_conn.state != STATE_CLOSE)
-		conn_pass(rc);
+	conn_pass(rc);
 	conn_finish(rc);
 }
 
