@@ -92,6 +92,21 @@ check "the listed portal is served by rbio" log_has "$(served_line "$PORT2")"
 check "the other portal stays stock" log_lacks "$(served_line "$PORT")"
 check "data reads back through the stock portal" io_works
 
+echo "== every optimisation of the transport off, then a tiny receive buffer"
+printf 'batch_reads = off\ncoalesce = off\nsend_inline = off\n' > "$WORK/rbio.conf"
+RBIO_CONFIG="$WORK/rbio.conf" RBIO_STATS_FILE=$STATS restart
+check "data reads back with batching, coalescing and inline sending off" io_works
+stats_settle
+check "without batching a receive call brings at most one PDU" \
+  awk -v v="$(stat_of pdus_per_recv)" 'BEGIN { exit !(v > 0 && v <= 1.0) }'
+check "without coalescing a send call carries at most one PDU" \
+  awk -v v="$(stat_of pdus_per_send)" 'BEGIN { exit !(v > 0 && v <= 1.0) }'
+check "without inline sending every response waits for EPOLLOUT" \
+  test "$(stat_of epoll_ctl_calls)" -gt 100
+printf 'rx_buffer_kib = 16\ndirect_read_kib = 4\nmax_queued_kib = 64\n' > "$WORK/rbio.conf"
+RBIO_CONFIG="$WORK/rbio.conf" restart
+check "data reads back through a 16 KiB receive buffer, direct reads from 4 KiB" io_works
+
 echo "== RBIO_TRANSPORT=off keeps tgtd stock"
 RBIO_TRANSPORT=off RBIO_STATS_FILE=$STATS restart
 check "the log says the transport is off" log_has "rbio: tcp: transport off"

@@ -141,6 +141,7 @@ struct rbio_conn {
 	struct event_data pass_ev;     /* a pass outside our own event */
 	int in_pass;
 	int tx_wanted;                 /* the core has responses to send */
+	int writable_event;            /* this pass runs for EPOLLOUT */
 	int epollout_armed;
 	uint64_t rx_served;            /* bytes ep_read handed to the core */
 	uint64_t tx_parts;             /* ep_write_begin calls: the core's
@@ -233,8 +234,10 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 		}
 		return;
 	}
+	/* With send_inline off, responses wait for EPOLLOUT as in stock tgt. */
 	if (conn->state != STATE_CLOSE) /* else it is closed right after */
-		arm_epollout(rc, st == RBIO_TX_BLOCKED);
+		arm_epollout(rc, st == RBIO_TX_BLOCKED ||
+				 (!settings.send_inline && rc->tx_wanted));
 }
 
 /*
@@ -275,6 +278,7 @@ static void conn_pass(struct rbio_conn *rc)
 			progress = 1;
 		}
 		while (conn->state != STATE_CLOSE && rc->tx_wanted &&
+		       (settings.send_inline || rc->writable_event) &&
 		       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_BLOCKED &&
 		       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_FAILED &&
 		       rbio_tcp_conn_tx_room(rc->engine)) {
@@ -308,6 +312,7 @@ static void conn_event_handler(int fd, int events, void *data)
 	struct iscsi_connection *conn = &rc->iscsi_conn;
 
 	(void)fd;
+	rc->writable_event = (events & EPOLLOUT) != 0;
 	if (events & EPOLLOUT)
 		after_send(rc, rbio_tcp_conn_on_writable(rc->engine));
 	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
@@ -324,6 +329,7 @@ static void conn_event_handler(int fd, int events, void *data)
 		}
 	}
 	conn_pass(rc);
+	rc->writable_event = 0;
 	conn_finish(rc);
 }
 
@@ -443,8 +449,11 @@ static void tp_event_modify(struct iscsi_connection *conn, int events)
 
 	rc->tx_wanted = (events & EPOLLOUT) != 0;
 	/* Readiness is ours to track; a request for EPOLLOUT from outside a
-	 * pass (a completion, a ping, a forced close) schedules a pass. */
-	if ((rc->tx_wanted || conn->state == STATE_CLOSE) && !rc->in_pass)
+	 * pass (a completion, a ping, a forced close) schedules a pass. With
+	 * send_inline off the response waits for EPOLLOUT instead. */
+	if (rc->tx_wanted && !settings.send_inline && !rc->in_pass)
+		arm_epollout(rc, 1);
+	else if ((rc->tx_wanted || conn->state == STATE_CLOSE) && !rc->in_pass)
 		tgt_add_sched_event(&rc->pass_ev);
 }
 

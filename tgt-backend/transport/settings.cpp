@@ -61,6 +61,8 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
         s.batch_reads = parse_switch(value, w);
     else if (key == "coalesce")
         s.coalesce = parse_switch(value, w);
+    else if (key == "send_inline")
+        s.send_inline = parse_switch(value, w);
     else if (key == "direct_read_kib")
         s.direct_read_kib = parse_kib(value, 4, 16384, w);
     else if (key == "rx_buffer_kib")
@@ -70,7 +72,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
     else
         throw SettingsError(where + ": unknown key '" + std::string(key) +
                             "' (known: transport, portals, stats_file, batch_reads, coalesce, "
-                            "direct_read_kib, rx_buffer_kib, max_queued_kib)");
+                            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib)");
 }
 
 void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
@@ -98,6 +100,7 @@ void load(rbio_tp_settings& s) {
     s.enabled = 1;
     s.batch_reads = 1;
     s.coalesce = 1;
+    s.send_inline = 1;
     s.direct_read_kib = 64;
     s.rx_buffer_kib = 256;
     s.max_queued_kib = 4096;
@@ -141,11 +144,11 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
     std::snprintf(out, len,
-                  "transport=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s "
+                  "transport=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
                   "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u (from %s)",
                   s->enabled ? "on" : "off", s->portals[0] ? s->portals : "all",
                   s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
-                  s->coalesce ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
+                  s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
                   s->max_queued_kib, s->source);
 }
 

@@ -26,6 +26,8 @@ struct rbio_tp_settings {
     char stats_file[4096];   /* "" = none; "%p" becomes tgtd's pid */
     int batch_reads;         /* one receive per event for many PDUs */
     int coalesce;            /* one sendmsg per pass for many PDUs */
+    int send_inline;         /* send in the pass that produced the response,
+                                not after an EPOLLOUT round trip */
     uint32_t direct_read_kib;  /* data reads at least this large skip the buffer */
     uint32_t rx_buffer_kib;    /* receive buffer per connection */
     uint32_t max_queued_kib;   /* queued response bytes that force a send */
