@@ -5,6 +5,7 @@
 #   bench/transport-compare.sh [--quick] [--rounds R] [--seconds S] [--out DIR]
 #       [--size-mb N] [--strace-store rbio|null] [--modules DIR]
 #       [--control-port N] [--portal-port P] [--bsopts-rbio "..."]
+#       [--mrdsl BYTES]
 #
 #   --quick          smoke run, under 2 min: 2 s per point, 1 round, only
 #                    4 KiB at 1 and 32 in flight and 1 MiB at 32 in flight
@@ -20,6 +21,10 @@
 #   --portal-port P  portals 127.0.0.1:P (stock) and P+1 (rbio), iperf3 on
 #                    P+9; default 13910
 #   --bsopts-rbio    --bsopts for the rbio LUNs
+#   --mrdsl BYTES    MaxRecvDataSegmentLength every target declares (both
+#                    transports alike; default: tgt's, 8192). With 8192 a
+#                    1 MiB write is 128 Data-Out PDUs and the client's own
+#                    system calls limit it; 262144 shows the transport.
 #
 # Matrix: transport {stock, rbio} x backing store {null, rbio (sparse file on
 # tmpfs)} x {4 KiB at 1, 32, 128 in flight; 64 KiB, 256 KiB, 1 MiB at 32 in
@@ -95,6 +100,7 @@ OUT=""
 CPORT=5910
 PPORT=13910
 BSOPTS_RBIO=""
+MRDSL=""
 STRACE_STORE=rbio
 
 while (( $# )); do
@@ -109,6 +115,7 @@ while (( $# )); do
     --control-port) CPORT=${2:-}; shift 2 ;;
     --portal-port) PPORT=${2:-}; shift 2 ;;
     --bsopts-rbio) BSOPTS_RBIO=${2:-}; shift 2 ;;
+    --mrdsl) MRDSL=${2:-}; [[ $MRDSL =~ ^[0-9]+$ ]] || die "--mrdsl takes a number of bytes"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'transport-compare: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
@@ -229,6 +236,10 @@ for t in "${TRANSPORTS[@]}"; do
     tgtadm -C "${T_CPORT[$t]}" --lld iscsi --op new --mode logicalunit --tid "$tid" --lun 1 "${lun[@]}" \
       || die "the $t tgtd refused a LUN with bstype $s"
     tgtadm -C "${T_CPORT[$t]}" --lld iscsi --op bind --mode target --tid "$tid" -I ALL
+    if [[ -n $MRDSL ]]; then
+      tgtadm -C "${T_CPORT[$t]}" --lld iscsi --op update --mode target --tid "$tid" \
+        --name MaxRecvDataSegmentLength --value "$MRDSL" || die "tgtd refused MaxRecvDataSegmentLength=$MRDSL"
+    fi
     URL[$t/$s]=iscsi://127.0.0.1:${T_PPORT[$t]}/$IQN_BASE:$t-$s/1
     bl=$(iscsi-readcapacity16 -i "$INITIATOR" "${URL[$t/$s]}" | awk -F: '/LOGICAL BLOCK LENGTH/ {print $2+0}')
     [[ $bl =~ ^[0-9]+$ && $bl -gt 0 ]] || die "cannot read the block size of ${URL[$t/$s]}"
@@ -241,6 +252,10 @@ grep -qz '^RBIO_TRANSPORT=off$' "/proc/${TGTD_PID[stock]}/environ" \
 # ---------------------------------------------------------------- iperf3 server
 iperf3 -s -B 127.0.0.1 -p "$IPERF_PORT" > "$WORK/iperf3-server.log" 2>&1 &
 IPERF_PID=$!
+# Right after the fork the child may not have exec'd iperf3 yet.
+for (( i = 0; i < 100; i++ )); do
+  [[ $(cat "/proc/$IPERF_PID/comm" 2>/dev/null) == iperf3 ]] && break; sleep 0.02
+done
 [[ $(cat "/proc/$IPERF_PID/comm" 2>/dev/null) == iperf3 ]] || die "pid $IPERF_PID is not the iperf3 server"
 for (( i = 0; i < 100; i++ )); do port_busy "$IPERF_PORT" && break; sleep 0.05; done
 port_busy "$IPERF_PORT" || die "iperf3 server did not start: $(cat "$WORK/iperf3-server.log")"
@@ -412,7 +427,7 @@ total=$(( ROUNDS * ${#RUN_ORDER[@]} * NC ))
 est=$(( total * (SECONDS_PER * 1000 + 450) / 1000 + 2 * ROUNDS * (IP_SECS + 1) + 2 * (STRACE_SECONDS + 3) ))
 note "$total measurements, $(( 2 * ROUNDS )) iperf3 runs, 2 strace passes: about $(( est / 60 )) min $(( est % 60 )) s"
 
-HEADER="tgt $TGT_VERSION, two tgtds loading $MODULES/bs_rbio.so: stock (pid ${TGTD_PID[stock]}, RBIO_TRANSPORT=off, portal 127.0.0.1:${T_PPORT[stock]}) and rbio (pid ${TGTD_PID[rbio]}, RBIO_TRANSPORT unset, portal 127.0.0.1:${T_PPORT[rbio]}) | ${SECONDS_PER} s per measurement, ${ROUNDS} round(s), medians | bs rbio on a ${SIZE_MB} MiB sparse tmpfs file per tgtd; bs null | nproc $NPROC, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
+HEADER="tgt $TGT_VERSION, two tgtds loading $MODULES/bs_rbio.so: stock (pid ${TGTD_PID[stock]}, RBIO_TRANSPORT=off, portal 127.0.0.1:${T_PPORT[stock]}) and rbio (pid ${TGTD_PID[rbio]}, RBIO_TRANSPORT unset, portal 127.0.0.1:${T_PPORT[rbio]}) | ${SECONDS_PER} s per measurement, ${ROUNDS} round(s), medians | bs rbio on a ${SIZE_MB} MiB sparse tmpfs file per tgtd; bs null; target MaxRecvDataSegmentLength ${MRDSL:-8192 = tgt default} | nproc $NPROC, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$HEADER" | sed 's/ | /\n  /g'
 echo "Client and tgtd share the same $NPROC core(s) over loopback: absolute numbers are CPU-bound and noisy; compare within this run."
 [[ -n $BSOPTS_RBIO ]] && echo "rbio --bsopts: $BSOPTS_RBIO"
