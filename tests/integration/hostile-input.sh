@@ -33,7 +33,8 @@
 #
 # Environment:
 #   HOSTILE_EXPECT_RBIO_LOG=1  the RBIO_TRANSPORT=on run must really use the
-#       rbio transport: tgtd writes $STATE/rbio.stats, logs "closing
+#       rbio transport: tgtd logs the portal takeover and writes
+#       $STATE/rbio.stats, logs "closing
 #       connection" for every malformed case (random, bad-opcode,
 #       over-mrdsl, max-dsl) and closes those connections, and the
 #       STOCK_KNOWN cases are strict. Default 1; 0 only to run the case
@@ -298,13 +299,16 @@ run_all() {
 
   check "[$RUN] tgtd is alive after every case" tgtd_alive
   check "[$RUN] tgtd's open fds are back at $BASE_FDS with every hostile connection gone" fds_back
-  tgtd_stop
-  if [[ -e $STATE/rbio.stats ]]; then
-    echo "  [$RUN] $STATE/rbio.stats exists: the rbio transport was active"
+  # Checked while tgtd runs: it removes its statistics file when it exits.
+  local active=0
+  log_has "served by rbio's transport" && [[ -e $STATE/rbio.stats ]] && active=1
+  if (( active )); then
+    echo "  [$RUN] the rbio transport was active (log line and $STATE/rbio.stats)"
     (( STRICT )) || [[ $mode == off ]] \
       || echo "  note: set HOSTILE_EXPECT_RBIO_LOG=1 to hold it to the strict checks"
   fi
-  (( STRICT )) && check "[$RUN] the rbio transport was active (tgtd wrote rbio.stats)" test -e "$STATE/rbio.stats"
+  (( STRICT )) && check "[$RUN] the rbio transport was active (portal taken over, statistics written)" test "$active" -eq 1
+  tgtd_stop
   (( VALGRIND )) && valgrind_checks
   echo "=== [$RUN] took $((SECONDS - t0)) s"
 }
