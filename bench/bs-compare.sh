@@ -21,17 +21,10 @@
 # (build/bench/iscsi-rwperf). Both clients: sequential LBAs, fixed size, N requests in flight.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ORIG_ARGS=("$@")
-SANDBOX=$ROOT/scripts/tgtd-sandbox.sh
-
-die() { printf 'bs-compare: error: %s\n' "$*" >&2; exit 1; }
-note() { printf 'bs-compare: %s\n' "$*" >&2; }
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit "${1:-0}"
-}
+BENCH_NAME=bs-compare
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------- options
 MODULES=$ROOT/build/modules
@@ -91,14 +84,6 @@ fi
 
 # ---------------------------------------------------------------- tools
 T_START=$(date +%s)
-need_pkg() {  # need_pkg TEST-COMMAND PACKAGE: apt-get install PACKAGE if TEST fails
-  if ! eval "$1" >/dev/null 2>&1; then
-    note "installing $2 (needed: $1)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1; } \
-      || die "could not install $2"
-  fi
-}
 command -v tgtadm >/dev/null || die "tgtadm not found (package tgt)"
 need_pkg 'command -v iscsi-perf' libiscsi-bin
 need_pkg 'test -f /usr/include/iscsi/iscsi.h' libiscsi-dev
@@ -144,7 +129,6 @@ trap 'exit 143' TERM
 
 
 # ---------------------------------------------------------------- tgtd
-port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 port_busy "$CPORT" && die "control port $CPORT is already in use"
 port_busy "$PPORT" && die "portal port $PPORT is already in use"
 

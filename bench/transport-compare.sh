@@ -78,17 +78,10 @@
 # 13919. A progress line per measurement goes to stderr.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ORIG_ARGS=("$@")
-SANDBOX=$ROOT/scripts/tgtd-sandbox.sh
-
-die() { printf 'transport-compare: error: %s\n' "$*" >&2; exit 1; }
-note() { printf 'transport-compare: %s\n' "$*" >&2; }
-
-usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit "${1:-0}"
-}
+BENCH_NAME=transport-compare
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------- options
 MODULES=$ROOT/build/modules
@@ -152,14 +145,6 @@ for sh in "${SHAPES[@]}"; do SHOW_ORDER+=("write:$sh"); done
 
 # ---------------------------------------------------------------- tools
 T_START=$EPOCHREALTIME
-need_pkg() {  # need_pkg TEST-COMMAND PACKAGE: apt-get install PACKAGE if TEST fails
-  if ! eval "$1" >/dev/null 2>&1; then
-    note "installing $2 (needed: $1)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1; } \
-      || die "could not install $2"
-  fi
-}
 command -v tgtadm >/dev/null || die "tgtadm not found (package tgt)"
 need_pkg 'command -v iscsi-perf' libiscsi-bin
 need_pkg 'command -v strace' strace
@@ -197,7 +182,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 for t in "${TRANSPORTS[@]}"; do
   port_busy "${T_CPORT[$t]}" && die "control port ${T_CPORT[$t]} is already in use"
   port_busy "${T_PPORT[$t]}" && die "portal port ${T_PPORT[$t]} is already in use"

@@ -1,0 +1,25 @@
+# Shared by the bench/ scripts. Source it after setting BENCH_NAME (used to
+# prefix messages); it sets ROOT and SANDBOX.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SANDBOX=$ROOT/scripts/tgtd-sandbox.sh
+
+die() { printf '%s: error: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
+note() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; }
+
+# usage [STATUS]: the calling script's header comment, up to `set -euo`.
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+
+# need_pkg TEST-COMMAND PACKAGE: apt-get install PACKAGE if TEST fails.
+need_pkg() {
+  if ! eval "$1" >/dev/null 2>&1; then
+    note "installing $2 (needed: $1)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null 2>&1; } \
+      || die "could not install $2"
+  fi
+}
+
+port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
