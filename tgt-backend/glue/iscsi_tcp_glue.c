@@ -190,22 +190,26 @@ static void deferred_release(struct rbio_conn *rc, int all)
 		rc->deferred_tail = NULL;
 }
 
-/* Releases b now, or once every PDU queued so far has been sent. */
-static void defer_or_release(struct rbio_conn *rc, struct rbio_block *b)
+/* Releases b once `pdus` PDUs have been sent (or dropped). */
+static void release_after(struct rbio_conn *rc, struct rbio_block *b, uint64_t pdus)
 {
-	uint64_t queued = rbio_tcp_conn_tx_queued_total(rc->engine);
-
-	if (rbio_tcp_conn_tx_done_total(rc->engine) >= queued) {
+	if (rbio_tcp_conn_tx_done_total(rc->engine) >= pdus) {
 		block_release(b);
 		return;
 	}
-	b->release_after = queued;
+	b->release_after = pdus;
 	b->next = NULL;
 	if (rc->deferred_tail)
 		rc->deferred_tail->next = b;
 	else
 		rc->deferred = b;
 	rc->deferred_tail = b;
+}
+
+/* Releases b now, or once every PDU queued so far has been sent. */
+static void defer_or_release(struct rbio_conn *rc, struct rbio_block *b)
+{
+	release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine));
 }
 
 static void arm_epollout(struct rbio_conn *rc, int on)
@@ -413,14 +417,8 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 		b->size = len;
 		memcpy(block_payload(b), buf, len);
 		rbio_tcp_conn_tx_data(rc->engine, block_payload(b), len);
-		/* queued with the PDU that ep_write_end adds next */
-		b->release_after = rbio_tcp_conn_tx_queued_total(rc->engine) + 1;
-		b->next = NULL;
-		if (rc->deferred_tail)
-			rc->deferred_tail->next = b;
-		else
-			rc->deferred = b;
-		rc->deferred_tail = b;
+		/* sent with the PDU that ep_write_end queues next */
+		release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine) + 1);
 	} else {
 		rbio_tcp_conn_tx_data(rc->engine, buf, conn->rsp.datasize);
 	}
