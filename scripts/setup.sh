@@ -18,6 +18,8 @@ PACKAGES=(
   libgtest-dev googletest                     # unit tests
   valgrind util-linux strace                  # leak test, namespaces, syscall counts
   iperf3                                      # loopback TCP ceiling in bench/transport-compare.sh
+  libssl-dev                                  # the initiator's CHAP MD5 (libcrypto)
+  libboost-log-dev                            # the rbio CLI's logging
 )
 
 log() { printf 'setup: %s\n' "$*"; }

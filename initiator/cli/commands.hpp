@@ -1,0 +1,9 @@
+#pragma once
+// The subcommands of `rbio`; each returns the process exit code and throws
+// InitiatorError or UsageError on failure.
+namespace rbio::cli {
+
+int discover_main(int argc, char** argv);  // argv[0] is "discover"
+int bench_main(int argc, char** argv);     // argv[0] is "bench"
+
+}  // namespace rbio::cli

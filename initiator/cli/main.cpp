@@ -1,0 +1,86 @@
+// rbio: the command-line front end of the userspace initiator.
+#include <cstring>
+#include <iostream>
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "rbio/initiator/error.hpp"
+#include "rbio/initiator/log.hpp"
+
+namespace {
+
+const char kHelp[] = R"(usage: rbio [--log-level LEVEL] COMMAND [OPTIONS]
+
+commands:
+  discover -p HOST[:PORT]        SendTargets discovery; prints "ADDRESS,TPGT IQN" per portal
+  bench -T IQN -p HOST[:PORT]    load one LU over one session and report
+        [--lun N] [--bs SIZE] [--iodepth N] [--rw read|write|randread|randwrite|rw]
+        [--time S] [--size SIZE] [--verify] [--timeout S]
+        --verify writes known data first (for reads) or reads every written
+        block back (for writes) and compares it byte for byte.
+
+options of every command that logs in:
+  --initiator-name IQN           (default iqn.2026-11.io.rbio:initiator)
+  --chap-user NAME --chap-secret SECRET   one-way CHAP (or the secret in RBIO_CHAP_SECRET)
+  --header-digest, --data-digest none|accept|prefer|crc32c
+                                 accept (default): offer "None,CRC32C"; prefer:
+                                 "CRC32C,None"; crc32c: require it
+  --connect-timeout S (5), --login-timeout S (10)
+  --log-level trace|debug|info|warning|error (default warning; logs go to stderr)
+
+exit codes:
+  0   success
+  1   internal error
+  2   bad command line
+  3   portal unreachable (no TCP connection)
+  4   login refused by the target (or negotiation failed)
+  5   authentication failure (CHAP refused, or the target requires CHAP)
+  6   unknown target (not found or removed)
+  7   I/O error (a SCSI command failed, or --verify found different data)
+  8   timeout (a command or login step got no answer in time)
+  9   protocol error (the target sent a malformed or unexpected PDU)
+  10  connection lost (the target closed or reset the connection)
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace rbio;
+    initiator::LogLevel level = initiator::LogLevel::Warning;
+    // Global options come before the command; --log-level also after it.
+    int i = 1;
+    for (int k = 1; k < argc; ++k) {
+        std::string a = argv[k];
+        std::string v;
+        if (a.rfind("--log-level=", 0) == 0) v = a.substr(12);
+        else if (a == "--log-level" && k + 1 < argc) v = argv[k + 1];
+        else continue;
+        if (!initiator::parse_log_level(v, level)) {
+            std::cerr << "rbio: --log-level: trace, debug, info, warning or error\n";
+            return cli::kExitUsage;
+        }
+    }
+    while (i < argc && std::strncmp(argv[i], "--log-level", 11) == 0)
+        i += std::strchr(argv[i], '=') ? 1 : 2;
+    initiator::set_log_level(level);
+    if (i >= argc || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
+        !std::strcmp(argv[i], "help")) {
+        std::cout << kHelp;
+        return i >= argc ? cli::kExitUsage : cli::kExitOk;
+    }
+    std::string cmd = argv[i];
+    try {
+        if (cmd == "discover") return cli::discover_main(argc - i, argv + i);
+        if (cmd == "bench") return cli::bench_main(argc - i, argv + i);
+        throw cli::UsageError("unknown command '" + cmd + "'");
+    } catch (const cli::UsageError& e) {
+        std::cerr << "rbio: " << e.what() << " (rbio --help)\n";
+        return cli::kExitUsage;
+    } catch (const initiator::InitiatorError& e) {
+        std::cerr << "rbio: " << initiator::to_string(e.kind()) << ": " << e.what() << "\n";
+        return e.exit_code();
+    } catch (const std::exception& e) {
+        std::cerr << "rbio: internal error: " << e.what() << "\n";
+        return cli::kExitInternal;
+    }
+}

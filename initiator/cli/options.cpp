@@ -1,0 +1,103 @@
+#include "options.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace rbio::cli {
+
+const std::vector<std::string> kSessionKeys = {
+    "--initiator-name", "--chap-user",       "--chap-secret",   "--header-digest",
+    "--data-digest",    "--connect-timeout", "--login-timeout", "--log-level"};
+
+Args::Args(int argc, char** argv, int first, const std::vector<std::string>& flags) {
+    static const std::map<std::string, std::string> kShort = {{"-p", "--portal"}, {"-T", "--target"}};
+    for (int i = first; i < argc; ++i) {
+        std::string a = argv[i];
+        if (auto s = kShort.find(a); s != kShort.end()) a = s->second;
+        if (a.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + a + "'");
+        std::string key = a, value;
+        if (size_t eq = a.find('='); eq != std::string::npos) {
+            key = a.substr(0, eq);
+            value = a.substr(eq + 1);
+        } else if (std::find(flags.begin(), flags.end(), a) != flags.end()) {
+            value = "1";
+        } else {
+            if (i + 1 >= argc) throw UsageError(a + " needs a value");
+            value = argv[++i];
+        }
+        values_[key] = value;
+    }
+}
+
+std::string Args::get(const std::string& key, const std::string& fallback) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? fallback : it->second;
+}
+
+void Args::allow_only(const std::vector<std::string>& known) const {
+    for (const auto& [k, v] : values_)
+        if (std::find(known.begin(), known.end(), k) == known.end() &&
+            std::find(kSessionKeys.begin(), kSessionKeys.end(), k) == kSessionKeys.end())
+            throw UsageError("unknown option " + k);
+}
+
+uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || *end || errno || v < lo || v > hi || text[0] == '-')
+        throw UsageError(key + " " + text + ": expected a number from " + std::to_string(lo) +
+                         " to " + std::to_string(hi));
+    return v;
+}
+
+uint64_t parse_size(const std::string& key, const std::string& text) {
+    if (text.empty()) throw UsageError(key + ": empty size");
+    uint64_t mult = 1;
+    std::string digits = text;
+    switch (text.back()) {
+    case 'k': case 'K': mult = 1ull << 10; break;
+    case 'm': case 'M': mult = 1ull << 20; break;
+    case 'g': case 'G': mult = 1ull << 30; break;
+    default: break;
+    }
+    if (mult != 1) digits.pop_back();
+    return parse_uint(key, digits, 1, (1ull << 50) / mult) * mult;
+}
+
+initiator::Portal portal_option(const Args& args) {
+    try {
+        return initiator::Portal::parse(args.get("--portal"));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+}
+
+initiator::SessionOptions session_options(const Args& args) {
+    initiator::SessionOptions o;
+    o.initiator_name = args.get("--initiator-name", o.initiator_name);
+    if (args.has("--chap-user")) {
+        std::string secret = args.get("--chap-secret");
+        if (secret.empty()) {
+            const char* env = std::getenv("RBIO_CHAP_SECRET");
+            if (env) secret = env;
+        }
+        if (secret.empty()) throw UsageError("--chap-user needs --chap-secret or RBIO_CHAP_SECRET");
+        o.chap = initiator::ChapCredentials{args.get("--chap-user"), secret};
+    }
+    if (args.has("--header-digest") &&
+        !initiator::parse_digest_policy(args.get("--header-digest"), o.offer.header_digest))
+        throw UsageError("--header-digest: none, accept, prefer or crc32c");
+    if (args.has("--data-digest") &&
+        !initiator::parse_digest_policy(args.get("--data-digest"), o.offer.data_digest))
+        throw UsageError("--data-digest: none, accept, prefer or crc32c");
+    if (args.has("--connect-timeout"))
+        o.connect_timeout = std::chrono::milliseconds(
+            parse_uint("--connect-timeout", args.get("--connect-timeout"), 1, 3600) * 1000);
+    if (args.has("--login-timeout"))
+        o.login_timeout = std::chrono::milliseconds(
+            parse_uint("--login-timeout", args.get("--login-timeout"), 1, 3600) * 1000);
+    return o;
+}
+
+}  // namespace rbio::cli

@@ -1,0 +1,48 @@
+#pragma once
+// Command-line parsing shared by the rbio subcommands.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rbio/initiator/session.hpp"
+
+namespace rbio::cli {
+
+// Exit codes besides InitiatorError's (see `rbio --help`).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;
+inline constexpr int kExitUsage = 2;
+
+// Thrown for bad command lines; main prints it with a hint and exits 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// --key value / --key=value / -k value pairs and bare flags, in order.
+class Args {
+public:
+    // `flags` are options without a value (e.g. "--verify").
+    Args(int argc, char** argv, int first, const std::vector<std::string>& flags);
+    bool has(const std::string& key) const { return values_.count(key) > 0; }
+    std::string get(const std::string& key, const std::string& fallback = "") const;
+    // Keys given that are not in `known` make a UsageError.
+    void allow_only(const std::vector<std::string>& known) const;
+
+private:
+    std::map<std::string, std::string> values_;
+};
+
+// "4096", "4k", "4K", "1m", "1M", "1g" (powers of 1024).
+uint64_t parse_size(const std::string& key, const std::string& text);
+uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi);
+
+// Options every subcommand that logs in understands: --initiator-name,
+// --chap-user, --chap-secret (or RBIO_CHAP_SECRET), --header-digest,
+// --data-digest, --connect-timeout, --login-timeout.
+initiator::SessionOptions session_options(const Args& args);
+// --portal HOST[:PORT]; a malformed one is a UsageError.
+initiator::Portal portal_option(const Args& args);
+extern const std::vector<std::string> kSessionKeys;
+
+}  // namespace rbio::cli

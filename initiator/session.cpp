@@ -1,0 +1,543 @@
+// The event loop and the full feature phase: commands, Data-In, R2T and
+// Data-Out, status, NOP-In, asynchronous messages.
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "rbio/initiator/error.hpp"
+#include "rbio/initiator/log.hpp"
+#include "session_impl.hpp"
+
+namespace rbio::initiator {
+
+using iser::BhsView;
+using iser::Opcode;
+
+namespace {
+
+// PDUs and bytes queued at most before a pass stops producing Data-Out and
+// new commands; the TxQueue holds twice as many so NOP-Out answers always fit.
+constexpr size_t kPumpPdus = 2048;
+constexpr size_t kPumpBytes = 8u << 20;
+
+std::string hex32(uint32_t v) {
+    char b[16];
+    std::snprintf(b, sizeof b, "0x%08x", v);
+    return b;
+}
+
+uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+
+}  // namespace
+
+uint64_t encode_lun(uint64_t lun) {
+    if (lun < 256) return lun << 48;
+    return (0x4000 | (lun & 0x3fff)) << 48;
+}
+
+Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal)
+    : options_(options), portal_(std::move(portal)), fd_(std::move(fd)), writer_(fd_.get()) {
+    // Login PDUs carry at most 8192 bytes of data (RFC 7143 §6.1) unless we
+    // declared more; no digests until the full feature phase.
+    iser::RxConfig rc;
+    rc.capacity = options_.rx_buffer_bytes;
+    rc.sender = iser::PduSender::Target;
+    rc.limits.max_recv_data_segment_length =
+        std::max<uint32_t>(8192, options_.offer.max_recv_data_segment_length);
+    rc.direct_data_threshold = options_.direct_data_threshold;
+    rx_ = std::make_unique<iser::RxBuffer>(rc, counters_);
+    iser::TxConfig tc;
+    tc.max_queued_pdus = 2 * kPumpPdus + 64;
+    tx_ = std::make_unique<iser::TxQueue>(
+        tc, writer_, [this](uint64_t, int status) { on_tx_complete(status); }, counters_);
+    uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
+    // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
+    isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)), uint8_t(r >> 32), uint8_t(r >> 24),
+             uint8_t(r >> 16), uint8_t(r >> 8), uint8_t(r)};
+}
+
+Session::Impl::~Impl() {
+    // Queued PDUs point into tasks' buffers and outq_; drop them first.
+    if (tx_) tx_->cancel_all(-ECANCELED);
+}
+
+void Session::Impl::protocol_error(const std::string& what) {
+    fail(ErrorKind::Protocol, "target " + portal_.to_string() + ": " + what);
+}
+
+void Session::Impl::enter_full_feature() {
+    if (rx_->buffered() != 0)
+        protocol_error("bytes arrived after the final login response before any request");
+    iser::RxConfig rc = rx_->config();
+    rc.limits.max_recv_data_segment_length = params_.our_max_recv_data_segment_length;
+    rc.limits.header_digest = params_.header_digest;
+    rc.limits.data_digest = params_.data_digest;
+    rx_ = std::make_unique<iser::RxBuffer>(rc, counters_);
+    tx_->set_digests(params_.header_digest, params_.data_digest);
+    full_feature_ = true;
+}
+
+// ---------------------------------------------------------------- sending
+
+void Session::Impl::queue_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, uint32_t task_itt,
+                              std::span<const uint8_t> ext) {
+    OutPdu& out = outq_.emplace_back();
+    out.bhs = bhs;
+    out.data = std::move(data);
+    out.task_itt = ext.empty() ? kNoTag : task_itt;
+    if (out.task_itt != kNoTag) tasks_.at(task_itt).tx_refs++;
+    iser::TxPdu p{out.bhs.bytes(), ext.empty() ? std::span<const uint8_t>(out.data) : ext, 0};
+    switch (tx_->enqueue(p)) {
+    case iser::TxAccept::Queued: return;
+    case iser::TxAccept::Full:
+    case iser::TxAccept::Invalid:
+        outq_.pop_back();
+        throw std::logic_error("initiator: TxQueue refused a PDU (full or invalid)");
+    case iser::TxAccept::Failed:
+        outq_.pop_back();
+        fail(ErrorKind::ConnectionLost,
+             "target " + portal_.to_string() + ": send failed: " + tx_->error());
+    }
+}
+
+void Session::Impl::on_tx_complete(int) {
+    // A failed status also shows as TxState::Failed, reported by pass().
+    uint32_t itt = outq_.front().task_itt;
+    outq_.pop_front();
+    if (itt != kNoTag) {
+        auto it = tasks_.find(itt);
+        if (it != tasks_.end() && --it->second.tx_refs == 0) finish_if_released(itt);
+    }
+}
+
+bool Session::Impl::room() const {
+    return tx_->queued_pdus() < kPumpPdus && tx_->queued_bytes() < kPumpBytes;
+}
+
+void Session::Impl::pump() {
+    while (!dataout_.empty() && room()) {
+        emit_data_out(dataout_.front());
+        if (dataout_.front().offset == dataout_.front().end) dataout_.pop_front();
+    }
+    while (!pending_.empty() && room() && sn_le(cmd_sn_, max_cmd_sn_)) {
+        uint32_t itt = pending_.front();
+        pending_.pop_front();
+        start_command(tasks_.at(itt));
+    }
+}
+
+void Session::Impl::start_command(Task& t) {
+    const ScsiCommand& c = t.cmd;
+    const NegotiatedParams& p = params_;
+    uint32_t edtl = uint32_t(c.buffer.size());
+    bool write = c.direction == DataDirection::Write;
+    uint32_t immediate = 0, unsolicited_end = 0;
+    if (write) {
+        uint32_t first_burst = std::min(edtl, p.first_burst_length);
+        if (p.immediate_data)
+            immediate = std::min(first_burst, p.target_max_recv_data_segment_length);
+        unsolicited_end = p.initial_r2t ? immediate : first_burst;
+    }
+    uint8_t flags = 0x01;  // ATTR: simple task
+    if (c.direction == DataDirection::Read) flags |= 0x40;
+    if (write) flags |= 0x20;
+    if (unsolicited_end == immediate) flags |= 0x80;  // no unsolicited Data-Out follows
+    iser::Bhs b(Opcode::ScsiCommand);
+    b.set_flags(flags)
+        .set_data_segment_length(immediate)
+        .set_lun(encode_lun(c.lun))
+        .set_itt(t.itt)
+        .set_expected_data_transfer_length(edtl)
+        .set_cmd_sn(cmd_sn_++)
+        .set_exp_stat_sn(exp_stat_sn_)
+        .set_cdb(std::span<const uint8_t>(c.cdb.data(), c.cdb_length));
+    t.sent = true;
+    t.data_sent = unsolicited_end;
+    queue_pdu(b, {}, t.itt, std::span<const uint8_t>(c.buffer.data(), immediate));
+    if (unsolicited_end > immediate)
+        dataout_.push_back({t.itt, kNoTag, immediate, unsolicited_end, 0});
+    stats_.commands++;
+}
+
+void Session::Impl::emit_data_out(DataOutWork& w) {
+    Task& t = tasks_.at(w.itt);
+    uint32_t len = std::min(w.end - w.offset, params_.target_max_recv_data_segment_length);
+    iser::Bhs b(Opcode::DataOut);
+    b.set_final(w.offset + len == w.end)
+        .set_data_segment_length(len)
+        .set_lun(encode_lun(t.cmd.lun))
+        .set_itt(t.itt)
+        .set_ttt(w.ttt)
+        .set_exp_stat_sn(exp_stat_sn_)
+        .set_data_sn(w.data_sn++)
+        .set_buffer_offset(w.offset);
+    queue_pdu(b, {}, t.itt, std::span<const uint8_t>(t.cmd.buffer.data() + w.offset, len));
+    w.offset += len;
+}
+
+// ---------------------------------------------------------------- the loop
+
+void Session::Impl::submit(ScsiCommand command) {
+    if (command.cdb_length < 6 || command.cdb_length > 16)
+        throw std::invalid_argument("SCSI command: CDB of " +
+                                    std::to_string(command.cdb_length) + " bytes");
+    if (command.buffer.size() > UINT32_MAX)
+        throw std::invalid_argument("SCSI command: buffer beyond 4 GiB");
+    if (command.direction == DataDirection::None && !command.buffer.empty())
+        throw std::invalid_argument("SCSI command: a buffer without a data direction");
+    uint32_t itt = allocate_itt();
+    Task& t = tasks_[itt];
+    t.itt = itt;
+    t.deadline = Clock::now() + command.timeout;
+    t.cmd = std::move(command);
+    pending_.push_back(itt);
+}
+
+uint32_t Session::Impl::allocate_itt() {
+    for (;;) {
+        uint32_t itt = next_itt_++;
+        if (itt != kNoTag && !tasks_.contains(itt)) return itt;
+    }
+}
+
+void Session::Impl::run_once(std::chrono::milliseconds max_wait) {
+    Clock::time_point until = Clock::now() + max_wait;
+    for (const auto& [itt, t] : tasks_) until = std::min(until, t.deadline);
+    pass(until);
+    check_deadlines();
+}
+
+void Session::Impl::pass(Clock::time_point wait_until) {
+    pump();
+    iser::TxState s = tx_->flush();
+    if (s == iser::TxState::Failed)
+        fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": send failed: " + tx_->error());
+    bool more = !dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_));
+    int timeout_ms = 0;
+    if (!more || s == iser::TxState::Blocked) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
+        timeout_ms = int(std::clamp<int64_t>(left.count() + 1, 0, 60000));
+    }
+    pollfd pfd{fd_.get(), short(POLLIN | (s == iser::TxState::Blocked ? POLLOUT : 0)), 0};
+    int n = ::poll(&pfd, 1, timeout_ms);
+    stats_.poll_calls++;
+    stats_.passes++;
+    if (n < 0) {
+        if (errno == EINTR) return;
+        fail(ErrorKind::ConnectionLost, std::string("poll: ") + std::strerror(errno));
+    }
+    if (n == 0) return;
+    if (pfd.revents & POLLOUT) {
+        if (tx_->on_writable() == iser::TxState::Failed)
+            fail(ErrorKind::ConnectionLost,
+                 "target " + portal_.to_string() + ": send failed: " + tx_->error());
+    }
+    if (pfd.revents & (POLLIN | POLLERR | POLLHUP)) receive();
+}
+
+void Session::Impl::receive() {
+    ssize_t n = iser::receive_into(fd_.get(), *rx_);
+    if (n == -EAGAIN || n == -EINTR) return;
+    if (n == 0)
+        fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " closed the connection" +
+                                            (rx_->mid_pdu() ? " in the middle of a PDU" : ""));
+    if (n < 0)
+        fail(ErrorKind::ConnectionLost,
+             "target " + portal_.to_string() + ": receive: " + std::strerror(int(-n)));
+    for (;;) {
+        iser::RxResult r = rx_->next();
+        switch (r.status) {
+        case iser::RxStatus::Pdu:
+            dispatch(r.pdu);
+            break;
+        case iser::RxStatus::NeedDestination: place(r.pdu); break;
+        case iser::RxStatus::NeedMore: return;
+        case iser::RxStatus::Failed: protocol_error(rx_->error().message);
+        }
+    }
+}
+
+void Session::Impl::check_deadlines() {
+    Clock::time_point now = Clock::now();
+    for (const auto& [itt, t] : tasks_)
+        if (now >= t.deadline && !t.outcome)
+            fail(ErrorKind::Timeout,
+                 "target " + portal_.to_string() + ": SCSI command 0x" +
+                     [&] { char b[4]; std::snprintf(b, sizeof b, "%02x", t.cmd.cdb[0]); return std::string(b); }() +
+                     " (ITT " + hex32(itt) + ") got no status within " +
+                     std::to_string(t.cmd.timeout.count()) + " ms" +
+                     (t.sent ? "" : " (never sent: the target's CmdSN window stayed closed)"));
+}
+
+SessionStats Session::Impl::stats() const {
+    SessionStats s = stats_;
+    s.transport = counters_;
+    return s;
+}
+
+// ---------------------------------------------------------------- receiving
+
+Session::Impl::Task& Session::Impl::task_for(BhsView h, const char* what) {
+    auto it = tasks_.find(h.itt());
+    if (it == tasks_.end() || !it->second.sent || it->second.outcome)
+        protocol_error(std::string(what) + " for ITT " + hex32(h.itt()) +
+                       ", which names no command in flight");
+    return it->second;
+}
+
+void Session::Impl::update_window(BhsView h) {
+    uint32_t exp = h.exp_cmd_sn(), max = h.max_cmd_sn();
+    if (sn_gt(exp, cmd_sn_))
+        protocol_error("ExpCmdSN " + std::to_string(exp) + " is beyond the next CmdSN " +
+                       std::to_string(cmd_sn_));
+    if (sn_lt(max, exp - 1)) return;  // RFC 7143 §4.2.2.1: such values are ignored
+    if (sn_gt(exp, exp_cmd_sn_)) exp_cmd_sn_ = exp;
+    if (sn_gt(max, max_cmd_sn_)) max_cmd_sn_ = max;
+}
+
+void Session::Impl::check_stat_sn(BhsView h, const char* what) {
+    if (h.stat_sn() != exp_stat_sn_)
+        protocol_error(std::string(what) + " with StatSN " + std::to_string(h.stat_sn()) +
+                       ", expected " + std::to_string(exp_stat_sn_));
+    exp_stat_sn_++;
+}
+
+void Session::Impl::place(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    uint32_t len = h.data_segment_length();
+    if (h.opcode() == Opcode::DataIn) {
+        Task& t = task_for(h, "Data-In");
+        uint64_t off = h.buffer_offset();
+        if (t.cmd.direction != DataDirection::Read || off != t.received ||
+            off + len > t.cmd.buffer.size())
+            protocol_error("Data-In for ITT " + hex32(t.itt) + " at offset " + std::to_string(off) +
+                           " with " + std::to_string(len) + " bytes does not fit the command (" +
+                           std::to_string(t.cmd.buffer.size()) + " bytes, " +
+                           std::to_string(t.received) + " received)");
+        rx_->set_data_destination(t.cmd.buffer.subspan(off, len));
+        stats_.data_direct_bytes += len;
+        return;
+    }
+    scratch_.resize(len);
+    rx_->set_data_destination(scratch_);
+}
+
+void Session::Impl::dispatch(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    Opcode op = h.opcode();
+    if (!full_feature_ && op != Opcode::LoginResponse)
+        protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) +
+                       " PDU during login");
+    switch (op) {
+    case Opcode::ScsiResponse: handle_scsi_response(pdu); return;
+    case Opcode::DataIn: handle_data_in(pdu); return;
+    case Opcode::R2t: handle_r2t(pdu); return;
+    case Opcode::NopIn: handle_nop_in(pdu); return;
+    case Opcode::AsyncMessage: handle_async(pdu); return;
+    case Opcode::Reject:
+        protocol_error("target rejected a PDU (reason 0x" +
+                       [&] { char b[4]; std::snprintf(b, sizeof b, "%02x", h.bytes()[2]); return std::string(b); }() +
+                       ")");
+    case Opcode::LoginResponse:
+    case Opcode::TextResponse:
+    case Opcode::LogoutResponse:
+        if (!awaiting_ || *awaiting_ != op || captured_)
+            protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
+        if (op != Opcode::LoginResponse) {
+            update_window(h);
+            check_stat_sn(h, iser::opcode_name(h.opcode_byte()));
+        }
+        captured_.emplace();
+        std::copy(pdu.bhs.begin(), pdu.bhs.end(), captured_->bhs.begin());
+        captured_->data.assign(pdu.data.begin(), pdu.data.end());
+        return;
+    default:
+        protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
+    }
+}
+
+void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    Task& t = task_for(h, "SCSI Response");
+    update_window(h);
+    check_stat_sn(h, "SCSI Response");
+    ScsiOutcome o;
+    uint8_t flags = h.flags();
+    o.overflow = flags & 0x04;
+    o.underflow = flags & 0x02;
+    if (o.overflow && o.underflow) protocol_error("SCSI Response with both overflow and underflow");
+    o.response = h.bytes()[2];
+    o.status = h.bytes()[3];
+    o.residual = (o.overflow || o.underflow) ? h.residual_count() : 0;
+    if (pdu.data.size() >= 2) {
+        uint16_t sense_len = be16(pdu.data.data());
+        if (sense_len > pdu.data.size() - 2)
+            protocol_error("SCSI Response: SenseLength " + std::to_string(sense_len) + " beyond its " +
+                           std::to_string(pdu.data.size() - 2) + " bytes of data");
+        o.sense.assign(pdu.data.begin() + 2, pdu.data.begin() + 2 + sense_len);
+    } else if (pdu.data.size() == 1) {
+        protocol_error("SCSI Response with a 1-byte data segment");
+    }
+    uint32_t edtl = uint32_t(t.cmd.buffer.size());
+    if (o.underflow && o.residual > edtl)
+        protocol_error("SCSI Response: residual " + std::to_string(o.residual) +
+                       " beyond the expected " + std::to_string(edtl) + " bytes");
+    if (t.cmd.direction == DataDirection::Read) {
+        if (o.good() && t.received != edtl - (o.underflow ? o.residual : 0))
+            protocol_error("read (ITT " + hex32(t.itt) + ") completed with " +
+                           std::to_string(t.received) + " of " + std::to_string(edtl) +
+                           " bytes and residual " + std::to_string(o.residual));
+        o.bytes_transferred = t.received;
+    } else {
+        o.bytes_transferred = t.data_sent;
+    }
+    complete(t, std::move(o));
+}
+
+void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    Task& t = task_for(h, "Data-In");
+    uint32_t len = uint32_t(pdu.data.size());
+    uint64_t off = h.buffer_offset();
+    if (t.cmd.direction != DataDirection::Read)
+        protocol_error("Data-In for ITT " + hex32(t.itt) + ", which is not a read");
+    if (h.data_sn() != t.exp_data_sn)
+        protocol_error("Data-In for ITT " + hex32(t.itt) + " with DataSN " +
+                       std::to_string(h.data_sn()) + ", expected " + std::to_string(t.exp_data_sn));
+    if (off != t.received || off + len > t.cmd.buffer.size())
+        protocol_error("Data-In for ITT " + hex32(t.itt) + " at offset " + std::to_string(off) +
+                       " with " + std::to_string(len) + " bytes does not fit the command (" +
+                       std::to_string(t.cmd.buffer.size()) + " bytes, " +
+                       std::to_string(t.received) + " received)");
+    t.exp_data_sn++;
+    uint8_t* dst = t.cmd.buffer.data() + off;
+    if (len && pdu.data.data() != dst) std::memcpy(dst, pdu.data.data(), len);
+    t.received += len;
+    update_window(h);
+    uint8_t flags = h.flags();
+    if (!(flags & 0x01)) return;  // no status in this PDU
+    if (!(flags & 0x80)) protocol_error("Data-In with status (S) but without F");
+    check_stat_sn(h, "Data-In with status");
+    ScsiOutcome o;
+    o.overflow = flags & 0x04;
+    o.underflow = flags & 0x02;
+    if (o.overflow && o.underflow) protocol_error("Data-In with both overflow and underflow");
+    o.status = h.bytes()[3];
+    o.residual = (o.overflow || o.underflow) ? h.residual_count() : 0;
+    uint32_t edtl = uint32_t(t.cmd.buffer.size());
+    if (o.underflow && (o.residual > edtl || t.received != edtl - o.residual))
+        protocol_error("Data-In status for ITT " + hex32(t.itt) + ": " + std::to_string(t.received) +
+                       " bytes received, residual " + std::to_string(o.residual) + " of " +
+                       std::to_string(edtl));
+    if (!o.underflow && t.received != edtl)
+        protocol_error("Data-In status for ITT " + hex32(t.itt) + " after " +
+                       std::to_string(t.received) + " of " + std::to_string(edtl) + " bytes");
+    o.bytes_transferred = t.received;
+    complete(t, std::move(o));
+}
+
+void Session::Impl::handle_r2t(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    Task& t = task_for(h, "R2T");
+    if (t.cmd.direction != DataDirection::Write)
+        protocol_error("R2T for ITT " + hex32(t.itt) + ", which is not a write");
+    uint32_t r2tsn = h.data_sn();
+    uint64_t off = h.buffer_offset();
+    uint32_t len = h.residual_count();  // DesiredDataTransferLength
+    if (r2tsn != t.exp_r2t_sn)
+        protocol_error("R2T for ITT " + hex32(t.itt) + " with R2TSN " + std::to_string(r2tsn) +
+                       ", expected " + std::to_string(t.exp_r2t_sn));
+    if (len == 0 || len > params_.max_burst_length || off + len > t.cmd.buffer.size())
+        protocol_error("R2T for ITT " + hex32(t.itt) + " asks for " + std::to_string(len) +
+                       " bytes at offset " + std::to_string(off) + " (command " +
+                       std::to_string(t.cmd.buffer.size()) + " bytes, MaxBurstLength " +
+                       std::to_string(params_.max_burst_length) + ")");
+    if (h.ttt() == kNoTag) protocol_error("R2T with the reserved Target Transfer Tag 0xffffffff");
+    update_window(h);
+    t.exp_r2t_sn++;
+    t.data_sent += len;
+    dataout_.push_back({t.itt, h.ttt(), uint32_t(off), uint32_t(off + len), 0});
+}
+
+void Session::Impl::handle_nop_in(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    if (h.itt() != kNoTag)
+        protocol_error("NOP-In answering ITT " + hex32(h.itt()) + ", but no ping was sent");
+    update_window(h);
+    if (h.ttt() == kNoTag) return;  // unsolicited, needs no answer
+    if (pdu.data.size() > params_.target_max_recv_data_segment_length)
+        protocol_error("NOP-In ping data of " + std::to_string(pdu.data.size()) + " bytes");
+    RBIO_LOG(Debug, "answering NOP-In ping TTT " << hex32(h.ttt()));
+    iser::Bhs b;
+    b.set_opcode(Opcode::NopOut, true)
+        .set_final(true)
+        .set_data_segment_length(uint32_t(pdu.data.size()))
+        .set_lun(h.lun())
+        .set_itt(kNoTag)
+        .set_ttt(h.ttt())
+        .set_cmd_sn(cmd_sn_)
+        .set_exp_stat_sn(exp_stat_sn_);
+    queue_pdu(b, std::vector<uint8_t>(pdu.data.begin(), pdu.data.end()), kNoTag);
+}
+
+void Session::Impl::handle_async(const iser::RxPdu& pdu) {
+    BhsView h = pdu.header();
+    update_window(h);
+    check_stat_sn(h, "Async Message");
+    uint8_t event = h.bytes()[36];
+    switch (event) {
+    case 0: RBIO_LOG(Info, "target reported a SCSI asynchronous event"); return;
+    case 1: fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " requested logout");
+    case 2:
+    case 3: fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " is dropping the session");
+    default: RBIO_LOG(Warning, "ignoring asynchronous event " << int(event)); return;
+    }
+}
+
+void Session::Impl::complete(Task& t, ScsiOutcome outcome) {
+    t.outcome = std::move(outcome);
+    std::erase_if(dataout_, [&](const DataOutWork& w) { return w.itt == t.itt; });
+    if (t.tx_refs == 0) finish_if_released(t.itt);
+}
+
+void Session::Impl::finish_if_released(uint32_t itt) {
+    auto it = tasks_.find(itt);
+    if (it == tasks_.end() || !it->second.outcome || it->second.tx_refs != 0) return;
+    auto done = std::move(it->second.cmd.done);
+    ScsiOutcome o = std::move(*it->second.outcome);
+    tasks_.erase(it);
+    if (done) done(o);
+}
+
+// ---------------------------------------------------------------- Session
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+std::unique_ptr<Session> Session::login(const Portal& portal, const SessionOptions& options) {
+    UniqueFd fd = connect_tcp(portal, options.connect_timeout);
+    auto impl = std::make_unique<Impl>(std::move(fd), options, portal);
+    impl->login();
+    return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+const NegotiatedParams& Session::params() const { return impl_->params(); }
+std::vector<DiscoveredTarget> Session::send_targets() { return impl_->send_targets(); }
+void Session::submit(ScsiCommand command) { impl_->submit(std::move(command)); }
+size_t Session::outstanding() const { return impl_->outstanding(); }
+void Session::run_once(std::chrono::milliseconds max_wait) { impl_->run_once(max_wait); }
+void Session::logout(std::chrono::milliseconds timeout) { impl_->logout(timeout); }
+SessionStats Session::stats() const { return impl_->stats(); }
+
+ScsiOutcome Session::execute(ScsiCommand command) {
+    std::optional<ScsiOutcome> result;
+    command.done = [&](const ScsiOutcome& o) { result = o; };
+    submit(std::move(command));
+    while (!result) run_once(std::chrono::milliseconds(1000));
+    return *result;
+}
+
+}  // namespace rbio::initiator

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The userspace initiator (`rbio`) against a real tgtd loading the module:
+# discovery, `rbio bench --verify` reads and writes at 4 KiB x 32 and
+# 1 MiB x 8, CHAP accepted and refused, header and data digests (CRC32C),
+# an unknown target and an unreachable portal with their exit codes; all of
+# it once through rbio's transport and once through tgt's stock one
+# (RBIO_TRANSPORT=off).
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 20
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+IQN=iqn.2026-11.io.rbio:initiator-test
+P="127.0.0.1:$PORT"
+
+# rc_is CODE COMMAND...: the command exits with CODE (output in $WORK/out).
+rc_is() {
+  local want=$1; shift
+  local rc=0
+  "$@" >"$WORK/out" 2>&1 || rc=$?
+  (( rc == want )) || { echo "  exit $rc, wanted $want:"; tail -3 "$WORK/out"; return 1; }
+}
+bench() { rc_is 0 timeout 120 "$RBIO" bench -T "$IQN" -p "$P" --lun 1 --time 2 --verify "$@"; }
+out_has() { grep -q -- "$1" "$WORK/out"; }
+
+run_all() {
+  local label=$1
+  echo "== $label: discovery"
+  check "discover lists the target at the portal" \
+    bash -c "'$RBIO' discover -p '$P' | grep -qx '127.0.0.1:$PORT,1 $IQN'"
+
+  echo "== $label: bench --verify"
+  check "4 KiB random reads, 32 in flight, verified" bench --rw randread --bs 4k --iodepth 32
+  check "4 KiB random writes, 32 in flight, read back" bench --rw randwrite --bs 4k --iodepth 32
+  check "1 MiB sequential reads, 8 in flight, verified" bench --rw read --bs 1M --iodepth 8
+  check "1 MiB sequential writes, 8 in flight, read back" bench --rw write --bs 1M --iodepth 8
+  check "mixed 64 KiB, 16 in flight, verified" bench --rw rw --bs 64k --iodepth 16
+  check "the report has IOPS, percentiles and transport counters" \
+    bash -c "grep -q 'iops=' '$WORK/out' && grep -q 'p99.9=' '$WORK/out' && grep -q 'syscalls_per_io=' '$WORK/out'"
+
+  echo "== $label: CHAP"
+  tadm --op new --mode account --user rbiouser --password rbio-secret-1
+  tadm --op bind --mode account --tid 1 --user rbiouser
+  check "the right CHAP secret logs in (exit 0)" \
+    bench --rw randread --bs 4k --iodepth 8 --chap-user rbiouser --chap-secret rbio-secret-1
+  check "a wrong CHAP secret is an authentication failure (exit 5)" \
+    rc_is 5 "$RBIO" bench -T "$IQN" -p "$P" --time 1 --chap-user rbiouser --chap-secret wrong-secret
+  check "no CHAP where the target requires it (exit 5)" rc_is 5 "$RBIO" bench -T "$IQN" -p "$P" --time 1
+  tadm --op unbind --mode account --tid 1 --user rbiouser
+  tadm --op delete --mode account --user rbiouser
+
+  echo "== $label: digests"
+  tadm --op update --mode target --tid 1 --name HeaderDigest --value CRC32C
+  tadm --op update --mode target --tid 1 --name DataDigest --value CRC32C
+  check "CRC32C header and data digests, 64 KiB mixed, verified" \
+    bench --rw rw --bs 64k --iodepth 16 --header-digest crc32c --data-digest crc32c
+  check "both digests were negotiated" out_has "HeaderDigest=CRC32C DataDigest=CRC32C"
+  check "4 KiB random writes with digests, read back" \
+    bench --rw randwrite --bs 4k --iodepth 32 --header-digest prefer --data-digest prefer
+  tadm --op update --mode target --tid 1 --name HeaderDigest --value None
+  tadm --op update --mode target --tid 1 --name DataDigest --value None
+
+  echo "== $label: errors"
+  check "an unknown target (exit 6)" \
+    rc_is 6 "$RBIO" bench -T iqn.2026-11.io.rbio:no-such-target -p "$P" --time 1
+  local t0=$SECONDS
+  check "an unreachable portal (exit 3)" \
+    rc_is 3 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1
+  check "... and it fails fast" test $((SECONDS - t0)) -le 2
+  check "bad options (exit 2)" rc_is 2 "$RBIO" bench -T "$IQN" -p "$P" --rw sideways
+  check "tgtd is alive" tgtd_alive
+}
+
+setup() {
+  tadm --op new --mode target --tid 1 -T "$IQN"
+  tadm --op bind --mode target --tid 1 -I ALL
+  truncate -s 128M "$WORK/lun.img"
+  new_lun 1 1 "$WORK/lun.img" rbio
+}
+
+tgtd_start >/dev/null
+setup
+check "rbio's transport serves the portal" log_has "portal 127.0.0.1:$PORT served by rbio's transport"
+run_all "rbio transport"
+
+tgtd_stop
+: > "$STATE/tgtd.log"
+RBIO_TRANSPORT=off tgtd_start >/dev/null
+setup
+check "tgt's stock transport serves the portal" \
+  bash -c "! grep -q 'portal 127.0.0.1:$PORT served by rbio' '$STATE/tgtd.log'"
+run_all "stock transport"
+
+finish

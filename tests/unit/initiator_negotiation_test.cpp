@@ -1,0 +1,138 @@
+// RFC 7143 §13 result functions and the operational exchange of the
+// initiator (initiator/negotiation.cpp), against plain key=value lists.
+#include <gtest/gtest.h>
+
+#include "rbio/initiator/error.hpp"
+#include "rbio/initiator/negotiation.hpp"
+
+using namespace rbio::initiator;
+
+namespace {
+
+bool throws_protocol(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const InitiatorError& e) {
+        return e.kind() == ErrorKind::Protocol;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST(InitiatorNegotiation, MinimumRuleTakesTheAnswerUpToTheOffer) {  // §13.13 MaxBurstLength
+    EXPECT_EQ(negotiate_min("MaxBurstLength", 1048576, "262144", 512, 16777215), 262144u);
+    EXPECT_EQ(negotiate_min("MaxBurstLength", 262144, "262144", 512, 16777215), 262144u);
+    EXPECT_TRUE(throws_protocol([] { negotiate_min("MaxBurstLength", 65536, "262144", 512, 16777215); }));
+    EXPECT_TRUE(throws_protocol([] { negotiate_min("MaxBurstLength", 65536, "100", 512, 16777215); }));
+    EXPECT_TRUE(throws_protocol([] { negotiate_min("MaxBurstLength", 65536, "12ab", 512, 16777215); }));
+    EXPECT_EQ(negotiate_min("FirstBurstLength", 65536, "0x1000", 512, 16777215), 4096u);
+}
+
+TEST(InitiatorNegotiation, AndRule) {  // §13.11 ImmediateData
+    EXPECT_TRUE(negotiate_and("ImmediateData", true, "Yes"));
+    EXPECT_FALSE(negotiate_and("ImmediateData", true, "No"));
+    EXPECT_FALSE(negotiate_and("ImmediateData", false, "No"));
+    EXPECT_TRUE(throws_protocol([] { negotiate_and("ImmediateData", false, "Yes"); }));
+    EXPECT_TRUE(throws_protocol([] { negotiate_and("ImmediateData", true, "yes"); }));
+}
+
+TEST(InitiatorNegotiation, OrRule) {  // §13.10 InitialR2T, §13.18-19 in-order keys
+    EXPECT_TRUE(negotiate_or("InitialR2T", false, "Yes"));
+    EXPECT_FALSE(negotiate_or("InitialR2T", false, "No"));
+    EXPECT_TRUE(negotiate_or("InitialR2T", true, "Yes"));
+    EXPECT_TRUE(throws_protocol([] { negotiate_or("DataPDUInOrder", true, "No"); }));
+}
+
+TEST(InitiatorNegotiation, ListRuleAnswerMustBeOffered) {  // §13.1 digests
+    EXPECT_EQ(negotiate_list("HeaderDigest", "None,CRC32C", "CRC32C"), "CRC32C");
+    EXPECT_EQ(negotiate_list("HeaderDigest", "CRC32C,None", "None"), "None");
+    EXPECT_TRUE(throws_protocol([] { negotiate_list("HeaderDigest", "None", "CRC32C"); }));
+    EXPECT_TRUE(throws_protocol([] { negotiate_list("DataDigest", "CRC32C", "MD5"); }));
+}
+
+TEST(InitiatorNegotiation, ResponderSide) {
+    EXPECT_EQ(respond_min(65536, 262144), 65536u);
+    EXPECT_FALSE(respond_and(true, false));
+    EXPECT_TRUE(respond_or(false, true));
+}
+
+TEST(InitiatorNegotiation, OfferHasEveryOperationalKey) {
+    LoginOffer o;
+    KeyValues kv = operational_offer(o, false);
+    for (const char* k : {"HeaderDigest", "DataDigest", "MaxRecvDataSegmentLength", "MaxBurstLength",
+                          "FirstBurstLength", "ImmediateData", "InitialR2T", "MaxOutstandingR2T",
+                          "DataPDUInOrder", "DataSequenceInOrder", "ErrorRecoveryLevel", "MaxConnections"})
+        EXPECT_TRUE(find_key(kv, k)) << k;
+    EXPECT_EQ(*find_key(kv, "ErrorRecoveryLevel"), "0");
+    EXPECT_EQ(*find_key(kv, "MaxConnections"), "1");
+    EXPECT_EQ(operational_offer(o, true).size(), 3u);
+}
+
+TEST(InitiatorNegotiation, ExchangeWithTgtLikeAnswers) {
+    LoginOffer o;
+    o.header_digest = DigestPolicy::Accept;
+    Negotiation n(o, false);
+    KeyValues replies;
+    n.apply({{"HeaderDigest", "CRC32C"}, {"DataDigest", "None"}, {"MaxRecvDataSegmentLength", "8192"},
+             {"MaxBurstLength", "262144"}, {"FirstBurstLength", "65536"}, {"ImmediateData", "Yes"},
+             {"InitialR2T", "Yes"}, {"MaxOutstandingR2T", "1"}, {"DataPDUInOrder", "Yes"},
+             {"DataSequenceInOrder", "Yes"}, {"ErrorRecoveryLevel", "0"}, {"MaxConnections", "1"},
+             {"TargetAlias", "x"}, {"X-vendor-key", "1"}},
+            replies);
+    const NegotiatedParams& p = n.finish();
+    EXPECT_TRUE(p.header_digest);
+    EXPECT_FALSE(p.data_digest);
+    EXPECT_EQ(p.target_max_recv_data_segment_length, 8192u);
+    EXPECT_EQ(p.our_max_recv_data_segment_length, o.max_recv_data_segment_length);
+    EXPECT_EQ(p.max_burst_length, 262144u);
+    EXPECT_EQ(p.first_burst_length, 65536u);
+    EXPECT_TRUE(p.initial_r2t);
+    ASSERT_EQ(replies.size(), 1u);  // the unknown key, answered NotUnderstood
+    EXPECT_EQ(replies[0].second, "NotUnderstood");
+}
+
+TEST(InitiatorNegotiation, UnansweredKeysKeepDefaults) {
+    LoginOffer o;
+    o.initial_r2t = false;
+    Negotiation n(o, false);
+    KeyValues replies;
+    n.apply({{"MaxBurstLength", "Irrelevant"}}, replies);
+    const NegotiatedParams& p = n.finish();
+    EXPECT_TRUE(p.initial_r2t);  // default Yes OR our No
+    EXPECT_EQ(p.max_burst_length, 262144u);
+    EXPECT_EQ(p.first_burst_length, 65536u);
+    EXPECT_EQ(p.target_max_recv_data_segment_length, 8192u);
+}
+
+TEST(InitiatorNegotiation, BadAnswersEndTheLogin) {
+    LoginOffer o;
+    KeyValues replies;
+    EXPECT_TRUE(throws_protocol([&] { Negotiation(o, false).apply({{"ErrorRecoveryLevel", "1"}}, replies); }));
+    EXPECT_TRUE(throws_protocol([&] { Negotiation(o, false).apply({{"MaxConnections", "2"}}, replies); }));
+    EXPECT_TRUE(throws_protocol([&] {
+        Negotiation(o, false).apply({{"ImmediateData", "Yes"}, {"ImmediateData", "No"}}, replies);
+    }));
+    EXPECT_TRUE(throws_protocol([&] {
+        Negotiation(o, false).apply({{"MaxRecvDataSegmentLength", "100"}}, replies);
+    }));
+    EXPECT_TRUE(throws_protocol([&] {  // FirstBurstLength above MaxBurstLength
+        Negotiation n(o, false);
+        n.apply({{"MaxBurstLength", "4096"}, {"FirstBurstLength", "8192"}}, replies);
+        n.finish();
+    }));
+}
+
+TEST(InitiatorText, RoundTripAndMalformed) {
+    KeyValues kv = {{"SendTargets", "All"}, {"TargetName", "iqn.x:y"}};
+    auto bytes = encode_text(kv);
+    EXPECT_EQ(parse_text(bytes), kv);
+    bytes.push_back(0);  // padding NULs are fine
+    EXPECT_EQ(parse_text(bytes), kv);
+    std::vector<uint8_t> no_nul = {'a', '=', 'b'};
+    EXPECT_TRUE(throws_protocol([&] { parse_text(no_nul); }));
+    std::vector<uint8_t> no_eq = {'a', 'b', 0};
+    EXPECT_TRUE(throws_protocol([&] { parse_text(no_eq); }));
+    std::vector<uint8_t> empty_key = {'=', 'b', 0};
+    EXPECT_TRUE(throws_protocol([&] { parse_text(empty_key); }));
+}
