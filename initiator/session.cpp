@@ -221,8 +221,10 @@ void Session::Impl::pass(Clock::time_point wait_until) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
         timeout_ms = int(std::clamp<int64_t>(left.count() + 1, 0, 60000));
     }
-    pollfd pfd{fd_.get(), short(POLLIN | (s == iser::TxState::Blocked ? POLLOUT : 0)), 0};
-    int n = ::poll(&pfd, 1, timeout_ms);
+    pollfd fds[2] = {{fd_.get(), short(POLLIN | (s == iser::TxState::Blocked ? POLLOUT : 0)), 0},
+                     {options_.wake_fd, POLLIN, 0}};
+    pollfd& pfd = fds[0];
+    int n = ::poll(fds, options_.wake_fd >= 0 ? 2 : 1, timeout_ms);
     stats_.poll_calls++;
     stats_.passes++;
     if (n < 0) {

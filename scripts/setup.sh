@@ -20,6 +20,8 @@ PACKAGES=(
   iperf3                                      # loopback TCP ceiling in bench/transport-compare.sh
   libssl-dev                                  # the initiator's CHAP MD5 (libcrypto)
   libboost-log-dev                            # the rbio CLI's logging
+  libfuse3-dev fuse3                          # rbio login --mount: LUNs as files (FUSE)
+  open-iscsi libopeniscsiusr-dev              # rbio discover's node records (iscsiadm), reading them back
 )
 
 log() { printf 'setup: %s\n' "$*"; }

@@ -5,5 +5,8 @@ namespace rbio::cli {
 
 int discover_main(int argc, char** argv);  // argv[0] is "discover"
 int bench_main(int argc, char** argv);     // argv[0] is "bench"
+int login_main(int argc, char** argv);     // argv[0] is "login"
+int logout_main(int argc, char** argv);    // argv[0] is "logout"
+int session_main(int argc, char** argv);   // argv[0] is "session"
 
 }  // namespace rbio::cli

@@ -6,13 +6,26 @@
 #include "options.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
+#include "session_state.hpp"
 
 namespace {
 
 const char kHelp[] = R"(usage: rbio [--log-level LEVEL] COMMAND [OPTIONS]
 
 commands:
-  discover -p HOST[:PORT]        SendTargets discovery; prints "ADDRESS,TPGT IQN" per portal
+  discover -p HOST[:PORT] [--no-store]
+                                 SendTargets discovery; prints "ADDRESS,TPGT IQN" per portal
+                                 and stores each as an open-iscsi node record (iscsiadm -m node)
+  login -T IQN [-p HOST[:PORT]] [--mount DIR] [--state-dir DIR]
+                                 log in and hold the session in a background process; with
+                                 --mount, each disk LU is the file DIR/lun<N> (FUSE): reads and
+                                 writes go to the LU, fsync is SYNCHRONIZE CACHE. Returns once
+                                 the files are usable. Without -p: the target's node record.
+  logout [-T IQN] [--state-dir DIR]
+                                 unmount, synchronize every LU's cache, log out, end the process
+                                 (all sessions without -T); refused (12) while a file is open
+  session [-T IQN] [--state-dir DIR]
+                                 list the sessions: portal, LUs, negotiated parameters, counters
   bench -T IQN -p HOST[:PORT]    load one LU over one session and report
         [--lun N] [--bs SIZE] [--iodepth N] [--rw read|write|randread|randwrite|rw]
         [--time S] [--size SIZE] [--verify] [--timeout S]
@@ -20,13 +33,17 @@ commands:
         block back (for writes) and compares it byte for byte.
 
 options of every command that logs in:
-  --initiator-name IQN           (default iqn.2026-11.io.rbio:initiator)
+  --initiator-name IQN           (default: InitiatorName of /etc/iscsi/initiatorname.iscsi,
+                                 else iqn.2026-11.io.rbio:initiator)
   --chap-user NAME --chap-secret SECRET   one-way CHAP (or the secret in RBIO_CHAP_SECRET)
   --header-digest, --data-digest none|accept|prefer|crc32c
                                  accept (default): offer "None,CRC32C"; prefer:
                                  "CRC32C,None"; crc32c: require it
   --connect-timeout S (5), --login-timeout S (10)
-  --log-level trace|debug|info|warning|error (default warning; logs go to stderr)
+  --log-level trace|debug|info|warning|error (default warning; logs go to stderr,
+                                 for a login's background process to STATE_DIR/IQN.log)
+  --state-dir DIR                where login/logout/session keep their state
+                                 (default /run/rbio/initiator)
 
 exit codes:
   0   success
@@ -40,6 +57,9 @@ exit codes:
   8   timeout (a command or login step got no answer in time)
   9   protocol error (the target sent a malformed or unexpected PDU)
   10  connection lost (the target closed or reset the connection)
+  11  no such session (logout/session -T: not logged in to that target)
+  12  busy (login: already logged in to that target; logout: a file of the mount is open)
+  13  mount failed (--mount DIR is not a directory, or FUSE could not mount it)
 )";
 
 }  // namespace
@@ -72,10 +92,16 @@ int main(int argc, char** argv) {
     try {
         if (cmd == "discover") return cli::discover_main(argc - i, argv + i);
         if (cmd == "bench") return cli::bench_main(argc - i, argv + i);
+        if (cmd == "login") return cli::login_main(argc - i, argv + i);
+        if (cmd == "logout") return cli::logout_main(argc - i, argv + i);
+        if (cmd == "session") return cli::session_main(argc - i, argv + i);
         throw cli::UsageError("unknown command '" + cmd + "'");
     } catch (const cli::UsageError& e) {
         std::cerr << "rbio: " << e.what() << " (rbio --help)\n";
         return cli::kExitUsage;
+    } catch (const cli::CommandError& e) {
+        std::cerr << "rbio: " << e.what() << "\n";
+        return e.code;
     } catch (const initiator::InitiatorError& e) {
         std::cerr << "rbio: " << initiator::to_string(e.kind()) << ": " << e.what() << "\n";
         return e.exit_code();

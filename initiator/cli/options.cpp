@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "open_iscsi.hpp"
+
 namespace rbio::cli {
 
 const std::vector<std::string> kSessionKeys = {
@@ -75,7 +77,9 @@ initiator::Portal portal_option(const Args& args) {
 
 initiator::SessionOptions session_options(const Args& args) {
     initiator::SessionOptions o;
-    o.initiator_name = args.get("--initiator-name", o.initiator_name);
+    // As open-iscsi does: the host's name from /etc/iscsi/initiatorname.iscsi.
+    if (args.has("--initiator-name")) o.initiator_name = args.get("--initiator-name");
+    else if (std::string n = initiator_name_from_file(); !n.empty()) o.initiator_name = n;
     if (args.has("--chap-user")) {
         std::string secret = args.get("--chap-secret");
         if (secret.empty()) {

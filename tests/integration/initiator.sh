@@ -25,7 +25,7 @@ run_all() {
   local label=$1
   echo "== $label: discovery"
   check "discover lists the target at the portal" \
-    bash -c "'$RBIO' discover -p '$P' | grep -qx '127.0.0.1:$PORT,1 $IQN'"
+    bash -c "'$RBIO' discover --no-store -p '$P' | grep -qx '127.0.0.1:$PORT,1 $IQN'"
 
   echo "== $label: bench --verify"
   check "4 KiB random reads, 32 in flight, verified" bench --rw randread --bs 4k --iodepth 32

@@ -49,6 +49,11 @@ struct SessionOptions {
     // Data-In segments of at least this size go straight into the
     // command's buffer (RxBuffer's direct path).
     uint32_t direct_data_threshold = 32 * 1024;
+    // When >= 0, run_once also returns as soon as this fd is readable (it
+    // polls it next to the socket), so another thread can wake the loop,
+    // e.g. with an eventfd, to submit new commands. The caller drains it;
+    // it must not be readable during login.
+    int wake_fd = -1;
 };
 
 enum class DataDirection : uint8_t { None, Read, Write };

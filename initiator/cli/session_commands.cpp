@@ -1,0 +1,223 @@
+// rbio login / logout / session: a session held by a background process,
+// its LUs exported as files through FUSE (see session_daemon.hpp).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "commands.hpp"
+#include "open_iscsi.hpp"
+#include "options.hpp"
+#include "session_daemon.hpp"
+#include "session_state.hpp"
+
+namespace rbio::cli {
+namespace {
+
+using initiator::UniqueFd;
+
+std::string state_dir_option(const Args& args) { return args.get("--state-dir", kDefaultStateDir); }
+
+// The portal of -p, or of the target's first open-iscsi node record.
+initiator::Portal login_portal(const Args& args, const std::string& target) {
+    if (args.has("--portal")) return portal_option(args);
+    std::vector<NodeRecord> nodes;
+    try {
+        nodes = read_node_records();
+    } catch (const std::exception& e) {
+        throw UsageError(std::string("no -p, and ") + e.what());
+    }
+    for (const NodeRecord& n : nodes) {
+        if (n.target != target) continue;
+        initiator::Portal p;
+        p.host = n.address;
+        p.port = uint16_t(n.port);
+        return p;
+    }
+    throw UsageError("no -p, and no open-iscsi node record for " + target +
+                     " (rbio discover -p PORTAL stores them)");
+}
+
+// The session's records: the one of --target, or all.
+std::vector<SessionRecord> selected(const Args& args, const std::string& dir) {
+    if (!args.has("--target")) return list_records(dir);
+    auto r = read_record(dir, state_key(args.get("--target")));
+    if (!r) throw CommandError(kExitNoSession, "no session for " + args.get("--target") + " (in " + dir + ")");
+    return {*r};
+}
+
+// Detaches the child from the caller: own session, stdio on /dev/null and
+// the log, no inherited descriptors but `keep`.
+void detach(const std::string& log, int keep) {
+    ::setsid();
+    if (::chdir("/") != 0) std::perror("chdir /");
+    UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    UniqueFd logfd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (null.get() >= 0) {
+        ::dup2(null.get(), 0);
+        ::dup2(null.get(), 1);
+        ::dup2(logfd.get() >= 0 ? logfd.get() : null.get(), 2);
+    }
+    // E.g. a test harness's pipes: holding them would keep it waiting.
+    for (int fd = 3; fd < 1024; ++fd)
+        if (fd != keep && fd != null.get() && fd != logfd.get()) ::close(fd);
+}
+
+}  // namespace
+
+int login_main(int argc, char** argv) {
+    Args args(argc, argv, 1, {});
+    args.allow_only({"--portal", "--target", "--mount", "--state-dir"});
+    if (!args.has("--target")) throw UsageError("login needs -T IQN (and -p HOST[:PORT] or a node record)");
+    const std::string target = args.get("--target");
+    DaemonConfig c;
+    c.portal = login_portal(args, target);
+    c.options = session_options(args);
+    c.options.target_name = target;
+    // Whole FUSE requests (up to 1 MiB) in few Data-In PDUs.
+    c.options.offer.max_recv_data_segment_length = 256u << 10;
+    c.options.rx_buffer_bytes = 1u << 20;
+    c.state_dir = state_dir_option(args);
+    c.key = state_key(target);
+    if (args.has("--mount")) {
+        char real[PATH_MAX];
+        struct stat st;
+        if (!::realpath(args.get("--mount").c_str(), real) || ::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+            throw CommandError(kExitMount, "--mount " + args.get("--mount") + ": not a directory");
+        c.mount = real;
+    }
+    try {
+        ensure_state_dir(c.state_dir);
+    } catch (const std::exception& e) {
+        throw CommandError(kExitInternal, e.what());
+    }
+    if (auto r = read_record(c.state_dir, c.key)) {
+        if (process_alive(r->pid))
+            throw CommandError(kExitBusy, "already logged in to " + target + " (pid " + std::to_string(r->pid) +
+                                              "; rbio session, rbio logout -T " + target + ")");
+        remove_record(c.state_dir, c.key);
+    }
+
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    UniqueFd rd(p[0]), wr(p[1]);
+    std::fflush(nullptr);
+    std::cout.flush();
+    std::cerr.flush();
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+        rd = UniqueFd();
+        detach(state_path(c.state_dir, c.key, ".log"), wr.get());
+        return run_session_daemon(c, std::move(wr));
+    }
+    wr = UniqueFd();
+    std::string msg;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(rd.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0) msg.append(buf, size_t(n));
+    size_t nl = msg.find('\n');
+    int code = msg.empty() ? -1 : std::atoi(msg.substr(0, nl).c_str());
+    std::string rest = nl == std::string::npos ? "" : msg.substr(nl + 1);
+    if (code != 0) {
+        int status = 0;
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (code < 0)
+            throw CommandError(kExitInternal, "the session process ended before reporting (status " +
+                                                  std::to_string(status) + "); see " +
+                                                  state_path(c.state_dir, c.key, ".log"));
+        throw CommandError(code, rest);
+    }
+    // Usable files: each one answers stat() through the mount.
+    std::istringstream lines(rest);
+    std::string path;
+    uint64_t size = 0;
+    std::cout << "rbio: logged in to " << target << " at " << c.portal.to_string() << " (session process " << pid
+              << ")\n";
+    while (lines >> path >> size) {
+        struct stat st;
+        if (::stat(path.c_str(), &st) != 0 || uint64_t(st.st_size) != size)
+            throw CommandError(kExitMount, path + " is not usable: " + std::strerror(errno));
+        std::cout << "  " << path << " (" << size << " bytes)\n";
+    }
+    return kExitOk;
+}
+
+int logout_main(int argc, char** argv) {
+    Args args(argc, argv, 1, {});
+    args.allow_only({"--target", "--state-dir"});
+    const std::string dir = state_dir_option(args);
+    std::vector<SessionRecord> records = selected(args, dir);
+    if (records.empty()) throw CommandError(kExitNoSession, "no sessions (in " + dir + ")");
+    int rc = kExitOk;
+    for (const SessionRecord& r : records) {
+        std::string reply;
+        int err = control_request(r.socket, "logout", reply, 120000);
+        if (err == ENOENT || err == ECONNREFUSED) {
+            if (!process_alive(r.pid)) {
+                remove_record(dir, r.key);
+                std::cerr << "rbio: " << r.target << ": the session process " << r.pid
+                          << " had ended; removed its state\n";
+                if (rc == kExitOk) rc = kExitNoSession;
+                continue;
+            }
+        }
+        if (err) {
+            std::cerr << "rbio: " << r.target << ": control socket " << r.socket << ": " << std::strerror(err) << "\n";
+            if (rc == kExitOk) rc = kExitInternal;
+            continue;
+        }
+        if (reply.rfind("ok", 0) != 0) {
+            int code = kExitInternal;
+            std::string text = reply;
+            if (reply.rfind("error ", 0) == 0) {
+                code = std::atoi(reply.c_str() + 6);
+                size_t sp = reply.find(' ', 6);
+                text = sp == std::string::npos ? reply : reply.substr(sp + 1);
+            }
+            while (!text.empty() && text.back() == '\n') text.pop_back();
+            std::cerr << "rbio: " << r.target << ": " << text << "\n";
+            if (rc == kExitOk) rc = code ? code : kExitInternal;
+            continue;
+        }
+        // "ok" and EOF: the process is ending; wait until it is gone.
+        for (int i = 0; i < 200 && process_alive(r.pid); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        std::cout << "rbio: logged out of " << r.target << "\n";
+    }
+    return rc;
+}
+
+int session_main(int argc, char** argv) {
+    Args args(argc, argv, 1, {});
+    args.allow_only({"--target", "--state-dir"});
+    const std::string dir = state_dir_option(args);
+    for (const SessionRecord& r : selected(args, dir)) {
+        std::string reply;
+        int err = control_request(r.socket, "stats", reply, 5000);
+        if (err) {
+            std::cout << r.target << "\n  portal " << r.portal << "  pid " << r.pid << "  state "
+                      << (process_alive(r.pid) ? "not answering (" + std::string(std::strerror(err)) + ")"
+                                               : std::string("ended (stale; rbio logout -T " + r.target +
+                                                             " removes it)"))
+                      << "\n";
+            continue;
+        }
+        std::cout << reply;
+    }
+    return kExitOk;
+}
+
+}  // namespace rbio::cli

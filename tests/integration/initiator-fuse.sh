@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# `rbio login --mount`: the LUs of a tgtd target (bs_rbio.so) as files of a
+# FUSE mount, served by rbio's background session process. Checks unaligned
+# reads and writes from several threads (read-modify-write) against a
+# shadow copy; an ext4 file system on a loop device over the LU file whose
+# checksummed files survive logout and a second login; `rbio session`;
+# logout refused while a loop device holds a file, then clean (no process,
+# mount, loop device or state left); CHAP wrong (exit 5, nothing mounted)
+# and right; the other exit codes; and `rbio discover` storing open-iscsi
+# node records that `iscsiadm -m node` lists and that `rbio login` without
+# -p uses. Runs in a private mount namespace with a private copy of
+# /etc/iscsi, so neither the host's mounts nor its node database change.
+if [[ -z ${RBIO_FUSE_TEST_NS:-} ]]; then
+  exec env RBIO_FUSE_TEST_NS=1 unshare -m --propagation private bash "$0" "$@"
+fi
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 40
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+IQN=iqn.2026-11.io.rbio:fuse-test
+HOSTNAME_IQN=iqn.2026-11.io.rbio:fuse-test-host
+P="127.0.0.1:$PORT"
+SD="$WORK/state"
+MNT="$WORK/mnt"
+FS="$WORK/fs"
+mkdir -p "$MNT" "$FS"
+
+for t in losetup mkfs.ext4 e2fsck iscsiadm python3; do
+  command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 0; }
+done
+[[ -c /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 0; }
+
+# Whatever a failed run leaves: loop devices over the LU files, mounts, the
+# session process; then the usual tgtd cleanup.
+fuse_cleanup() {
+  local rc=$?
+  set +e  # every step is best effort; tgtd must be stopped whatever fails
+  mountpoint -q "$FS" && umount "$FS"
+  losetup -l -n -O NAME,BACK-FILE 2>/dev/null | awk -v m="$MNT/" 'index($2, m) == 1 {print $1}' |
+    while read -r dev; do losetup -d "$dev" || true; done
+  [[ -x $RBIO ]] && "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
+  mountpoint -q "$MNT" && umount -l "$MNT"
+  (exit $rc); tgt_test_cleanup
+}
+trap fuse_cleanup EXIT
+
+# A private node database: a copy of /etc/iscsi with no records and our own
+# initiator name, bind-mounted over it in this namespace only.
+mkdir -p "$WORK/etc-iscsi"
+cp -a /etc/iscsi/. "$WORK/etc-iscsi/"
+rm -rf "$WORK/etc-iscsi/nodes" "$WORK/etc-iscsi/send_targets"
+echo "InitiatorName=$HOSTNAME_IQN" > "$WORK/etc-iscsi/initiatorname.iscsi"
+mount --bind "$WORK/etc-iscsi" /etc/iscsi
+
+rc_is() {
+  local want=$1; shift
+  local rc=0
+  "$@" >"$WORK/out" 2>&1 || rc=$?
+  (( rc == want )) || { echo "  exit $rc, wanted $want:"; tail -5 "$WORK/out"; return 1; }
+}
+out_has() { grep -q -- "$1" "$WORK/out"; }
+mounted() { grep -q " $1 " /proc/self/mountinfo; }
+session_pid() { sed -n 's/^pid=//p' "$SD"/*.state 2>/dev/null | head -1; }
+no_process() { [[ -z $1 ]] || ! kill -0 "$1" 2>/dev/null || grep -q '^[^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+no_loop() { ! losetup -l -n -O BACK-FILE | grep -q "$MNT/"; }
+login() { rc_is 0 timeout 60 "$RBIO" login -T "$IQN" --mount "$MNT" --state-dir "$SD" "$@"; }
+logout() { rc_is 0 timeout 60 "$RBIO" logout --state-dir "$SD" "$@"; }
+
+tgtd_start >/dev/null
+tadm --op new --mode target --tid 1 -T "$IQN"
+tadm --op bind --mode target --tid 1 -I ALL
+truncate -s 128M "$WORK/lun1.img"
+truncate -s 16M "$WORK/lun2.img"
+new_lun 1 1 "$WORK/lun1.img" rbio
+new_lun 1 2 "$WORK/lun2.img" rbio
+
+echo "== discover: open-iscsi node records"
+check "discover lists the target and stores its node record" rc_is 0 "$RBIO" discover -p "$P"
+check "... which iscsiadm -m node lists" bash -c "iscsiadm -m node 2>/dev/null | grep -qx '$P,1 $IQN'"
+check "a second discover keeps the record (1 already there)" \
+  bash -c "'$RBIO' discover -p '$P' 2>&1 >/dev/null | grep -q '0 added, 1 already there'"
+
+echo "== login --mount (portal from the node record, initiator name from the file)"
+t0=$SECONDS
+check "login without -p returns exit 0" login
+echo "   login took $((SECONDS - t0)) s"
+check "lun1 and lun2 are files of the LU sizes" \
+  bash -c "[[ \$(stat -c %s '$MNT/lun1') == 134217728 && \$(stat -c %s '$MNT/lun2') == 16777216 ]]"
+check "the mount is a FUSE mount" bash -c "grep ' $MNT ' /proc/self/mountinfo | grep -q fuse"
+check "rbio session shows the session" rc_is 0 "$RBIO" session --state-dir "$SD"
+check "... with target, state, LUs, negotiated parameters, counters" \
+  bash -c "grep -q '^$IQN' '$WORK/out' && grep -q 'state up' '$WORK/out' && grep -q 'lun2: $MNT/lun2' '$WORK/out' &&
+           grep -q 'negotiated HeaderDigest=' '$WORK/out' && grep -q 'io reads=' '$WORK/out' && grep -q 'transport pdus_out=' '$WORK/out'"
+check "... and the initiator name of /etc/iscsi/initiatorname.iscsi" out_has "initiator $HOSTNAME_IQN"
+check "a second login to the target is refused (exit 12)" \
+  rc_is 12 "$RBIO" login -T "$IQN" -p "$P" --mount "$MNT" --state-dir "$SD"
+
+echo "== unaligned reads and writes from 8 threads, against a shadow copy"
+check "random unaligned writes in stripes sharing blocks read back exactly" python3 - "$MNT/lun2" <<'EOF'
+import os, random, sys, threading
+path = sys.argv[1]; size = os.path.getsize(path); stripe = 1000; nthreads = 8
+shadow = bytearray(size)
+fd = os.open(path, os.O_RDWR)
+os.pwrite(fd, bytes(size), 0)
+def worker(k):
+    rnd = random.Random(k)
+    for _ in range(300):
+        s = rnd.randrange(k, size // stripe, nthreads)   # this thread's stripes only
+        off = s * stripe + rnd.randrange(stripe)
+        n = rnd.randrange(1, stripe - (off - s * stripe) + 1)
+        data = rnd.randbytes(n)
+        assert os.pwrite(fd, data, off) == n
+        shadow[off:off + n] = data
+ts = [threading.Thread(target=worker, args=(k,)) for k in range(nthreads)]
+[t.start() for t in ts]; [t.join() for t in ts]
+os.fsync(fd)
+got = bytearray()
+while len(got) < size:                       # odd-sized reads at odd offsets
+    got += os.pread(fd, min(7777, size - len(got)), len(got))
+os.close(fd)
+bad = next((i for i in range(size) if got[i] != shadow[i]), None)
+if bad is not None: sys.exit(f"mismatch at byte {bad}")
+EOF
+check "reads from 8 threads" python3 - "$MNT/lun2" <<'EOF'
+import os, sys, threading
+fd = os.open(sys.argv[1], os.O_RDONLY); size = os.path.getsize(sys.argv[1])
+def worker(k):
+    for off in range(k * 65536, size, 8 * 65536): os.pread(fd, 65536, off)
+ts = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+EOF
+"$RBIO" session --state-dir "$SD" > "$WORK/out"
+check "... were in flight together (max_in_flight > 1)" grep -Eq "max_in_flight=([2-9]|[1-9][0-9])" "$WORK/out"
+check "the session counted read-modify-writes and syncs" \
+  bash -c "'$RBIO' session --state-dir '$SD' | grep -Eq 'syncs=[1-9].* rmw=[1-9].* errors=0'"
+
+echo "== ext4 on a loop device over the LU file"
+LOOP=$(losetup -f --show "$MNT/lun1")
+check "losetup attached $MNT/lun1" test -b "$LOOP"
+check "mkfs.ext4" rc_is 0 mkfs.ext4 -q -F "$LOOP"
+check "mount" mount "$LOOP" "$FS"
+for i in 1 2 3 4; do head -c $((i * 3 * 1024 * 1024 + i * 777)) /dev/urandom > "$FS/file$i"; done
+mkdir -p "$FS/dir"; for i in $(seq 1 50); do echo "small $i" > "$FS/dir/s$i"; done
+(cd "$FS" && find . -type f | sort | xargs sha256sum) > "$WORK/sums"
+sync
+check "umount" umount "$FS"
+check "logout is refused while the loop device holds a file (exit 12)" \
+  rc_is 12 "$RBIO" logout --state-dir "$SD"
+check "... and the mount stays" mounted "$MNT"
+check "losetup -d" losetup -d "$LOOP"
+
+echo "== logout"
+pid=$(session_pid)
+t0=$SECONDS
+check "logout (exit 0)" logout
+echo "   logout took $((SECONDS - t0)) s"
+check "no session process left (pid $pid)" no_process "$pid"
+check "no mount left" bash -c "! grep -q ' $MNT ' /proc/self/mountinfo"
+check "no loop device left" no_loop
+check "no state file left" bash -c "! ls '$SD'/*.state 2>/dev/null"
+check "logout again: no sessions (exit 11)" rc_is 11 "$RBIO" logout --state-dir "$SD"
+
+echo "== login again: the files are identical"
+check "login with -p (exit 0)" login -p "$P"
+LOOP=$(losetup -f --show "$MNT/lun1")
+check "e2fsck finds the file system clean" rc_is 0 e2fsck -fn "$LOOP"
+check "mount read-only" mount -o ro "$LOOP" "$FS"
+check "every file's checksum matches" bash -c "cd '$FS' && sha256sum --quiet -c '$WORK/sums'"
+check "umount" umount "$FS"
+check "losetup -d" losetup -d "$LOOP"
+pid=$(session_pid)
+check "logout -T (exit 0)" logout -T "$IQN"
+check "no process, mount or loop device left" \
+  bash -c "$(declare -f no_process no_loop); no_process '$pid' && ! grep -q ' $MNT ' /proc/self/mountinfo && no_loop"
+
+echo "== CHAP and errors"
+tadm --op new --mode account --user fuseuser --password fuse-secret-1
+tadm --op bind --mode account --tid 1 --user fuseuser
+check "a wrong CHAP secret: authentication failure (exit 5)" \
+  rc_is 5 timeout 60 "$RBIO" login -T "$IQN" -p "$P" --mount "$MNT" --state-dir "$SD" \
+  --chap-user fuseuser --chap-secret wrong-secret
+check "... on one line" bash -c "[[ \$(wc -l < '$WORK/out') == 1 ]] && grep -q 'auth' '$WORK/out'"
+check "... and nothing mounted, no state, no process" \
+  bash -c "! grep -q ' $MNT ' /proc/self/mountinfo && ! ls '$SD'/*.state 2>/dev/null && ! pgrep -f '^$RBIO login -T $IQN' >/dev/null"
+check "the right CHAP secret logs in" login -p "$P" --chap-user fuseuser --chap-secret fuse-secret-1
+check "... and logs out" logout
+tadm --op unbind --mode account --tid 1 --user fuseuser
+tadm --op delete --mode account --user fuseuser
+check "an unknown target (exit 6)" \
+  rc_is 6 "$RBIO" login -T iqn.2026-11.io.rbio:nothing -p "$P" --mount "$MNT" --state-dir "$SD"
+check "--mount that is not a directory (exit 13)" \
+  rc_is 13 "$RBIO" login -T "$IQN" -p "$P" --mount "$WORK/nowhere" --state-dir "$SD"
+check "session -T for a target not logged in (exit 11)" rc_is 11 "$RBIO" session -T "$IQN" --state-dir "$SD"
+check "no session process or mount after the failures" \
+  bash -c "! ls '$SD'/*.state 2>/dev/null && ! grep -q ' $MNT ' /proc/self/mountinfo"
+
+echo "== node records removed"
+check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
+check "... and no record is left" bash -c "! iscsiadm -m node 2>/dev/null | grep -q '$IQN'"
+check "tgtd is alive" tgtd_alive
+
+finish
