@@ -253,7 +253,18 @@ void Session::Impl::logout(std::chrono::milliseconds timeout) {
         .set_itt(itt)
         .set_cmd_sn(cmd_sn_)
         .set_exp_stat_sn(exp_stat_sn_);
-    Captured c = exchange(b, {}, Opcode::LogoutResponse, Clock::now() + timeout, "logout");
+    std::optional<Captured> answer;
+    try {
+        answer = exchange(b, {}, Opcode::LogoutResponse, Clock::now() + timeout, "logout");
+    } catch (const InitiatorError& e) {
+        // The session ends either way. istgt sometimes closes the connection
+        // before its Logout Response leaves (the race is on its side).
+        if (e.kind() != ErrorKind::ConnectionLost) throw;
+        RBIO_LOG(Info, "target " << portal_.to_string()
+                                 << " closed the connection without a Logout Response: " << e.what());
+        return;
+    }
+    const Captured& c = *answer;
     if (c.header().itt() != itt) protocol_error("Logout Response for another ITT");
     if (uint8_t resp = c.bhs[2]; resp != 0)
         protocol_error("logout refused with response " + std::to_string(resp));

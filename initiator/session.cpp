@@ -57,6 +57,7 @@ Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal)
     // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
     isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)), uint8_t(r >> 32), uint8_t(r >> 24),
              uint8_t(r >> 16), uint8_t(r >> 8), uint8_t(r)};
+    if (options_.isid) isid_ = *options_.isid;
 }
 
 Session::Impl::~Impl() {
@@ -210,14 +211,19 @@ void Session::Impl::run_once(std::chrono::milliseconds max_wait) {
     check_deadlines();
 }
 
-void Session::Impl::pass(Clock::time_point wait_until) {
+void Session::Impl::run_nowait() {
+    pass(Clock::now(), true);
+    check_deadlines();
+}
+
+void Session::Impl::pass(Clock::time_point wait_until, bool nowait) {
     pump();
     iser::TxState s = tx_->flush();
     if (s == iser::TxState::Failed)
         fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": send failed: " + tx_->error());
     bool more = !dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_));
     int timeout_ms = 0;
-    if (!more || s == iser::TxState::Blocked) {
+    if (!nowait && (!more || s == iser::TxState::Blocked)) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
         timeout_ms = int(std::clamp<int64_t>(left.count() + 1, 0, 60000));
     }
@@ -268,7 +274,7 @@ void Session::Impl::check_deadlines() {
         if (now >= t.deadline && !t.outcome)
             fail(ErrorKind::Timeout,
                  "target " + portal_.to_string() + ": SCSI command 0x" +
-                     [&] { char b[4]; std::snprintf(b, sizeof b, "%02x", t.cmd.cdb[0]); return std::string(b); }() +
+                     [op = t.cmd.cdb[0]] { char b[4]; std::snprintf(b, sizeof b, "%02x", op); return std::string(b); }() +
                      " (ITT " + hex32(itt) + ") got no status within " +
                      std::to_string(t.cmd.timeout.count()) + " ms" +
                      (t.sent ? "" : " (never sent: the target's CmdSN window stayed closed)"));
@@ -349,10 +355,13 @@ void Session::Impl::dispatch(const iser::RxPdu& pdu) {
         if (!awaiting_ || *awaiting_ != op || captured_)
             protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
         if (op != Opcode::LoginResponse) {
-            update_window(h);
+            // A Logout Response ends the session, so its window does not
+            // matter; istgt counts the immediate Logout Request's CmdSN
+            // into ExpCmdSN there, which update_window would reject.
+            if (op != Opcode::LogoutResponse) update_window(h);
             check_stat_sn(h, iser::opcode_name(h.opcode_byte()));
         }
-        captured_.emplace();
+        captured_.emplace(Captured{});
         std::copy(pdu.bhs.begin(), pdu.bhs.end(), captured_->bhs.begin());
         captured_->data.assign(pdu.data.begin(), pdu.data.end());
         return;
@@ -526,11 +535,20 @@ std::unique_ptr<Session> Session::login(const Portal& portal, const SessionOptio
     return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
+std::unique_ptr<Session> Session::login_on(int fd, const Portal& portal,
+                                           const SessionOptions& options) {
+    UniqueFd owned(fd);
+    auto impl = std::make_unique<Impl>(std::move(owned), options, portal);
+    impl->login();
+    return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
 const NegotiatedParams& Session::params() const { return impl_->params(); }
 std::vector<DiscoveredTarget> Session::send_targets() { return impl_->send_targets(); }
 void Session::submit(ScsiCommand command) { impl_->submit(std::move(command)); }
 size_t Session::outstanding() const { return impl_->outstanding(); }
 void Session::run_once(std::chrono::milliseconds max_wait) { impl_->run_once(max_wait); }
+void Session::run_nowait() { impl_->run_nowait(); }
 void Session::logout(std::chrono::milliseconds timeout) { impl_->logout(timeout); }
 SessionStats Session::stats() const { return impl_->stats(); }
 

@@ -41,6 +41,7 @@ public:
     void submit(ScsiCommand command);
     size_t outstanding() const { return tasks_.size(); }
     void run_once(std::chrono::milliseconds max_wait);
+    void run_nowait();
     SessionStats stats() const;
     const NegotiatedParams& params() const { return params_; }
 
@@ -92,7 +93,7 @@ private:
     void queue_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, uint32_t task_itt,
                    std::span<const uint8_t> ext = {});
     void on_tx_complete(int status);
-    void pass(Clock::time_point wait_until);
+    void pass(Clock::time_point wait_until, bool nowait = false);
     void pump();
     bool room() const;
     void start_command(Task& t);

@@ -22,6 +22,9 @@ PACKAGES=(
   libboost-log-dev                            # the rbio CLI's logging
   libfuse3-dev fuse3                          # rbio login --mount: LUNs as files (FUSE)
   open-iscsi libopeniscsiusr-dev              # rbio discover's node records (iscsiadm), reading them back
+  fio                                         # the rbio fio engine (initiator/fio/) and its tests
+  istgt                                       # a second, independent target (tests/integration/istgt.sh);
+                                              # it ships no /etc/istgt/istgt.conf, so its init script starts nothing
 )
 
 log() { printf 'setup: %s\n' "$*"; }
@@ -67,6 +70,11 @@ if (( want_apt )); then
   fi
   # The tgt package starts no daemon here (no systemd), and tests never use
   # the system tgtd: they run their own in a private mount namespace.
+fi
+
+# fio's headers for the fio engine, from fio's Debian source package.
+if (( want_apt )) || dpkg-query -W fio >/dev/null 2>&1; then
+  bash "$ROOT/scripts/fio-headers.sh"
 fi
 
 tgt_version=$(dpkg-query -W -f='${Version}' tgt 2>/dev/null) || die "tgt is not installed"

@@ -60,7 +60,7 @@ void fill_pattern(std::span<uint8_t> buf, uint64_t unit, uint32_t gen) {
 class Runner {
 public:
     Runner(initiator::Session& s, const Config& c, uint32_t block_size, uint64_t units)
-        : s_(s), c_(c), block_size_(block_size), units_(units), busy_(units, false),
+        : s_(s), c_(c), block_size_(block_size), busy_(units, false),
           gen_(units, 0), bufs_(c.iodepth) {
         for (auto& b : bufs_) b.resize(c.bs);
     }
@@ -178,7 +178,6 @@ private:
     initiator::Session& s_;
     const Config& c_;
     uint32_t block_size_;
-    uint64_t units_;
     std::vector<bool> busy_;
     std::vector<uint32_t> gen_;  // 0: content unknown
     std::vector<std::vector<uint8_t>> bufs_;

@@ -14,6 +14,7 @@
 // not fit, a sequence number out of order), a command past its timeout, or a
 // lost connection ends the session: run_once throws InitiatorError, and the
 // Session is unusable afterwards. Commands outstanding then never complete.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -54,6 +55,9 @@ struct SessionOptions {
     // e.g. with an eventfd, to submit new commands. The caller drains it;
     // it must not be readable during login.
     int wake_fd = -1;
+    // The ISID (RFC 7143 §11.12.5); a random one when not set. Tests and the
+    // fuzzer (initiator/fuzz/) set it so replies can echo it.
+    std::optional<std::array<uint8_t, 6>> isid;
 };
 
 enum class DataDirection : uint8_t { None, Read, Write };
@@ -105,6 +109,12 @@ public:
     // InitiatorError: Unreachable, LoginRefused, AuthFailure, UnknownTarget,
     // Timeout, Protocol, ConnectionLost.
     static std::unique_ptr<Session> login(const Portal& portal, const SessionOptions& options);
+    // Logs in over a connected stream socket `fd` that the Session takes
+    // over (closed with it, also when this throws). For transports set up
+    // elsewhere and for the fuzzer, which feeds a socketpair; `portal` only
+    // names the peer in messages.
+    static std::unique_ptr<Session> login_on(int fd, const Portal& portal,
+                                             const SessionOptions& options);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -122,6 +132,11 @@ public:
     // command's deadline comes first). Throws InitiatorError when the
     // session ends.
     void run_once(std::chrono::milliseconds max_wait);
+    // One pass that never waits: sends what is ready (one flush) and reaps
+    // what has already arrived. For callers with their own submit/complete
+    // rhythm (the fio engine's ->commit). run_once(0) may still wait up to
+    // a millisecond (it rounds up so deadlines pass).
+    void run_nowait();
     // submit + run_once until done.
     ScsiOutcome execute(ScsiCommand command);
     // Logout (reason: close the session). Needs no outstanding commands.
