@@ -2,6 +2,7 @@
 # qemu guest): tgtd through tests/lib/tgt-test.sh on the guest's own port
 # 3260, open-iscsi node records, the sd disk of a LUN, fio verify jobs, and
 # a cleanup that logs out and shows iscsid's and the kernel's logs on failure.
+# Besides the tests, bench/kernel-anchors.sh sources it.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/tgt-test.sh"
 tgt_test_init 0
 PORT=3260                  # the guest's own network stack: nothing else listens
@@ -9,12 +10,16 @@ PORTAL=127.0.0.1:$PORT
 MNT="$WORK/mnt"
 mkdir -p "$MNT"
 
+# Commands (eval'd) a script adds to run at exit, in order, before the
+# logout and before tgtd stops (e.g. ending a background fio by its PID).
+VM_CLEANUP_HOOKS=()
 vm_cleanup() {
-  local rc=$?
+  local rc=$? h
   if (( rc != 0 )); then
     echo "--- iscsid log (last 20 lines) ---"; tail -20 "$WORK/iscsid.log" 2>/dev/null || true
     echo "--- kernel log (last 30 lines) ---"; dmesg | tail -30 || true
   fi
+  for h in "${VM_CLEANUP_HOOKS[@]}"; do eval "$h" || true; done
   umount "$MNT" 2>/dev/null || true
   iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
   if [[ -n ${ISCSID_PID:-} ]]; then kill "$ISCSID_PID" 2>/dev/null || true; fi
@@ -41,6 +46,27 @@ wait_disk() {
     for d in /sys/class/scsi_disk/*:*:*:"$lun"/device/block/*; do
       [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
     done
+    sleep 0.1
+  done
+  return 1
+}
+# The sysfs folder of the session with target IQN $1 (several may be open).
+session_of() {
+  local s
+  for s in /sys/class/iscsi_session/session*; do
+    [[ -r $s/targetname && $(< "$s/targetname") == "$1" ]] && { echo "$s"; return 0; }
+  done
+  return 1
+}
+# wait_disk_of IQN LUN: like wait_disk, for LUN of the session with target IQN.
+wait_disk_of() {
+  local iqn=$1 lun=$2 i s d
+  for (( i = 0; i < 300; i++ )); do
+    if s=$(session_of "$iqn"); then
+      for d in "$s"/device/target*/*:*:*:"$lun"/block/*; do
+        [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
+      done
+    fi
     sleep 0.1
   done
   return 1
