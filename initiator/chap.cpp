@@ -1,6 +1,8 @@
 #include "rbio/initiator/chap.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <memory>
 
@@ -20,6 +22,22 @@ std::array<uint8_t, 16> chap_md5_response(uint8_t id, std::span<const uint8_t> s
         EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1 || len != out.size())
         fail(ErrorKind::AuthFailure, "CHAP: MD5 is not available from OpenSSL's libcrypto");
     return out;
+}
+
+ChapChallenge make_chap_challenge() {
+    ChapChallenge c;
+    c.challenge.resize(16);
+    uint8_t id = 0;
+    if (RAND_bytes(&id, 1) != 1 || RAND_bytes(c.challenge.data(), int(c.challenge.size())) != 1)
+        fail(ErrorKind::AuthFailure, "CHAP: no random bytes from OpenSSL for the challenge to the target");
+    c.id = id;
+    return c;
+}
+
+bool chap_md5_matches(uint8_t id, std::span<const uint8_t> secret, std::span<const uint8_t> challenge,
+                      std::span<const uint8_t> response) {
+    auto want = chap_md5_response(id, secret, challenge);
+    return response.size() == want.size() && CRYPTO_memcmp(want.data(), response.data(), want.size()) == 0;
 }
 
 namespace {

@@ -39,12 +39,33 @@ struct LoginStep {
              where + (detail == 1 ? "authentication failure" : "initiator not authorized"));
     if (cls == 2 && (detail == 3 || detail == 4))
         fail(ErrorKind::UnknownTarget, where + (detail == 3 ? "target not found" : "target removed"));
-    if (cls == 1) fail(ErrorKind::LoginRefused, where + "target redirects (redirects are not supported yet)");
+    if (cls == 1) fail(ErrorKind::LoginRefused, where + "target redirects with an unknown detail");
     if (cls == 2) fail(ErrorKind::LoginRefused, where + "initiator error");
     fail(ErrorKind::LoginRefused, where + "target error");
 }
 
+std::span<const uint8_t> as_bytes(const std::string& s) {
+    return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
 }  // namespace
+
+void Session::Impl::verify_target_chap(const KeyValues& keys, const ChapChallenge& mine,
+                                       const std::string& target) {
+    const ChapCredentials& in = *options_.chap_in;
+    auto name = find_key(keys, "CHAP_N");
+    auto response = find_key(keys, "CHAP_R");
+    std::string where = "login to " + target + " at " + portal_.to_string() + ": mutual CHAP: ";
+    if (!name || !response)
+        fail(ErrorKind::AuthFailure, where + "the target did not answer the initiator's challenge "
+                                             "(no CHAP_N/CHAP_R; is an outgoing account bound to it?)");
+    if (*name != in.username)
+        fail(ErrorKind::AuthFailure, where + "the target calls itself '" + name->substr(0, 64) +
+                                         "', expected '" + in.username + "'");
+    if (!chap_md5_matches(mine.id, as_bytes(in.secret), mine.challenge, decode_binary_value(*response)))
+        fail(ErrorKind::AuthFailure, where + "the target's CHAP_R is wrong: it does not know the secret");
+    RBIO_LOG(Info, "target " << target << " authenticated itself as " << in.username);
+}
 
 Session::Impl::Captured Session::Impl::exchange(const iser::Bhs& request, std::vector<uint8_t> data,
                                                 Opcode expect, Clock::time_point deadline,
@@ -61,6 +82,33 @@ Session::Impl::Captured Session::Impl::exchange(const iser::Bhs& request, std::v
     Captured c = std::move(*captured_);
     captured_.reset();
     return c;
+}
+
+void Session::Impl::connect_and_login(const Portal& start, std::chrono::milliseconds connect_timeout) {
+    constexpr int kMaxHops = 5;  // a loop of redirects must end
+    Portal p = start;
+    for (int hop = 0;; ++hop) {
+        portal_ = p;
+        fd_ = connect_tcp(p, connect_timeout);
+        make_transport();
+        tsih_ = 0;
+        exp_stat_sn_ = 0;
+        try {
+            login();
+            return;
+        } catch (const LoginRedirect& r) {
+            fd_ = UniqueFd();
+            RBIO_LOG(Info, "login to " << options_.target_name << " at " << p.to_string() << " redirected "
+                                       << (r.permanent ? "permanently" : "temporarily") << " to "
+                                       << r.to.to_string());
+            if (hop + 1 >= kMaxHops)
+                fail(ErrorKind::LoginRefused, "login to " + options_.target_name + " at " + start.to_string() +
+                                                  ": more than " + std::to_string(kMaxHops - 1) +
+                                                  " redirects (the last to " + r.to.to_string() + ")");
+            if (r.permanent) home_portal_ = r.to;
+            p = r.to;
+        }
+    }
 }
 
 void Session::Impl::login() {
@@ -95,6 +143,19 @@ void Session::Impl::login() {
             const uint8_t* r = h.bytes().data();
             if (h.itt() != itt) protocol_error("login response for another ITT");
             // A refusal may not echo the ISID (tgt zeroes it): status first.
+            if (r[36] == 1 && (r[37] == 1 || r[37] == 2)) {
+                // Target moved temporarily (1) or permanently (2): TargetAddress says where.
+                auto to = find_key(parse_text(c.data), "TargetAddress");
+                if (!to) protocol_error("login redirect without a TargetAddress");
+                std::string_view a = *to;
+                if (size_t comma = a.rfind(','); comma != std::string_view::npos && comma > a.rfind(']') + 1)
+                    a = a.substr(0, comma);  // ",TPGT"
+                try {
+                    throw LoginRedirect{Portal::parse(a), r[37] == 2};
+                } catch (const std::invalid_argument& e) {
+                    protocol_error(std::string("login redirect to a bad TargetAddress: ") + e.what());
+                }
+            }
             if (r[36] != 0) login_status_error(portal_, target, r[36], r[37]);
             if (!std::equal(isid_.begin(), isid_.end(), r + 8))
                 protocol_error("login response carries another ISID");
@@ -161,6 +222,10 @@ void Session::Impl::login() {
             fail(ErrorKind::AuthFailure, "login at " + portal_.to_string() +
                                              ": target accepts neither CHAP nor None");
         if (*method == "None") {
+            if (options_.chap_in)
+                fail(ErrorKind::AuthFailure, "login to " + target + " at " + portal_.to_string() +
+                                                 ": mutual CHAP asked for, but the target chose "
+                                                 "AuthMethod=None and cannot be authenticated");
             RBIO_LOG(Info, "target needs no authentication; CHAP not used");
             if (!s.transit) transit_security({});
         } else if (*method == "CHAP") {
@@ -174,10 +239,22 @@ void Session::Impl::login() {
             std::vector<uint8_t> c = decode_binary_value(*challenge);
             if (c.size() > 1024) protocol_error("CHAP: challenge of " + std::to_string(c.size()) + " bytes");
             const auto& cred = *options_.chap;
-            auto resp = chap_md5_response(
-                uint8_t(ident),
-                std::span(reinterpret_cast<const uint8_t*>(cred.secret.data()), cred.secret.size()), c);
-            transit_security({{"CHAP_N", cred.username}, {"CHAP_R", encode_hex_value(resp)}});
+            auto resp = chap_md5_response(uint8_t(ident), as_bytes(cred.secret), c);
+            KeyValues answer = {{"CHAP_N", cred.username}, {"CHAP_R", encode_hex_value(resp)}};
+            if (!options_.chap_in) {
+                transit_security(std::move(answer));
+            } else {
+                // Mutual CHAP (RFC 7143 §12.1.3): our challenge goes with our
+                // answer; the target's answer comes with the next response.
+                // A challenge equal to the target's would let it reflect ours.
+                ChapChallenge mine = make_chap_challenge();
+                while (mine.challenge == c) mine = make_chap_challenge();
+                answer.emplace_back("CHAP_I", std::to_string(mine.id));
+                answer.emplace_back("CHAP_C", encode_hex_value(mine.challenge));
+                s = step(Stage::Security, Stage::Operational, true, std::move(answer));
+                verify_target_chap(s.keys, mine, target);
+                if (!s.transit) transit_security({});
+            }
         } else {
             protocol_error("target chose AuthMethod=" + *method + ", which was not offered");
         }
@@ -246,6 +323,10 @@ std::vector<DiscoveredTarget> Session::Impl::send_targets() {
 
 void Session::Impl::logout(std::chrono::milliseconds timeout) {
     if (!tasks_.empty()) throw std::logic_error("logout with commands outstanding");
+    if (down_) {
+        RBIO_LOG(Info, "no connection to " << portal_.to_string() << " while reinstating: nothing to log out of");
+        return;
+    }
     const uint32_t itt = allocate_itt();
     iser::Bhs b;
     b.set_opcode(Opcode::LogoutRequest, true)

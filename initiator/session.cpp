@@ -38,10 +38,23 @@ uint64_t encode_lun(uint64_t lun) {
     return (0x4000 | (lun & 0x3fff)) << 48;
 }
 
-Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal)
-    : options_(options), portal_(std::move(portal)), fd_(std::move(fd)), writer_(fd_.get()) {
+Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, bool reconnectable)
+    : options_(options), portal_(portal), home_portal_(std::move(portal)), fd_(std::move(fd)),
+      reconnectable_(reconnectable) {
+    make_transport();
+    uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
+    // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
+    isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)), uint8_t(r >> 32), uint8_t(r >> 24),
+             uint8_t(r >> 16), uint8_t(r >> 8), uint8_t(r)};
+    if (options_.isid) isid_ = *options_.isid;
+}
+
+void Session::Impl::make_transport() {
     // Login PDUs carry at most 8192 bytes of data (RFC 7143 §6.1) unless we
     // declared more; no digests until the full feature phase.
+    if (tx_) tx_->cancel_all(-ECONNRESET);
+    tx_.reset();
+    writer_ = std::make_unique<iser::SocketWriter>(fd_.get());
     iser::RxConfig rc;
     rc.capacity = options_.rx_buffer_bytes;
     rc.sender = iser::PduSender::Target;
@@ -52,12 +65,7 @@ Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal)
     iser::TxConfig tc;
     tc.max_queued_pdus = 2 * kPumpPdus + 64;
     tx_ = std::make_unique<iser::TxQueue>(
-        tc, writer_, [this](uint64_t, int status) { on_tx_complete(status); }, counters_);
-    uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
-    // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
-    isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)), uint8_t(r >> 32), uint8_t(r >> 24),
-             uint8_t(r >> 16), uint8_t(r >> 8), uint8_t(r)};
-    if (options_.isid) isid_ = *options_.isid;
+        tc, *writer_, [this](uint64_t, int status) { on_tx_complete(status); }, counters_);
 }
 
 Session::Impl::~Impl() {
@@ -79,6 +87,7 @@ void Session::Impl::enter_full_feature() {
     rx_ = std::make_unique<iser::RxBuffer>(rc, counters_);
     tx_->set_digests(params_.header_digest, params_.data_digest);
     full_feature_ = true;
+    last_rx_ = Clock::now();
 }
 
 // ---------------------------------------------------------------- sending
@@ -119,6 +128,8 @@ bool Session::Impl::room() const {
 }
 
 void Session::Impl::pump() {
+    // Commands waiting from before a reinstatement wait for its login.
+    if (!full_feature_) return;
     while (!dataout_.empty() && room()) {
         emit_data_out(dataout_.front());
         if (dataout_.front().offset == dataout_.front().end) dataout_.pop_front();
@@ -156,6 +167,7 @@ void Session::Impl::start_command(Task& t) {
         .set_exp_stat_sn(exp_stat_sn_)
         .set_cdb(std::span<const uint8_t>(c.cdb.data(), c.cdb_length));
     t.sent = true;
+    t.cmd_sn = cmd_sn_ - 1;
     t.data_sent = unsolicited_end;
     queue_pdu(b, {}, t.itt, std::span<const uint8_t>(c.buffer.data(), immediate));
     if (unsolicited_end > immediate)
@@ -193,6 +205,7 @@ void Session::Impl::submit(ScsiCommand command) {
     Task& t = tasks_[itt];
     t.itt = itt;
     t.deadline = Clock::now() + command.timeout;
+    t.order = next_order_++;
     t.cmd = std::move(command);
     pending_.push_back(itt);
 }
@@ -200,20 +213,33 @@ void Session::Impl::submit(ScsiCommand command) {
 uint32_t Session::Impl::allocate_itt() {
     for (;;) {
         uint32_t itt = next_itt_++;
-        if (itt != kNoTag && !tasks_.contains(itt)) return itt;
+        if (itt != kNoTag && !tasks_.contains(itt) && !tmfs_.contains(itt) && itt != ping_itt_) return itt;
     }
 }
 
 void Session::Impl::run_once(std::chrono::milliseconds max_wait) {
     Clock::time_point until = Clock::now() + max_wait;
-    for (const auto& [itt, t] : tasks_) until = std::min(until, t.deadline);
-    pass(until);
-    check_deadlines();
+    if (down_) return recover(until);
+    for (const auto& [itt, t] : tasks_)
+        if (!t.aborting) until = std::min(until, t.deadline);
+    for (const auto& [itt, tmf] : tmfs_) until = std::min(until, tmf.deadline);
+    step(ping_wake(until), false);
 }
 
 void Session::Impl::run_nowait() {
-    pass(Clock::now(), true);
-    check_deadlines();
+    if (down_) return recover(Clock::now());
+    step(Clock::now(), true);
+}
+
+void Session::Impl::step(Clock::time_point wait_until, bool nowait) {
+    try {
+        pass(wait_until, nowait);
+        check_deadlines();
+        check_ping(Clock::now());
+    } catch (const InitiatorError& e) {
+        if (e.kind() == ErrorKind::Protocol || !may_recover()) throw;
+        connection_failed(e);
+    }
 }
 
 void Session::Impl::pass(Clock::time_point wait_until, bool nowait) {
@@ -255,6 +281,7 @@ void Session::Impl::receive() {
     if (n < 0)
         fail(ErrorKind::ConnectionLost,
              "target " + portal_.to_string() + ": receive: " + std::strerror(int(-n)));
+    last_rx_ = Clock::now();
     for (;;) {
         iser::RxResult r = rx_->next();
         switch (r.status) {
@@ -270,14 +297,25 @@ void Session::Impl::receive() {
 
 void Session::Impl::check_deadlines() {
     Clock::time_point now = Clock::now();
-    for (const auto& [itt, t] : tasks_)
-        if (now >= t.deadline && !t.outcome)
-            fail(ErrorKind::Timeout,
-                 "target " + portal_.to_string() + ": SCSI command 0x" +
-                     [op = t.cmd.cdb[0]] { char b[4]; std::snprintf(b, sizeof b, "%02x", op); return std::string(b); }() +
-                     " (ITT " + hex32(itt) + ") got no status within " +
-                     std::to_string(t.cmd.timeout.count()) + " ms" +
-                     (t.sent ? "" : " (never sent: the target's CmdSN window stayed closed)"));
+    check_tmf_deadlines(now);
+    // Aborted after the scan: queueing a PDU may send and complete others,
+    // which removes finished tasks from tasks_. (No allocation unless one expired.)
+    std::vector<uint32_t> to_abort;
+    for (auto& [itt, t] : tasks_) {
+        if (now < t.deadline || t.outcome || t.aborting) continue;
+        if (t.sent && options_.abort_timeout.count() > 0) {
+            to_abort.push_back(itt);
+            continue;
+        }
+        fail(ErrorKind::Timeout,
+             "target " + portal_.to_string() + ": SCSI command 0x" +
+                 [op = t.cmd.cdb[0]] { char b[4]; std::snprintf(b, sizeof b, "%02x", op); return std::string(b); }() +
+                 " (ITT " + hex32(itt) + ") got no status within " +
+                 std::to_string(t.cmd.timeout.count()) + " ms" +
+                 (t.sent ? "" : " (never sent: the target's CmdSN window stayed closed)"));
+    }
+    for (uint32_t itt : to_abort)
+        if (auto it = tasks_.find(itt); it != tasks_.end() && !it->second.outcome) abort_timed_out(it->second);
 }
 
 SessionStats Session::Impl::stats() const {
@@ -345,6 +383,7 @@ void Session::Impl::dispatch(const iser::RxPdu& pdu) {
     case Opcode::R2t: handle_r2t(pdu); return;
     case Opcode::NopIn: handle_nop_in(pdu); return;
     case Opcode::AsyncMessage: handle_async(pdu); return;
+    case Opcode::TaskMgmtResponse: handle_tmf_response(pdu); return;
     case Opcode::Reject:
         protocol_error("target rejected a PDU (reason 0x" +
                        [&] { char b[4]; std::snprintf(b, sizeof b, "%02x", h.bytes()[2]); return std::string(b); }() +
@@ -475,8 +514,7 @@ void Session::Impl::handle_r2t(const iser::RxPdu& pdu) {
 
 void Session::Impl::handle_nop_in(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
-    if (h.itt() != kNoTag)
-        protocol_error("NOP-In answering ITT " + hex32(h.itt()) + ", but no ping was sent");
+    if (h.itt() != kNoTag) return handle_ping_answer(h);
     update_window(h);
     if (h.ttt() == kNoTag) return;  // unsolicited, needs no answer
     if (pdu.data.size() > params_.target_max_recv_data_segment_length)
@@ -529,17 +567,21 @@ Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
 std::unique_ptr<Session> Session::login(const Portal& portal, const SessionOptions& options) {
-    UniqueFd fd = connect_tcp(portal, options.connect_timeout);
-    auto impl = std::make_unique<Impl>(std::move(fd), options, portal);
-    impl->login();
+    auto impl = std::make_unique<Impl>(UniqueFd(), options, portal, true);
+    impl->connect_and_login(portal, options.connect_timeout);
     return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
 std::unique_ptr<Session> Session::login_on(int fd, const Portal& portal,
                                            const SessionOptions& options) {
     UniqueFd owned(fd);
-    auto impl = std::make_unique<Impl>(std::move(owned), options, portal);
-    impl->login();
+    auto impl = std::make_unique<Impl>(std::move(owned), options, portal, false);
+    try {
+        impl->login();
+    } catch (const Impl::LoginRedirect& r) {
+        fail(ErrorKind::LoginRefused, "login at " + portal.to_string() + " redirected to " +
+                                          r.to.to_string() + ", which a given connection cannot follow");
+    }
     return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -550,6 +592,10 @@ size_t Session::outstanding() const { return impl_->outstanding(); }
 void Session::run_once(std::chrono::milliseconds max_wait) { impl_->run_once(max_wait); }
 void Session::run_nowait() { impl_->run_nowait(); }
 void Session::logout(std::chrono::milliseconds timeout) { impl_->logout(timeout); }
+bool Session::recovering() const { return impl_->recovering(); }
+TmfResponse Session::lun_reset(uint64_t lun, std::chrono::milliseconds timeout) {
+    return impl_->lun_reset(lun, timeout);
+}
 SessionStats Session::stats() const { return impl_->stats(); }
 
 ScsiOutcome Session::execute(ScsiCommand command) {

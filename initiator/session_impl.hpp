@@ -1,12 +1,15 @@
 #pragma once
-// Session internals shared by session.cpp (event loop, full feature phase)
-// and login.cpp (login, discovery, logout). Private to the library.
+// Session internals shared by session.cpp (event loop, full feature phase),
+// login.cpp (login, discovery, logout) and recovery.cpp (NOP-Out pings,
+// session reinstatement). Private to the library.
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
 
+#include "rbio/initiator/error.hpp"
 #include "rbio/initiator/session.hpp"
 #include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rx_buffer.hpp"
@@ -29,12 +32,27 @@ uint64_t encode_lun(uint64_t lun);
 
 class Session::Impl {
 public:
-    Impl(UniqueFd fd, const SessionOptions& options, Portal portal);
+    // `reconnectable`: the Session made the connection itself and may make
+    // another one for recovery.
+    Impl(UniqueFd fd, const SessionOptions& options, Portal portal, bool reconnectable);
     ~Impl();
 
     // ---- login.cpp
+    // Connects to `start` and logs in there, following login redirects
+    // (status class 1, RFC 7143 §11.13.5) for a few hops; a permanent
+    // redirect also moves the portal recovery reconnects to.
+    void connect_and_login(const Portal& start, std::chrono::milliseconds connect_timeout);
+    // Logs in over fd_. A redirect throws LoginRedirect.
     void login();
+    // What login() throws for a redirect; connect_and_login follows it.
+    struct LoginRedirect {
+        Portal to;
+        bool permanent;
+    };
+    const Portal& home_portal() const { return home_portal_; }
     std::vector<DiscoveredTarget> send_targets();
+    // Mutual CHAP: the target's CHAP_N and CHAP_R answer `mine`; else AuthFailure.
+    void verify_target_chap(const KeyValues& keys, const ChapChallenge& mine, const std::string& target);
     void logout(std::chrono::milliseconds timeout);
 
     // ---- session.cpp
@@ -44,6 +62,8 @@ public:
     void run_nowait();
     SessionStats stats() const;
     const NegotiatedParams& params() const { return params_; }
+    bool recovering() const { return down_; }
+    TmfResponse lun_reset(uint64_t lun, std::chrono::milliseconds timeout);
 
 private:
     // A PDU handed to the TxQueue: its header (and owned data) live here
@@ -68,7 +88,16 @@ private:
         uint32_t exp_data_sn = 0;    // next Data-In DataSN
         uint32_t exp_r2t_sn = 0;     // next R2TSN
         uint32_t tx_refs = 0;        // queued PDUs pointing into cmd.buffer
+        uint64_t order = 0;          // submission order: retries keep it
+        unsigned resends = 0;        // times re-sent (reinstatement, abort, LU reset)
+        uint32_t cmd_sn = 0;         // its CmdSN once sent (ABORT TASK's RefCmdSN)
+        bool aborting = false;       // an ABORT TASK or LU reset covers it
         std::optional<ScsiOutcome> outcome;
+        // Back to "not sent" for a re-send: the target no longer holds it.
+        void restart() {
+            sent = aborting = false;
+            received = data_sent = exp_data_sn = exp_r2t_sn = 0;
+        }
     };
     // Data-Out PDUs still to send for one unsolicited burst or one R2T.
     struct DataOutWork {
@@ -94,6 +123,8 @@ private:
                    std::span<const uint8_t> ext = {});
     void on_tx_complete(int status);
     void pass(Clock::time_point wait_until, bool nowait = false);
+    // pass + deadlines + pings; a failure recovery can handle starts it.
+    void step(Clock::time_point wait_until, bool nowait);
     void pump();
     bool room() const;
     void start_command(Task& t);
@@ -115,13 +146,51 @@ private:
     uint32_t allocate_itt();
     // After login: RxBuffer with the session's limits and digests.
     void enter_full_feature();
+    // Receive buffer and send queue for a fresh connection on fd_ (login limits, no digests).
+    void make_transport();
+
+    // ---- task_mgmt.cpp
+    // An outstanding task management request; `done` gets the response code.
+    struct Tmf {
+        uint8_t function = 0;
+        uint64_t lun = 0;
+        uint32_t ref_itt = kNoTag;
+        Clock::time_point deadline;
+        std::function<void(uint8_t)> done;
+    };
+    void send_tmf(uint8_t function, uint64_t lun, uint32_t ref_itt, uint32_t ref_cmd_sn,
+                  std::chrono::milliseconds timeout, std::function<void(uint8_t)> done);
+    void handle_tmf_response(const iser::RxPdu& pdu);
+    // A sent command past its timeout: ABORT TASK, escalating (see SessionOptions).
+    void abort_timed_out(Task& t);
+    // LOGICAL UNIT RESET; on Complete the LU's commands are re-sent, then `after` runs.
+    void reset_lun(uint64_t lun, std::chrono::milliseconds timeout, std::function<void(uint8_t)> after);
+    // Puts a command the target no longer holds back in front of the queue.
+    void resend(Task& t);
+    // Fails (Timeout) when a request is past its deadline.
+    void check_tmf_deadlines(Clock::time_point now);
+
+    // ---- recovery.cpp
+    // Latest time the loop may sleep until for pings, or `until`.
+    Clock::time_point ping_wake(Clock::time_point until) const;
+    // Sends a NOP-Out ping when the target has been silent for the
+    // interval; a ping unanswered past its timeout fails (Timeout).
+    void check_ping(Clock::time_point now);
+    void handle_ping_answer(iser::BhsView h);
+    bool may_recover() const;
+    // Drops the connection and puts every command without status back in
+    // the queue; the next run_once passes try to log in again.
+    void connection_failed(const InitiatorError& error);
+    // One reconnect attempt if it is due, else a wait (wake_fd, until).
+    void recover(Clock::time_point until);
     [[noreturn]] void protocol_error(const std::string& what);
 
     SessionOptions options_;
-    Portal portal_;
+    Portal portal_;       // the portal of the current connection
+    Portal home_portal_;  // where recovery reconnects: the first one, or a permanent redirect's
     UniqueFd fd_;
     iser::ConnectionCounters counters_;
-    iser::SocketWriter writer_;
+    std::unique_ptr<iser::SocketWriter> writer_;  // writes to fd_; replaced with it
     std::deque<OutPdu> outq_;  // before tx_: destroyed after it
     std::unique_ptr<iser::RxBuffer> rx_;
     std::unique_ptr<iser::TxQueue> tx_;
@@ -143,6 +212,22 @@ private:
     std::optional<iser::Opcode> awaiting_;
     std::optional<Captured> captured_;
     SessionStats stats_;
+    uint64_t next_order_ = 0;
+    std::unordered_map<uint32_t, Tmf> tmfs_;  // by ITT
+
+    // NOP-Out ping in flight (kNoTag: none) and when the target last sent anything.
+    uint32_t ping_itt_ = kNoTag;
+    Clock::time_point ping_deadline_;
+    Clock::time_point last_rx_;
+
+    // Recovery state: down_ from a failure until a login succeeds again.
+    const bool reconnectable_;
+    bool down_ = false;
+    Clock::time_point down_since_;
+    Clock::time_point next_attempt_;
+    std::chrono::milliseconds backoff_{0};
+    std::string down_reason_;
+    std::string last_attempt_error_;
 };
 
 }  // namespace rbio::initiator

@@ -322,6 +322,12 @@ int bench_main(int argc, char** argv) {
                 (unsigned long long)d[iser::Counter::SendCalls], (unsigned long long)d[iser::Counter::RecvCalls],
                 (unsigned long long)polls, d.pdus_per_send(), d.pdus_per_recv(),
                 ios ? double(syscalls) / double(ios) : 0.0);
+    initiator::SessionStats end = session->stats();
+    std::printf("  recovery: reinstatements=%llu reconnect_attempts=%llu commands_retried=%llu pings=%llu "
+                "tasks_aborted=%llu lun_resets=%llu\n",
+                (unsigned long long)end.reinstatements, (unsigned long long)end.reconnect_attempts,
+                (unsigned long long)end.commands_retried, (unsigned long long)end.pings_sent,
+                (unsigned long long)end.tasks_aborted, (unsigned long long)end.lun_resets);
     if (c.verify) std::printf("  verify: %llu blocks read back and matched\n", (unsigned long long)checked);
     return kExitOk;
 }

@@ -36,10 +36,26 @@ options of every command that logs in:
   --initiator-name IQN           (default: InitiatorName of /etc/iscsi/initiatorname.iscsi,
                                  else iqn.2026-11.io.rbio:initiator)
   --chap-user NAME --chap-secret SECRET   one-way CHAP (or the secret in RBIO_CHAP_SECRET)
+  --chap-user-in NAME --chap-secret-in SECRET
+                                 mutual CHAP (with --chap-user): the target must answer the
+                                 initiator's challenge as NAME with SECRET (or the secret in
+                                 RBIO_CHAP_SECRET_IN); tgtadm --op bind --mode account --outgoing
   --header-digest, --data-digest none|accept|prefer|crc32c
                                  accept (default): offer "None,CRC32C"; prefer:
                                  "CRC32C,None"; crc32c: require it
   --connect-timeout S (5), --login-timeout S (10)
+  --replacement-timeout S (120)  after a lost connection, a command timeout or an unanswered
+                                 ping, log in again (same ISID, TSIH 0: session reinstatement)
+                                 and re-send every command without status, for at most S
+                                 seconds; then the commands fail (exit 10). 0: no recovery
+  --abort-timeout S (15), --lu-reset-timeout S (30)
+                                 a command past --timeout is aborted (ABORT TASK) and re-sent;
+                                 if the target cannot abort it, the LU is reset (LOGICAL UNIT
+                                 RESET) and its commands re-sent; no answer within these times
+                                 reinstates the session. --abort-timeout 0: reinstate at once
+  --noop-out-interval S (5), --noop-out-timeout S (5)
+                                 NOP-Out ping after S seconds without a PDU from the target;
+                                 no answer in time is handled as a lost connection. 0: no pings
   --log-level trace|debug|info|warning|error (default warning; logs go to stderr,
                                  for a login's background process to STATE_DIR/IQN.log)
   --state-dir DIR                where login/logout/session keep their state

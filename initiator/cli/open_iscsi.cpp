@@ -8,7 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <memory>
 #include <stdexcept>
 
@@ -34,6 +37,26 @@ std::string initiator_name_from_file(const std::string& path) {
     return "";
 }
 
+void parse_node_auth(const std::string& config, NodeRecord& record) {
+    std::map<std::string, std::string> auth;
+    std::istringstream in(config);
+    std::string line;
+    const std::string prefix = "node.session.auth.";
+    while (std::getline(in, line)) {
+        if (line.compare(0, prefix.size(), prefix) != 0) continue;
+        size_t eq = line.find(" = ");
+        if (eq == std::string::npos) continue;
+        std::string v = line.substr(eq + 3);
+        v.erase(v.find_last_not_of(" \t\r") + 1);
+        // iscsiadm shows unset values as "<empty>".
+        if (v != "<empty>") auth[line.substr(prefix.size(), eq - prefix.size())] = v;
+    }
+    if (auth["authmethod"] != "CHAP" || auth["username"].empty() || auth["password"].empty()) return;
+    record.chap = initiator::ChapCredentials{auth["username"], auth["password"]};
+    if (!auth["username_in"].empty() && !auth["password_in"].empty())
+        record.chap_in = initiator::ChapCredentials{auth["username_in"], auth["password_in"]};
+}
+
 std::vector<NodeRecord> read_node_records() {
     struct ContextFree {
         void operator()(iscsi_context* c) const { iscsi_context_free(c); }
@@ -53,6 +76,10 @@ std::vector<NodeRecord> read_node_records() {
         r.address = iscsi_node_conn_address_get(nodes[i]);
         r.port = iscsi_node_conn_port_get(nodes[i]);
         r.tpgt = iscsi_node_tpgt_get(nodes[i]);
+        // The dump is the only way libopeniscsiusr shows the auth keys.
+        std::unique_ptr<char, decltype(&std::free)> config(
+            const_cast<char*>(iscsi_node_dump_config(nodes[i], true)), std::free);
+        if (config) parse_node_auth(config.get(), r);
         out.push_back(std::move(r));
     }
     iscsi_nodes_free(nodes, count);

@@ -4,8 +4,11 @@
 // open-iscsi's own `iscsiadm` and read with its library, libopeniscsiusr.
 // Neither needs iscsid nor the kernel's iSCSI modules for this.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "rbio/initiator/chap.hpp"
 
 namespace rbio::cli {
 
@@ -19,7 +22,15 @@ struct NodeRecord {
     std::string address;  // without brackets for IPv6
     uint32_t port = 0;
     int32_t tpgt = -1;
+    // node.session.auth.*: set when authmethod is CHAP with a username and
+    // password (`chap`), and for mutual CHAP username_in/password_in too.
+    std::optional<initiator::ChapCredentials> chap;
+    std::optional<initiator::ChapCredentials> chap_in;
 };
+
+// Fills `record`'s CHAP credentials from a record's configuration text
+// ("key = value" lines, as iscsi_node_dump_config and iscsiadm print it).
+void parse_node_auth(const std::string& config, NodeRecord& record);
 
 // Every node record (libopeniscsiusr's iscsi_nodes_get). Throws
 // std::runtime_error with libopeniscsiusr's reason.

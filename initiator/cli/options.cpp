@@ -9,7 +9,8 @@ namespace rbio::cli {
 
 const std::vector<std::string> kSessionKeys = {
     "--initiator-name", "--chap-user",       "--chap-secret",   "--header-digest",
-    "--data-digest",    "--connect-timeout", "--login-timeout", "--log-level"};
+    "--data-digest",    "--connect-timeout", "--login-timeout", "--log-level",
+    "--chap-user-in", "--chap-secret-in", "--replacement-timeout", "--abort-timeout", "--lu-reset-timeout", "--noop-out-interval", "--noop-out-timeout"};
 
 Args::Args(int argc, char** argv, int first, const std::vector<std::string>& flags) {
     static const std::map<std::string, std::string> kShort = {{"-p", "--portal"}, {"-T", "--target"}};
@@ -75,20 +76,29 @@ initiator::Portal portal_option(const Args& args) {
     }
 }
 
+namespace {
+
+// A CHAP name and its secret, from the options or, for the secret (kept out
+// of process listings), from the environment.
+std::optional<initiator::ChapCredentials> chap_option(const Args& args, const std::string& user_key,
+                                                      const std::string& secret_key, const char* env_key) {
+    if (!args.has(user_key)) return std::nullopt;
+    std::string secret = args.get(secret_key);
+    if (const char* env = std::getenv(env_key); secret.empty() && env) secret = env;
+    if (secret.empty()) throw UsageError(user_key + " needs " + secret_key + " or " + env_key);
+    return initiator::ChapCredentials{args.get(user_key), secret};
+}
+
+}  // namespace
+
 initiator::SessionOptions session_options(const Args& args) {
     initiator::SessionOptions o;
     // As open-iscsi does: the host's name from /etc/iscsi/initiatorname.iscsi.
     if (args.has("--initiator-name")) o.initiator_name = args.get("--initiator-name");
     else if (std::string n = initiator_name_from_file(); !n.empty()) o.initiator_name = n;
-    if (args.has("--chap-user")) {
-        std::string secret = args.get("--chap-secret");
-        if (secret.empty()) {
-            const char* env = std::getenv("RBIO_CHAP_SECRET");
-            if (env) secret = env;
-        }
-        if (secret.empty()) throw UsageError("--chap-user needs --chap-secret or RBIO_CHAP_SECRET");
-        o.chap = initiator::ChapCredentials{args.get("--chap-user"), secret};
-    }
+    o.chap = chap_option(args, "--chap-user", "--chap-secret", "RBIO_CHAP_SECRET");
+    o.chap_in = chap_option(args, "--chap-user-in", "--chap-secret-in", "RBIO_CHAP_SECRET_IN");
+    if (o.chap_in && !o.chap) throw UsageError("--chap-user-in (mutual CHAP) needs --chap-user as well");
     if (args.has("--header-digest") &&
         !initiator::parse_digest_policy(args.get("--header-digest"), o.offer.header_digest))
         throw UsageError("--header-digest: none, accept, prefer or crc32c");
@@ -101,6 +111,14 @@ initiator::SessionOptions session_options(const Args& args) {
     if (args.has("--login-timeout"))
         o.login_timeout = std::chrono::milliseconds(
             parse_uint("--login-timeout", args.get("--login-timeout"), 1, 3600) * 1000);
+    auto seconds = [&](const char* key, uint64_t lo, std::chrono::milliseconds& out) {
+        if (args.has(key)) out = std::chrono::milliseconds(parse_uint(key, args.get(key), lo, 86400) * 1000);
+    };
+    seconds("--replacement-timeout", 0, o.replacement_timeout);
+    seconds("--noop-out-interval", 0, o.noop_out_interval);
+    seconds("--noop-out-timeout", 1, o.noop_out_timeout);
+    seconds("--abort-timeout", 0, o.abort_timeout);
+    seconds("--lu-reset-timeout", 1, o.lu_reset_timeout);
     return o;
 }
 

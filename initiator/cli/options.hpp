@@ -39,7 +39,9 @@ uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo
 
 // Options every subcommand that logs in understands: --initiator-name,
 // --chap-user, --chap-secret (or RBIO_CHAP_SECRET), --header-digest,
-// --data-digest, --connect-timeout, --login-timeout.
+// --data-digest, --connect-timeout, --login-timeout, --replacement-timeout,
+// --noop-out-interval, --noop-out-timeout, --abort-timeout, --lu-reset-timeout,
+// --chap-user-in, --chap-secret-in (or RBIO_CHAP_SECRET_IN).
 initiator::SessionOptions session_options(const Args& args);
 // --portal HOST[:PORT]; a malformed one is a UsageError.
 initiator::Portal portal_option(const Args& args);

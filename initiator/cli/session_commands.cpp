@@ -28,22 +28,32 @@ using initiator::UniqueFd;
 
 std::string state_dir_option(const Args& args) { return args.get("--state-dir", kDefaultStateDir); }
 
-// The portal of -p, or of the target's first open-iscsi node record.
-initiator::Portal login_portal(const Args& args, const std::string& target) {
-    if (args.has("--portal")) return portal_option(args);
+// The portal of -p, or of the target's first open-iscsi node record; CHAP
+// from that record (the one of -p's portal, if any) unless the command line
+// gives it, as iscsiadm's login takes node.session.auth.*.
+initiator::Portal login_portal(const Args& args, const std::string& target,
+                               initiator::SessionOptions& options) {
     std::vector<NodeRecord> nodes;
     try {
         nodes = read_node_records();
     } catch (const std::exception& e) {
-        throw UsageError(std::string("no -p, and ") + e.what());
+        if (!args.has("--portal")) throw UsageError(std::string("no -p, and ") + e.what());
     }
+    std::optional<initiator::Portal> wanted;
+    if (args.has("--portal")) wanted = portal_option(args);
     for (const NodeRecord& n : nodes) {
-        if (n.target != target) continue;
+        if (n.target != target || (wanted && (n.address != wanted->host || n.port != wanted->port)))
+            continue;
+        if (!options.chap && n.chap) {
+            options.chap = n.chap;
+            if (!options.chap_in) options.chap_in = n.chap_in;
+        }
         initiator::Portal p;
         p.host = n.address;
         p.port = uint16_t(n.port);
         return p;
     }
+    if (wanted) return *wanted;
     throw UsageError("no -p, and no open-iscsi node record for " + target +
                      " (rbio discover -p PORTAL stores them)");
 }
@@ -81,8 +91,8 @@ int login_main(int argc, char** argv) {
     if (!args.has("--target")) throw UsageError("login needs -T IQN (and -p HOST[:PORT] or a node record)");
     const std::string target = args.get("--target");
     DaemonConfig c;
-    c.portal = login_portal(args, target);
     c.options = session_options(args);
+    c.portal = login_portal(args, target, c.options);
     c.options.target_name = target;
     // Whole FUSE requests (up to 1 MiB) in few Data-In PDUs.
     c.options.offer.max_recv_data_segment_length = 256u << 10;

@@ -93,7 +93,9 @@ std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
     const auto& t = s.session.transport;
     o << "  transport pdus_out=" << t[iser::Counter::PdusOut] << " pdus_in=" << t[iser::Counter::PdusIn]
       << " send_calls=" << t[iser::Counter::SendCalls] << " recv_calls=" << t[iser::Counter::RecvCalls]
-      << " poll_calls=" << s.session.poll_calls << " commands=" << s.session.commands << "\n"
+      << " poll_calls=" << s.session.poll_calls << " commands=" << s.session.commands
+      << " reinstatements=" << s.session.reinstatements << " commands_retried=" << s.session.commands_retried
+      << " pings=" << s.session.pings_sent << "\n"
       << "  log " << rec.log << "\n";
     return o.str();
 }

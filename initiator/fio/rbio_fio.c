@@ -35,6 +35,7 @@ struct rbio_fio_options {
 	char *header_digest;
 	char *data_digest;
 	unsigned int timeout_ms;
+	unsigned int replacement_timeout_ms;
 };
 
 static struct fio_option options[] = {
@@ -117,7 +118,17 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct rbio_fio_options, timeout_ms),
 		.def = "30000",
-		.help = "milliseconds a command may take before the session ends",
+		.help = "milliseconds a command may take before it is aborted (ABORT TASK) and sent again",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_ISCSI,
+	},
+	{
+		.name = "replacement_timeout",
+		.lname = "rbio replacement timeout",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct rbio_fio_options, replacement_timeout_ms),
+		.def = "120000",
+		.help = "milliseconds a lost session is reinstated for before its I/Os fail (0: no recovery)",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
 	},
@@ -143,6 +154,7 @@ static void settings_of(struct thread_data *td, struct rbio_fio_settings *s)
 	s->header_digest = o->header_digest;
 	s->data_digest = o->data_digest;
 	s->timeout_ms = o->timeout_ms;
+	s->replacement_timeout_ms = o->replacement_timeout_ms;
 	s->max_io_bytes = max_bs > 0xffffffffULL ? 0xffffffffU : (unsigned int)max_bs;
 }
 

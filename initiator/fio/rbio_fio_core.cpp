@@ -108,6 +108,7 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
             std::clamp<uint32_t>(s->max_io_bytes, 65536, 256u << 10);
         opts.rx_buffer_bytes =
             std::max<size_t>(1u << 20, 4 * size_t(opts.offer.max_recv_data_segment_length));
+        opts.replacement_timeout = std::chrono::milliseconds(s->replacement_timeout_ms);
 
         auto c = std::make_unique<rbio_fio_conn>();
         c->lun = s->lun;

@@ -23,6 +23,7 @@ struct rbio_fio_settings {
     const char *header_digest;  /* none, accept, prefer, crc32c */
     const char *data_digest;
     unsigned int timeout_ms;    /* per command */
+    unsigned int replacement_timeout_ms; /* session recovery; 0: none */
     unsigned int max_io_bytes;  /* largest I/O the job issues (sizes buffers) */
 };
 

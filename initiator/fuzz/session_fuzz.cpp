@@ -155,6 +155,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.rx_buffer_bytes = (bits & 4) ? 65536 + 48 + 8 : 1u << 18;
     o.direct_data_threshold = (bits & 8) ? 512 : 32 * 1024;
     o.login_timeout = std::chrono::milliseconds(3000);
+    // Nothing that depends on wall-clock time beyond the command timeout:
+    // an input must replay the same way (no pings, no ABORT TASK).
+    o.noop_out_interval = std::chrono::milliseconds(0);
+    o.abort_timeout = std::chrono::milliseconds(0);
     try {
         auto s = Session::login_on(sp[0], Portal{"fuzz-target", 3260}, o);
         run(*s, mode);

@@ -10,12 +10,10 @@
 # node records that `iscsiadm -m node` lists and that `rbio login` without
 # -p uses. Runs in a private mount namespace with a private copy of
 # /etc/iscsi, so neither the host's mounts nor its node database change.
-if [[ -z ${RBIO_FUSE_TEST_NS:-} ]]; then
-  exec env RBIO_FUSE_TEST_NS=1 unshare -m --propagation private bash "$0" "$@"
-fi
 source "$(dirname "$0")/../lib/tgt-test.sh"
+source "$(dirname "$0")/../lib/initiator-test.sh"
+in_private_mount_namespace "$0" "$@"
 tgt_test_init 40
-RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 IQN=iqn.2026-11.io.rbio:fuse-test
 HOSTNAME_IQN=iqn.2026-11.io.rbio:fuse-test-host
 P="127.0.0.1:$PORT"
@@ -45,19 +43,8 @@ trap fuse_cleanup EXIT
 
 # A private node database: a copy of /etc/iscsi with no records and our own
 # initiator name, bind-mounted over it in this namespace only.
-mkdir -p "$WORK/etc-iscsi"
-cp -a /etc/iscsi/. "$WORK/etc-iscsi/"
-rm -rf "$WORK/etc-iscsi/nodes" "$WORK/etc-iscsi/send_targets"
-echo "InitiatorName=$HOSTNAME_IQN" > "$WORK/etc-iscsi/initiatorname.iscsi"
-mount --bind "$WORK/etc-iscsi" /etc/iscsi
+private_etc_iscsi "$HOSTNAME_IQN"
 
-rc_is() {
-  local want=$1; shift
-  local rc=0
-  "$@" >"$WORK/out" 2>&1 || rc=$?
-  (( rc == want )) || { echo "  exit $rc, wanted $want:"; tail -5 "$WORK/out"; return 1; }
-}
-out_has() { grep -q -- "$1" "$WORK/out"; }
 mounted() { grep -q " $1 " /proc/self/mountinfo; }
 session_pid() { sed -n 's/^pid=//p' "$SD"/*.state 2>/dev/null | head -1; }
 no_process() { [[ -z $1 ]] || ! kill -0 "$1" 2>/dev/null || grep -q '^[^)]*) Z' "/proc/$1/stat" 2>/dev/null; }

@@ -6,20 +6,12 @@
 # it once through rbio's transport and once through tgt's stock one
 # (RBIO_TRANSPORT=off).
 source "$(dirname "$0")/../lib/tgt-test.sh"
+source "$(dirname "$0")/../lib/initiator-test.sh"
 tgt_test_init 20
-RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 IQN=iqn.2026-11.io.rbio:initiator-test
 P="127.0.0.1:$PORT"
 
-# rc_is CODE COMMAND...: the command exits with CODE (output in $WORK/out).
-rc_is() {
-  local want=$1; shift
-  local rc=0
-  "$@" >"$WORK/out" 2>&1 || rc=$?
-  (( rc == want )) || { echo "  exit $rc, wanted $want:"; tail -3 "$WORK/out"; return 1; }
-}
 bench() { rc_is 0 timeout 120 "$RBIO" bench -T "$IQN" -p "$P" --lun 1 --time 2 --verify "$@"; }
-out_has() { grep -q -- "$1" "$WORK/out"; }
 
 run_all() {
   local label=$1

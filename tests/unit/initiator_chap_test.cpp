@@ -49,3 +49,19 @@ TEST(InitiatorChap, MalformedValuesAreProtocolErrors) {
         }
     }
 }
+
+TEST(InitiatorChap, MutualChallengeAndCheck) {
+    // RFC 7143 §12.1.3: the initiator's challenge to the target; 16 random
+    // bytes each time, and only MD5(id || secret || challenge) matches.
+    ChapChallenge a = make_chap_challenge(), b = make_chap_challenge();
+    ASSERT_EQ(a.challenge.size(), 16u);
+    EXPECT_NE(a.challenge, b.challenge);
+    std::string secret = "target-secret-2", other = "target-secret-3";
+    auto right = chap_md5_response(a.id, bytes_of(secret), a.challenge);
+    EXPECT_TRUE(chap_md5_matches(a.id, bytes_of(secret), a.challenge, right));
+    EXPECT_FALSE(chap_md5_matches(a.id, bytes_of(other), a.challenge, right));
+    EXPECT_FALSE(chap_md5_matches(uint8_t(a.id + 1), bytes_of(secret), a.challenge, right));
+    EXPECT_FALSE(chap_md5_matches(a.id, bytes_of(secret), b.challenge, right));
+    EXPECT_FALSE(chap_md5_matches(a.id, bytes_of(secret), a.challenge,
+                                  std::span<const uint8_t>(right.data(), 15)));  // truncated
+}

@@ -1,7 +1,8 @@
 #pragma once
 // CHAP for iSCSI login (RFC 7143 §12.1.3, RFC 1994): the initiator answers
 // the target's identifier and challenge with MD5(id || secret || challenge).
-// Only one-way CHAP (the target authenticates the initiator) for now.
+// With mutual CHAP the initiator then challenges the target the same way and
+// checks its answer.
 #include <array>
 #include <cstdint>
 #include <span>
@@ -22,6 +23,18 @@ inline constexpr int kChapMd5 = 5;
 // MD5 over the one-byte identifier, the secret and the challenge.
 std::array<uint8_t, 16> chap_md5_response(uint8_t id, std::span<const uint8_t> secret,
                                           std::span<const uint8_t> challenge);
+
+// The initiator's challenge to the target (mutual CHAP): a random
+// identifier and 16 random bytes from OpenSSL's CSPRNG.
+struct ChapChallenge {
+    uint8_t id = 0;
+    std::vector<uint8_t> challenge;
+};
+// Throws InitiatorError(AuthFailure) when no random bytes are available.
+ChapChallenge make_chap_challenge();
+// Whether `response` is MD5(id || secret || challenge), compared in constant time.
+bool chap_md5_matches(uint8_t id, std::span<const uint8_t> secret,
+                      std::span<const uint8_t> challenge, std::span<const uint8_t> response);
 
 // A binary value of an iSCSI key (RFC 7143 §6.1): "0x" + hex digits, or
 // "0b" + base64. Throws InitiatorError(Protocol) when malformed or empty.

@@ -1,7 +1,8 @@
 #pragma once
-// Errors of the initiator. Every one ends the session it happened in (the
-// initiator runs at ErrorRecoveryLevel 0: there is no recovery inside a
-// session), and each kind maps to one exit code of the `rbio` CLI.
+// Errors of the initiator. Each kind maps to one exit code of the `rbio`
+// CLI. Thrown out of Session::run_once, every one ends the session; inside
+// it, Timeout and ConnectionLost first lead to task management or session
+// reinstatement (see session.hpp) and escape only when those give up.
 #include <stdexcept>
 #include <string>
 

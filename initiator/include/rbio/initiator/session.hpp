@@ -10,10 +10,23 @@
 // command's buffer. Completions run inside run_once and may submit more
 // commands, which leave with the next pass.
 //
+// A command past its timeout is aborted (ABORT TASK, then LOGICAL UNIT
+// RESET; see SessionOptions::abort_timeout) and re-sent.
+//
+// Recovery (RFC 7143 §6.3.5, session reinstatement at ErrorRecoveryLevel 0):
+// when the connection breaks, task management fails or a NOP-Out ping goes
+// unanswered, the loop drops the connection, logs in again with the
+// same ISID and TSIH 0 (the target then ends the old session) and re-sends,
+// in their original order, every command that got no status. A command
+// reported done was acknowledged by the target; none is reported done
+// otherwise. Attempts back off from 250 ms to 4 s and end after
+// replacement_timeout: run_once then throws.
+//
 // Anything malformed from the target (a bad field, a tag or offset that does
-// not fit, a sequence number out of order), a command past its timeout, or a
-// lost connection ends the session: run_once throws InitiatorError, and the
-// Session is unusable afterwards. Commands outstanding then never complete.
+// not fit, a sequence number out of order) is not recovered from: run_once
+// throws InitiatorError(Protocol), as it does when recovery is off or gives
+// up, and the Session is unusable afterwards. Commands outstanding then never
+// complete.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -43,6 +56,9 @@ struct SessionOptions {
     std::string target_name;  // ignored for discovery sessions
     bool discovery = false;
     std::optional<ChapCredentials> chap;  // one-way CHAP when set
+    // Mutual CHAP (with `chap`): the name and secret the target must answer
+    // the initiator's challenge with (open-iscsi's username_in/password_in).
+    std::optional<ChapCredentials> chap_in;
     LoginOffer offer;
     std::chrono::milliseconds connect_timeout{5000};
     std::chrono::milliseconds login_timeout{10000};
@@ -58,7 +74,46 @@ struct SessionOptions {
     // The ISID (RFC 7143 §11.12.5); a random one when not set. Tests and the
     // fuzzer (initiator/fuzz/) set it so replies can echo it.
     std::optional<std::array<uint8_t, 6>> isid;
+
+    // How long the session tries to reinstate itself after a failure before
+    // run_once gives up (open-iscsi's replacement_timeout); 0: no recovery,
+    // the first failure ends the session. Sessions made with login_on and
+    // discovery sessions never recover (there is nothing to reconnect to,
+    // or nothing to retry).
+    std::chrono::milliseconds replacement_timeout{120000};
+    // A command re-sent this many times (once per reinstatement while it was
+    // outstanding) and failing again ends the session: it is the command,
+    // not the connection, that the target cannot complete.
+    unsigned command_retries = 5;
+    // NOP-Out pings (open-iscsi's noop_out_interval / noop_out_timeout): one
+    // after `interval` without any PDU from the target; no answer within
+    // `timeout` counts as a lost connection. 0 interval: no pings.
+    std::chrono::milliseconds noop_out_interval{5000};
+    std::chrono::milliseconds noop_out_timeout{5000};
+    // Task management (RFC 7143 §11.5) when a sent command passes its
+    // timeout: ABORT TASK, answered within abort_timeout, re-sends just that
+    // command; if the target cannot abort it, LOGICAL UNIT RESET (answered
+    // within lu_reset_timeout) re-sends every command of the LU; anything
+    // else, or no answer, escalates to session reinstatement. 0
+    // abort_timeout: straight to reinstatement (open-iscsi's abort_timeout
+    // and lu_reset_timeout).
+    std::chrono::milliseconds abort_timeout{15000};
+    std::chrono::milliseconds lu_reset_timeout{30000};
 };
+
+// Task Management Function Response codes (RFC 7143 §11.6.1).
+enum class TmfResponse : uint8_t {
+    Complete = 0,
+    NoSuchTask = 1,
+    NoSuchLun = 2,
+    TaskStillAllegiant = 3,
+    ReassignmentNotSupported = 4,
+    NotSupported = 5,
+    AuthorizationFailed = 6,
+    Rejected = 255,
+};
+// E.g. "function complete"; "response N" for codes RFC 7143 does not define.
+std::string to_string(TmfResponse r);
 
 enum class DataDirection : uint8_t { None, Read, Write };
 
@@ -98,6 +153,12 @@ struct SessionStats {
     uint64_t passes = 0;
     uint64_t commands = 0;
     uint64_t data_direct_bytes = 0;  // Data-In bytes received in place
+    uint64_t reinstatements = 0;     // successful session reinstatements
+    uint64_t reconnect_attempts = 0; // logins tried for them, successful or not
+    uint64_t commands_retried = 0;   // commands re-sent on a reinstated session
+    uint64_t pings_sent = 0;         // NOP-Out pings
+    uint64_t tasks_aborted = 0;      // ABORT TASK requests
+    uint64_t lun_resets = 0;         // LOGICAL UNIT RESET requests
     uint64_t syscalls() const {
         return transport[iser::Counter::RecvCalls] + transport[iser::Counter::SendCalls] + poll_calls;
     }
@@ -129,7 +190,9 @@ public:
     // Commands submitted and not yet completed.
     size_t outstanding() const;
     // One pass of the event loop; waits at most max_wait for input (less if a
-    // command's deadline comes first). Throws InitiatorError when the
+    // command's deadline comes first). While the session is down it makes
+    // at most one reconnect attempt (connect and login, which may take up to
+    // connect_timeout + login_timeout). Throws InitiatorError when the
     // session ends.
     void run_once(std::chrono::milliseconds max_wait);
     // One pass that never waits: sends what is ready (one flush) and reaps
@@ -139,7 +202,16 @@ public:
     void run_nowait();
     // submit + run_once until done.
     ScsiOutcome execute(ScsiCommand command);
+    // LOGICAL UNIT RESET of `lun` (RFC 7143 §11.5.1): runs the loop until the
+    // target answers and returns its answer. On Complete, the LU's commands
+    // that had no status were ended by the reset and are re-sent. Throws
+    // InitiatorError: Timeout without an answer in time, ConnectionLost if
+    // the session fails meanwhile (it is then being reinstated).
+    TmfResponse lun_reset(uint64_t lun, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+    // True while the connection is down and being reinstated.
+    bool recovering() const;
     // Logout (reason: close the session). Needs no outstanding commands.
+    // While recovering there is nothing to log out of: it returns at once.
     void logout(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
     SessionStats stats() const;
