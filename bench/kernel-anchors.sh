@@ -38,9 +38,25 @@
 # whatever else disturbs the guest hits them alike.
 #
 # Columns: IOPS and MB/s (10^6 bytes/s) per target; rbio/stock and
-# lio/stock (medians of the per-round ratios); tgtd CPU per I/O for the two
-# tgtds (utime+stime of the tgtd process from /proc/PID/stat over the fio
-# run, divided by its I/Os; LIO works in kernel threads, not counted).
+# lio/stock (medians of the per-round ratios); then CPU time per I/O,
+# sampled right before and after each fio job, two ways:
+#   target  the target's own threads: utime+stime of the tgtd process
+#           (/proc/PID/stat) for the two tgtds; for LIO, which works in
+#           kernel threads, utime+stime of its connection's receive and
+#           transmit threads (iscsi_trx, iscsi_ttx). That LIO figure is a
+#           lower bound: command completion runs in shared kworker threads
+#           (target_completion workqueue) and TCP receive in softirqs,
+#           which no thread of LIO's own is charged for;
+#   guest   the whole guest's busy CPU per I/O: vCPUs x elapsed time
+#           minus idle and iowait time (/proc/uptime, /proc/stat): the
+#           initiator, fio, the network stack and the target together, the
+#           same measure for all three; the initiator's share is about the
+#           same for each, so differences between the columns are
+#           differences of the targets. (Busy time is derived from idle
+#           time because the kernel measures idle time exactly but samples
+#           user and system time per timer tick, and under TCG ticks are
+#           irregular: in a trial run their sum came out below what the
+#           stock tgtd alone had used.)
 # Under TCG everything is emulated: absolute numbers are low and measure
 # CPU cost per I/O rather than the wire; read the ratios.
 set -euo pipefail
@@ -96,7 +112,7 @@ T0=$EPOCHREALTIME
 CONFIGS=(stock rbio lio)
 declare -A ADDR=([lio]=127.0.0.1:3260 [stock]=127.0.0.1:3261 [rbio]=127.0.0.1:3262)
 declare -A CTLPORT=([stock]=5701 [rbio]=5702)
-declare -A IQN=() DEV=() TGTD_PID=()
+declare -A IQN=() DEV=() TGTD_PID=() TARGET_PIDS=()
 for c in "${CONFIGS[@]}"; do IQN[$c]=iqn.2026-11.io.rbio:anchor-$c; done
 # Workloads: NAME RW BLOCK-SIZE IN-FLIGHT
 WORKLOADS=(
@@ -178,6 +194,31 @@ for c in "${CONFIGS[@]}"; do
   must "$c: its LUN appears as a disk" wait_disk_of "${IQN[$c]}" "$([[ $c == lio ]] && echo 0 || echo 1)"
   DEV[$c]=$DISK
 done
+# LIO serves a connection with a receive and a transmit kernel thread,
+# created at login: the CPU samples below count them as LIO's. The
+# discovery connection's pair ends shortly after discovery; should it still
+# be there after 10 s, the session's pair is the one started last.
+lio_scan() {  # "START PID NAME" of each LIO connection thread, newest first
+  local p comm start
+  for p in /proc/[0-9]*; do
+    { comm=$(< "$p/comm") && start=$(awk '{ print $22 }' "$p/stat"); } 2>/dev/null || continue
+    if [[ $comm == iscsi_trx || $comm == iscsi_ttx ]]; then echo "$start ${p#/proc/} $comm"; fi
+  done | sort -k1,1nr -k3,3
+}
+lio_threads() {
+  local i
+  for (( i = 0; i < 100; i++ )); do
+    lio_scan > "$WORK/lio-threads"
+    (( $(wc -l < "$WORK/lio-threads") == 2 )) && break
+    sleep 0.1
+  done
+  sed 's/^/  LIO thread (start, pid, name): /' "$WORK/lio-threads"
+  mapfile -t LIO_PIDS < <(awk '!seen[$3]++ { print $2 }' "$WORK/lio-threads")
+  echo "  counted as LIO's session: pids ${LIO_PIDS[*]:-none}"
+  (( ${#LIO_PIDS[@]} == 2 ))
+}
+must "lio: one receive and one transmit thread serve the session" lio_threads
+TARGET_PIDS=([stock]="${TGTD_PID[stock]}" [rbio]="${TGTD_PID[rbio]}" [lio]="${LIO_PIDS[*]}")
 
 sysq() { cat "/sys/block/${DEV[$1]#/dev/}/queue/$2"; }
 {
@@ -197,11 +238,23 @@ echo
 
 # --- measuring --------------------------------------------------------------------
 # One fio run per round, its jobs one after the other (stonewall): under
-# TCG fio alone takes about 5 s to start (it links 60 libraries). Each tgtd
-# job samples the tgtd's utime+stime right before and after its I/O
-# (exec_prerun/exec_postrun, run by the job itself; fio saves their output
-# in the working folder as JOB.prerun.txt and JOB.postrun.txt).
-printf 'round\tworkload\tconfig\tios\tiops\tmbps\ttgtd_cpu_us_per_io\n' > "$RAW"
+# TCG fio alone takes about 5 s to start (it links 60 libraries). Each job
+# samples CPU time right before and after its I/O (exec_prerun/exec_postrun,
+# run by the job itself; fio saves their output in the working folder as
+# JOB.prerun.txt and JOB.postrun.txt): one line "TARGET UPTIME IDLE" in
+# clock ticks: utime+stime of the target's threads, the guest's uptime and
+# its idle+iowait time summed over its vCPUs.
+cat > "$WORK/cpu-sample.sh" <<'SAMPLE'
+# cpu-sample.sh PID...: "TARGET UPTIME IDLE" clock ticks (see kernel-anchors.sh)
+for p in "$@"; do set -- "$@" "/proc/$p/stat"; shift; done
+awk -v hz="$(getconf CLK_TCK)" '
+  FILENAME == "/proc/uptime" { up = $1 * hz; next }
+  FILENAME == "/proc/stat" { if ($1 == "cpu") idle = $5 + $6; next }
+  { target += $14 + $15 }
+  END { printf "%d %.0f %d\n", target, up, idle }' "$@" /proc/uptime /proc/stat
+SAMPLE
+NCPU=$(nproc)
+printf 'round\tworkload\tconfig\tios\tiops\tmbps\ttarget_cpu_us_per_io\tguest_cpu_us_per_io\n' > "$RAW"
 round_jobs() {  # round_jobs ROUND: the round's fio job file on stdout
   local r=$1 w k c name rw bs qd
   printf '[global]\ndirect=1\nioengine=libaio\ntime_based\nruntime=%s\nnorandommap\nrandrepeat=0\nstonewall\n' \
@@ -211,10 +264,8 @@ round_jobs() {  # round_jobs ROUND: the round's fio job file on stdout
     for (( k = 0; k < ${#CONFIGS[@]}; k++ )); do
       c=${CONFIGS[$(( (k + r + w) % ${#CONFIGS[@]} ))]}
       printf '\n[%s@%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$c" "${DEV[$c]}" "$rw" "$bs" "$qd"
-      [[ -n ${TGTD_PID[$c]:-} ]] || continue
-      # fio saves each command's output as JOB.prerun.txt / JOB.postrun.txt.
-      printf 'exec_%s=awk '"'"'{ print $14 + $15 }'"'"' /proc/%s/stat\n' \
-        prerun "${TGTD_PID[$c]}" postrun "${TGTD_PID[$c]}"
+      printf 'exec_%s=sh %s %s\n' prerun "$WORK/cpu-sample.sh" "${TARGET_PIDS[$c]}" \
+        postrun "$WORK/cpu-sample.sh" "${TARGET_PIDS[$c]}"
     done
   done
 }
@@ -233,21 +284,20 @@ for (( r = 1; r <= ROUNDS; r++ )); do
     [[ ${#f[@]} -gt 50 && ${f[0]} == 3 ]] || continue
     job=${f[2]} name=${job%@*} c=${job#*@}
     (( f[4] == 0 )) || die "fio reported error ${f[4]} for $name on $c"
-    cpu=""
-    if [[ -n ${TGTD_PID[$c]:-} ]]; then
-      pre=$(tail -1 "$WORK/$job.prerun.txt" 2>/dev/null) post=$(tail -1 "$WORK/$job.postrun.txt" 2>/dev/null)
-      [[ $pre =~ ^[0-9]+$ && $post =~ ^[0-9]+$ ]] \
-        || die "no tgtd CPU sample for $job ($WORK/$job.prerun.txt, .postrun.txt)"
-      cpu=$(( post - pre ))
-    fi
+    pre=$(tail -1 "$WORK/$job.prerun.txt" 2>/dev/null) post=$(tail -1 "$WORK/$job.postrun.txt" 2>/dev/null)
+    [[ $pre =~ ^[0-9]+\ [0-9]+\ [0-9]+$ && $post =~ ^[0-9]+\ [0-9]+\ [0-9]+$ ]] \
+      || die "no CPU sample for $job ($WORK/$job.prerun.txt, .postrun.txt: '$pre', '$post')"
     awk -v r="$r" -v name="$name" -v c="$c" -v bs="${BS[$name]}" -v rkb="${f[5]}" -v rms="${f[8]}" \
-        -v wkb="${f[46]}" -v wms="${f[49]}" -v ticks="$cpu" -v hz="$CLK_TCK" 'BEGIN {
+        -v wkb="${f[46]}" -v wms="${f[49]}" -v pre="$pre" -v post="$post" -v hz="$CLK_TCK" -v ncpu="$NCPU" '
+    function per_io(ticks) { return ios == 0 ? "-" : sprintf("%.1f", ticks / hz * 1e6 / ios) }
+    BEGIN {
       kb = rkb + wkb; ms = rkb > 0 ? rms : wms; ios = kb * 1024 / bs
-      cpu = (ticks == "" || ios == 0) ? "-" : sprintf("%.1f", ticks / hz * 1e6 / ios)
-      printf "%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\n", r, name, c, ios, ios / (ms / 1000), kb * 1024 / (ms / 1000) / 1e6, cpu
+      split(pre, a, " "); split(post, b, " ")
+      printf "%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\n", r, name, c, ios, ios / (ms / 1000),
+        kb * 1024 / (ms / 1000) / 1e6, per_io(b[1] - a[1]), per_io((b[2] - a[2]) * ncpu - (b[3] - a[3]))
     }' >> "$RAW"
   done < "$WORK/round.terse"
-  awk -F'\t' -v r="$r" '$1 == r { printf "  round %s  %-18s %-5s %7s IOPS %7s MB/s  tgtd %8s us/IO\n", $1, $2, $3, $5, $6, $7 }' "$RAW" >&2
+  awk -F'\t' -v r="$r" '$1 == r { printf "  round %s  %-18s %-5s %7s IOPS %7s MB/s  target %8s us/IO  guest %8s us/IO\n", $1, $2, $3, $5, $6, $7, $8 }' "$RAW" >&2
   awk -v r="$r" -v a="$w0" -v b="$EPOCHREALTIME" 'BEGIN { printf "  round %s: %.0f s\n", r, b - a }' >&2
   (( $(awk -F'\t' -v r="$r" '$1 == r' "$RAW" | wc -l) == ${#WORKLOADS[@]} * ${#CONFIGS[@]} )) \
     || die "round $r: fio reported fewer results than jobs (see $WORK/round.terse)"
@@ -268,20 +318,23 @@ table=$(awk -F'\t' -v order="$order" '
     return n > 1 ? sprintf("%.2f [%.2f-%.2f]", median(s), a[1], a[n]) : sprintf("%.2f", median(s))
   }
   NR > 1 { k = $2 SUBSEP $3; iops[k] = iops[k] " " $5; mbps[k] = mbps[k] " " $6; cpu[k] = cpu[k] " " $7
-           v[$1, $2, $3] = $5; rounds[$1] = 1 }
+           guest[k] = guest[k] " " $8; v[$1, $2, $3] = $5; rounds[$1] = 1 }
   END {
-    print "| workload | stock IOPS | rbio IOPS | LIO IOPS | stock MB/s | rbio MB/s | LIO MB/s | rbio/stock | LIO/stock | tgtd CPU us/IO stock | rbio |"
-    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+    print "| workload | stock IOPS | rbio IOPS | LIO IOPS | stock MB/s | rbio MB/s | LIO MB/s | rbio/stock | LIO/stock " \
+          "| target CPU us/IO: stock tgtd | rbio tgtd | LIO threads (lower bound) " \
+          "| guest busy CPU us/IO (all of it): stock | rbio | LIO |"
+    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
     n = split(order, ws, "\n")
     for (i = 1; i <= n; i++) {
       w = ws[i]; rr = ""; rl = ""
       for (r in rounds) {
         rr = rr " " v[r, w, "rbio"] / v[r, w, "stock"]; rl = rl " " v[r, w, "lio"] / v[r, w, "stock"]
       }
-      printf "| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f | **%s** | %s | %.0f | %.0f |\n", w,
+      printf "| %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f | **%s** | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", w,
         median(iops[w, "stock"]), median(iops[w, "rbio"]), median(iops[w, "lio"]),
         median(mbps[w, "stock"]), median(mbps[w, "rbio"]), median(mbps[w, "lio"]),
-        ratio(rr), ratio(rl), median(cpu[w, "stock"]), median(cpu[w, "rbio"])
+        ratio(rr), ratio(rl), median(cpu[w, "stock"]), median(cpu[w, "rbio"]), median(cpu[w, "lio"]),
+        median(guest[w, "stock"]), median(guest[w, "rbio"]), median(guest[w, "lio"])
     }
   }' "$RAW")
 { cat "$RESULTS/header.md"; echo; echo "$table"; } > "$RESULTS/results.md"

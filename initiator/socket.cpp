@@ -18,18 +18,6 @@
 
 namespace rbio::initiator {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.release();
-    }
-    return *this;
-}
-
-UniqueFd::~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 Portal Portal::parse(std::string_view text) {
     Portal p;
     std::string_view port;

@@ -9,6 +9,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
+source "$ROOT/scripts/lib/debian-source.sh"
 
 PACKAGES=(
   build-essential cmake pkg-config dpkg-dev   # the build; dpkg-source for tgt's headers
@@ -77,32 +78,23 @@ if (( want_apt )) || dpkg-query -W fio >/dev/null 2>&1; then
   bash "$ROOT/scripts/fio-headers.sh"
 fi
 
-tgt_version=$(dpkg-query -W -f='${Version}' tgt 2>/dev/null) || die "tgt is not installed"
-# A colon (epoch) in a path upsets include-path lists: use "_" instead.
-dest="$CACHE/tgt-src/${tgt_version//:/_}"
-if [[ -f $dest/.complete ]]; then
+tgt_version=$(installed_version tgt) || die "tgt is not installed"
+dest=$(version_dir "$CACHE/tgt-src" "$tgt_version")
+if cache_complete "$dest"; then
   log "tgt $tgt_version headers present in $dest"
   exit 0
 fi
 
 log "fetching Debian source of tgt $tgt_version"
-work=$(mktemp -d "$CACHE.tgt-XXXXXX" 2>/dev/null || { mkdir -p "$CACHE"; mktemp -d "$CACHE/tgt-XXXXXX"; })
+mkdir -p "$CACHE"
+work=$(mktemp -d "$CACHE/tgt-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-(
-  cd "$work"
-  apt-get source -q --download-only "tgt=$tgt_version" > apt-source.log 2>&1 \
-    || { cat apt-source.log >&2; exit 1; }
-  dsc=$(ls ./*.dsc 2>/dev/null | head -1)
-  [[ -n $dsc ]] || { echo "setup: error: apt-get source tgt=$tgt_version fetched nothing (deb-src enabled? apt-get update run?)" >&2; exit 1; }
-  dpkg-source -q -x "$dsc" src > dpkg-source.log 2>&1 \
-    || { cat dpkg-source.log >&2; exit 1; }
-)
+unpack_debian_source tgt "$tgt_version" "$work" || die "cannot fetch the source of tgt $tgt_version"
 [[ -f $work/src/usr/tgtd.h ]] || die "tgt source of $tgt_version has no usr/tgtd.h"
 mkdir -p "$dest"
 # Only the headers the C glue needs: they stay outside the repository.
 cp "$work"/src/usr/*.h "$dest/"
 mkdir -p "$dest/iscsi"
 cp "$work"/src/usr/iscsi/*.h "$dest/iscsi/"
-echo "$tgt_version" > "$dest/VERSION"
-touch "$dest/.complete"
+mark_complete "$dest" "$tgt_version"
 log "tgt $tgt_version headers in $dest"

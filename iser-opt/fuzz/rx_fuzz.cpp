@@ -9,8 +9,6 @@
 // Input: 12 bytes of settings, then the stream (see settings_from()).
 // Build and run: see iser-opt/README.md.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -18,17 +16,11 @@
 #include "rbio/iser/crc32c.hpp"
 #include "rbio/iser/rx_buffer.hpp"
 
+#include "fuzz_check.hpp"
+
 namespace {
 
 using namespace rbio::iser;
-
-#define FUZZ_CHECK(cond)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            std::fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__);    \
-            std::abort();                                                         \
-        }                                                                         \
-    } while (0)
 
 constexpr size_t kSettingsBytes = 12;
 

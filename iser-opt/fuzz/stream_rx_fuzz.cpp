@@ -14,23 +14,15 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "rbio/iser/stream_rx.hpp"
 
+#include "fuzz_check.hpp"
+
 namespace {
 
 using namespace rbio::iser;
-
-#define FUZZ_CHECK(cond)                                                            \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            std::fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__); \
-            std::abort();                                                           \
-        }                                                                           \
-    } while (0)
 
 struct Fds {
     int fd[2] = {-1, -1};

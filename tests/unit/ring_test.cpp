@@ -2,7 +2,7 @@
 #include <sys/epoll.h>
 
 #include "rbio/bs/ring.hpp"
-#include "rbio/bs/unique_fd.hpp"
+#include "rbio/common/unique_fd.hpp"
 
 using rbio::bs::Ring;
 
@@ -39,7 +39,7 @@ TEST(Ring, SqIsBoundedByItsSize) {
 TEST(Ring, EventFdIsValidAndWatchable) {
     Ring ring(4);
     ASSERT_GE(ring.event_fd(), 0);
-    rbio::bs::UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
+    rbio::UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
     ASSERT_TRUE(ep);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLET;

@@ -18,6 +18,9 @@
  * same pass and requests buffered meanwhile are processed on the send path.
  * Login, negotiation, SCSI and task management stay tgt's.
  *
+ * Unlike stock tgt, connections are accepted only while tgtd can serve a
+ * login (see "accepting only when tgtd is ready").
+ *
  * Response data is sent from the core's own buffers without a copy. The
  * core frees a task and its buffers as soon as it has handed the last part
  * over, so the free callbacks defer the release until the sendmsg() that
@@ -31,12 +34,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "iscsid.h"
@@ -134,6 +139,8 @@ static void *data_alloc(size_t size)
 
 /* ---- one connection */
 
+#define RBIO_PEER_LEN (INET6_ADDRSTRLEN + 16)
+
 struct rbio_conn {
 	int fd;
 	struct rbio_tcp_conn *engine;
@@ -150,7 +157,7 @@ struct rbio_conn {
 					* again */
 	int bhs_have;                  /* bytes of the current BHS handed over */
 	struct rbio_block *deferred, *deferred_tail;
-	char peer[INET6_ADDRSTRLEN + 16];
+	char peer[RBIO_PEER_LEN];
 	/* NOP-In pings, as tgt's own TCP transport does them */
 	int nop_inflight_count;
 	int nop_interval;
@@ -590,9 +597,12 @@ static int tp_init(void)
 	return 0;
 }
 
+static void stop_ready_timer(void);
+
 /* tgtd is exiting: a statistics file of a process that is gone would mislead. */
 static void tp_exit(void)
 {
+	stop_ready_timer();
 	if (settings.stats_file[0])
 		rbio_tp_stats_remove(settings.stats_file);
 }
@@ -620,6 +630,158 @@ static struct iscsi_transport rbio_tcp = {
 	.ep_getpeername = tp_getpeername,
 	.ep_nop_reply = tp_nop_reply,
 };
+
+/* ---- accepting only when tgtd is ready */
+
+/*
+ * A starting tgtd listens before it is configured: tgt.service sets its
+ * State offline, adds the targets and their LUNs, then sets it ready, and
+ * tgtd starts without any target. Stock tgt accepts and at once closes
+ * every connection meanwhile. An initiator that reconnects a session in
+ * recovery at that moment can take the close right after it bound the new
+ * connection to the session, which sends open-iscsi into a loop of failed
+ * rebinds ("can't bind conn ... retcode -107", open-iscsi #387) that ends
+ * only when the replacement timeout has failed the queued I/O.
+ *
+ * So this transport accepts only while tgt itself would serve a login:
+ * State ready and at least one target (tgt's own two conditions; targets
+ * are added with their LUNs while the State is offline). Meanwhile the
+ * listening sockets are left out of tgtd's epoll set and the kernel keeps
+ * new connections in the listen queue, login request included. To the
+ * initiator that is a login that takes longer; once tgtd is ready (checked
+ * every RBIO_READY_POLL_MS) the login is served, and one that waited past
+ * the initiator's login timeout was closed by it and is dropped unread
+ * (peer_gone). A connection already accepted is not affected by the State.
+ */
+#define RBIO_READY_POLL_MS 100
+
+static int tgtd_ready(void)
+{
+	return is_system_available() && !list_empty(&iscsi_targets_list);
+}
+
+/* Listening sockets already served by accept_handler. */
+struct taken_portal {
+	void *portal;
+	int fd;
+	int watched;   /* in tgtd's epoll set: accepting */
+};
+#define RBIO_MAX_PORTALS 64
+static struct taken_portal taken[RBIO_MAX_PORTALS];
+static int nr_taken;
+static int accepting_paused;
+static int ready_timer_fd = -1;
+
+static void accept_handler(int lfd, int events, void *data);
+static void forget_removed_portals(void);
+
+static int watch_portal(struct taken_portal *t, int on)
+{
+	if (t->watched == on)
+		return 0;
+	if (!on) {
+		tgt_event_del(t->fd);
+	} else if (tgt_event_add(t->fd, EPOLLIN, accept_handler, NULL)) {
+		log_error("rbio: tcp: cannot watch the listening socket %d: %m\n", t->fd);
+		return -1;
+	}
+	t->watched = on;
+	return 0;
+}
+
+/* Connections waiting in a listening socket's accept queue. */
+static unsigned queued_connections(int lfd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	/* for a listening socket the kernel reports its accept queue here */
+	if (getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		return 0;
+	return ti.tcpi_unacked;
+}
+
+static void arm_ready_timer(int on)
+{
+	struct itimerspec its = { 0 };
+
+	if (on) {
+		its.it_interval.tv_nsec = RBIO_READY_POLL_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(ready_timer_fd, 0, &its, NULL))
+		log_error("rbio: tcp: cannot %s the readiness timer: %m\n", on ? "arm" : "stop");
+}
+
+static void pause_accepting(void)
+{
+	int i;
+
+	if (accepting_paused)
+		return;
+	for (i = 0; i < nr_taken; i++)
+		watch_portal(&taken[i], 0);
+	accepting_paused = 1;
+	arm_ready_timer(1);
+	log_error("rbio: tcp: tgtd is not ready (State %s, %s): new connections wait in the "
+		  "listen queue\n", is_system_available() ? "ready" : "offline",
+		  list_empty(&iscsi_targets_list) ? "no target" : "targets present");
+}
+
+static void resume_accepting(void)
+{
+	unsigned waiting = 0;
+	int i;
+
+	forget_removed_portals();
+	for (i = 0; i < nr_taken; i++) {
+		waiting += queued_connections(taken[i].fd);
+		watch_portal(&taken[i], 1);
+	}
+	accepting_paused = 0;
+	arm_ready_timer(0);
+	log_error("rbio: tcp: tgtd is ready: accepting connections (%u waited in the listen "
+		  "queue)\n", waiting);
+}
+
+static void ready_timer_handler(int fd, int events, void *data)
+{
+	uint64_t expirations;
+
+	(void)events;
+	(void)data;
+	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		log_error("rbio: tcp: readiness timer: %m\n");
+	if (accepting_paused && tgtd_ready())
+		resume_accepting();
+}
+
+static void stop_ready_timer(void)
+{
+	if (ready_timer_fd < 0)
+		return;
+	tgt_event_del(ready_timer_fd);
+	close(ready_timer_fd);
+	ready_timer_fd = -1;
+}
+
+/* The readiness timer lives in tgtd's epoll set for tgtd's whole life;
+ * it fires only while accepting is paused. */
+static int start_ready_timer(void)
+{
+	ready_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ready_timer_fd < 0) {
+		log_error("rbio: tcp: cannot create the readiness timer: %m\n");
+		return -1;
+	}
+	if (tgt_event_add(ready_timer_fd, EPOLLIN, ready_timer_handler, NULL)) {
+		log_error("rbio: tcp: cannot watch the readiness timer: %m\n");
+		close(ready_timer_fd);
+		ready_timer_fd = -1;
+		return -1;
+	}
+	return 0;
+}
 
 /* ---- accepting connections on the portals taken over */
 
@@ -649,31 +811,53 @@ static void describe_peer(const struct sockaddr_storage *ss, socklen_t len, char
 		snprintf(out, outlen, "%s:%s", host, serv);
 }
 
+/*
+ * A peer that closed or reset its end while it waited in the listen queue
+ * has given up on this connection (an initiator whose login timed out
+ * tries again on a new one): its stale login must not reach tgt's core,
+ * where it could be taken for a reinstatement of the session that the
+ * initiator's newer connection is logging in.
+ */
+static int peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static void accept_handler(int lfd, int events, void *data)
 {
 	struct sockaddr_storage from;
 	socklen_t len = sizeof(from);
 	struct rbio_conn *rc;
-	char err[256];
+	char err[256], peer[RBIO_PEER_LEN];
 	int fd;
 
 	(void)events;
 	(void)data;
+	if (!tgtd_ready()) {
+		pause_accepting();
+		return;
+	}
 	fd = accept4(lfd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			log_error("rbio: tcp: accept failed: %m\n");
 		return;
 	}
-	if (!is_system_available() || list_empty(&iscsi_targets_list))
+	describe_peer(&from, len, peer, sizeof(peer));
+	if (peer_gone(fd)) {
+		log_error("rbio: tcp: %s: dropped: the peer closed it while it waited to be "
+			  "accepted\n", peer);
 		goto refuse;
+	}
 	set_socket_options(fd);
 
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		goto refuse;
 	rc->fd = fd;
-	describe_peer(&from, len, rc->peer, sizeof(rc->peer));
+	memcpy(rc->peer, peer, sizeof(rc->peer));
 	rc->engine = rbio_tcp_conn_new(fd, &settings, err, sizeof(err));
 	if (!rc->engine) {
 		log_error("rbio: tcp: %s: refused: %s\n", rc->peer, err);
@@ -700,15 +884,6 @@ static void accept_handler(int lfd, int events, void *data)
 refuse:
 	close(fd);
 }
-
-/* Listening sockets already served by accept_handler. */
-struct taken_portal {
-	void *portal;
-	int fd;
-};
-#define RBIO_MAX_PORTALS 64
-static struct taken_portal taken[RBIO_MAX_PORTALS];
-static int nr_taken;
 
 static int portal_taken(struct iscsi_portal *p)
 {
@@ -755,13 +930,13 @@ static void take_over_portals(void)
 			continue;
 		}
 		tgt_event_del(p->fd);
-		if (tgt_event_add(p->fd, EPOLLIN, accept_handler, NULL)) {
-			log_error("rbio: tcp: portal %s:%d: cannot watch its socket: %m\n", p->addr,
-				  p->port);
-			continue;
-		}
 		taken[nr_taken].portal = p;
 		taken[nr_taken].fd = p->fd;
+		taken[nr_taken].watched = 0;
+		if (!accepting_paused && watch_portal(&taken[nr_taken], 1)) {
+			log_error("rbio: tcp: portal %s:%d: not served\n", p->addr, p->port);
+			continue;
+		}
 		nr_taken++;
 		log_error("rbio: tcp: portal %s:%d served by rbio's transport\n", p->addr, p->port);
 	}
@@ -894,6 +1069,8 @@ void rbio_iscsi_tcp_start(void)
 		return;
 	}
 	if (!build_matches())
+		return;
+	if (start_ready_timer())
 		return;
 	log_error("rbio: tcp: %s\n", desc);
 	iscsi_transport_register(&rbio_tcp);

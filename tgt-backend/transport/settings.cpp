@@ -155,9 +155,14 @@ void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len)
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {
     std::string_view list = s->portals;
     if (trim(list).empty()) return 1;
-    std::string p = ":" + std::to_string(port);
-    std::string plain = std::string(addr) + p, bracketed = "[" + std::string(addr) + "]" + p,
-                any = "*" + p;
+    // Built by appending: `"[" + std::string(...)` inserts at the front,
+    // which GCC 12 at -O2 misreads as an overlapping memcpy (-Werror=restrict
+    // in Release builds, GCC PR 105329).
+    const std::string port_text = std::to_string(port);
+    std::string plain(addr), bracketed("["), any("*:");
+    plain.append(":").append(port_text);
+    bracketed.append(addr).append("]:").append(port_text);
+    any.append(port_text);
     while (!list.empty()) {
         auto comma = list.find(',');
         std::string_view item = trim(list.substr(0, comma));

@@ -20,7 +20,7 @@
 #include "rbio/bs/coalesce.hpp"
 #include "rbio/bs/options.hpp"
 #include "rbio/bs/ring.hpp"
-#include "rbio/bs/unique_fd.hpp"
+#include "rbio/common/unique_fd.hpp"
 
 namespace rbio::bs {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "rbio/bs/unique_fd.hpp"
+#include "rbio/common/unique_fd.hpp"
 
 namespace rbio::bs {
 
