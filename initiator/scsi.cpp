@@ -1,6 +1,8 @@
 #include "rbio/initiator/scsi.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
@@ -124,6 +126,219 @@ ScsiCommand make_synchronize_cache10(uint64_t lun) {
     return command(lun, {0x35}, 10, DataDirection::None, {});
 }
 
+ScsiCommand make_inquiry_vpd(uint64_t lun, uint8_t page, std::span<uint8_t> buffer) {
+    size_t n = std::min<size_t>(buffer.size(), 0xffff);
+    return command(lun, {0x12, 0x01, page, uint8_t(n >> 8), uint8_t(n)}, 6, DataDirection::Read,
+                   buffer.first(n));
+}
+
+namespace {
+ScsiCommand rw10(uint8_t opcode, DataDirection dir, uint64_t lun, uint64_t lba, uint32_t blocks,
+                 std::span<uint8_t> buffer) {
+    if (lba > 0xffffffffu || blocks > 0xffff)
+        throw std::invalid_argument("READ/WRITE(10): LBA " + std::to_string(lba) + " or " +
+                                    std::to_string(blocks) + " blocks out of range");
+    ScsiCommand c = command(lun, {opcode}, 10, dir, buffer);
+    put_be(c.cdb.data() + 2, lba, 4);
+    put_be(c.cdb.data() + 7, blocks, 2);
+    return c;
+}
+}  // namespace
+
+ScsiCommand make_read10(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer) {
+    return rw10(0x28, DataDirection::Read, lun, lba, blocks, buffer);
+}
+
+ScsiCommand make_write10(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer) {
+    return rw10(0x2a, DataDirection::Write, lun, lba, blocks, buffer);
+}
+
+ScsiCommand make_write_same16(uint64_t lun, uint64_t lba, uint32_t blocks, bool unmap,
+                              std::span<uint8_t> block) {
+    if (blocks == 0 || block.empty())
+        throw std::invalid_argument("WRITE SAME(16): needs a block count and one block of data");
+    ScsiCommand c = command(lun, {0x93, uint8_t(unmap ? 0x08 : 0)}, 16, DataDirection::Write, block);
+    put_be(c.cdb.data() + 2, lba, 8);
+    put_be(c.cdb.data() + 10, blocks, 4);
+    return c;
+}
+
+std::vector<uint8_t> unmap_parameter_list(std::span<const LbaRange> ranges) {
+    if (ranges.size() > 4095)
+        throw std::invalid_argument("UNMAP: " + std::to_string(ranges.size()) +
+                                    " block descriptors, at most 4095 fit");
+    std::vector<uint8_t> p(8 + 16 * ranges.size());
+    put_be(p.data(), p.size() - 2, 2);      // UNMAP DATA LENGTH: what follows it
+    put_be(p.data() + 2, p.size() - 8, 2);  // UNMAP BLOCK DESCRIPTOR DATA LENGTH
+    uint8_t* d = p.data() + 8;
+    for (const LbaRange& r : ranges) {
+        put_be(d, r.lba, 8);
+        put_be(d + 8, r.blocks, 4);
+        d += 16;  // bytes 12..15 reserved
+    }
+    return p;
+}
+
+ScsiCommand make_unmap(uint64_t lun, std::span<uint8_t> parameters) {
+    if (parameters.size() > 0xffff)
+        throw std::invalid_argument("UNMAP: parameter list of " + std::to_string(parameters.size()) + " bytes");
+    ScsiCommand c = command(lun, {0x42}, 10, DataDirection::Write, parameters);
+    put_be(c.cdb.data() + 7, parameters.size(), 2);
+    return c;
+}
+
+// ---- VPD pages
+
+namespace {
+std::string page_name(uint8_t code) {
+    char b[16];
+    std::snprintf(b, sizeof b, "0x%02x", code);
+    return std::string("VPD page ") + b;
+}
+}  // namespace
+
+std::span<const uint8_t> vpd_payload(uint8_t code, std::span<const uint8_t> page) {
+    if (page.size() < 4)
+        fail(ErrorKind::Protocol, page_name(code) + ": " + std::to_string(page.size()) +
+                                      " bytes, shorter than its 4-byte header");
+    if (page[1] != code) {
+        char b[64];
+        std::snprintf(b, sizeof b, ": the target answered with page 0x%02x", page[1]);
+        fail(ErrorKind::Protocol, page_name(code) + b);
+    }
+    size_t len = size_t(get_be(page.data() + 2, 2));
+    if (4 + len > page.size())
+        fail(ErrorKind::Protocol, page_name(code) + ": page length " + std::to_string(len) +
+                                      " beyond the " + std::to_string(page.size() - 4) +
+                                      " bytes received after the header");
+    return page.subspan(4, len);
+}
+
+std::vector<uint8_t> decode_supported_vpd_pages(std::span<const uint8_t> page) {
+    auto p = vpd_payload(0x00, page);
+    return {p.begin(), p.end()};
+}
+
+std::string decode_unit_serial_number(std::span<const uint8_t> page) {
+    auto p = vpd_payload(0x80, page);
+    std::string s = trimmed(p.data(), p.size());
+    size_t lead = s.find_first_not_of(' ');
+    return lead == std::string::npos ? std::string() : s.substr(lead);
+}
+
+std::vector<Designator> decode_device_identification(std::span<const uint8_t> page) {
+    auto p = vpd_payload(0x83, page);
+    std::vector<Designator> out;
+    for (size_t off = 0; off < p.size();) {
+        if (p.size() - off < 4)
+            fail(ErrorKind::Protocol, page_name(0x83) + ": a designation descriptor header cut at byte " +
+                                          std::to_string(4 + off));
+        size_t len = p[off + 3];
+        if (p.size() - off - 4 < len)
+            fail(ErrorKind::Protocol, page_name(0x83) + ": designator length " + std::to_string(len) +
+                                          " at byte " + std::to_string(4 + off) + " beyond the page");
+        Designator d;
+        d.protocol_id = p[off] >> 4;
+        d.code_set = p[off] & 0x0f;
+        d.piv = p[off + 1] & 0x80;
+        d.association = (p[off + 1] >> 4) & 0x03;
+        d.type = p[off + 1] & 0x0f;
+        d.value.assign(p.begin() + off + 4, p.begin() + off + 4 + len);
+        out.push_back(std::move(d));
+        off += 4 + len;
+    }
+    return out;
+}
+
+std::string Designator::to_string() const {
+    static constexpr const char* kTypes[16] = {
+        "vendor specific", "T10 vendor ID", "EUI-64", "NAA", "relative target port",
+        "target port group", "logical unit group", "MD5 logical unit identifier",
+        "SCSI name string", "protocol specific port identifier", "UUID", "type 0xb",
+        "type 0xc", "type 0xd", "type 0xe", "type 0xf"};
+    static constexpr const char* kAssoc[4] = {"logical unit", "target port", "target device", "reserved"};
+    std::string s = std::string(kTypes[type & 15]) + " (" + kAssoc[association & 3] + "): ";
+    // ASCII (2) must be printable; UTF-8 (3) may have bytes >= 0x80.
+    const bool text = (code_set == 2 || code_set == 3) &&
+                      std::all_of(value.begin(), value.end(), [this](uint8_t c) {
+                          return c == 0 || (c >= 0x20 && c < 0x7f) || (code_set == 3 && c >= 0x80);
+                      });
+    if (text) return s + trimmed(value.data(), value.size());
+    s += "0x";
+    char b[3];
+    for (uint8_t c : value) {
+        std::snprintf(b, sizeof b, "%02x", c);
+        s += b;
+    }
+    return s;
+}
+
+BlockLimits decode_block_limits(std::span<const uint8_t> page) {
+    auto p = vpd_payload(0xb0, page);
+    // Offsets below are within the page (header included); `have(end)`: the
+    // field ending before byte `end` was sent.
+    auto have = [&](size_t end) { return 4 + p.size() >= end; };
+    auto at = [&](size_t byte, int n) { return get_be(p.data() + byte - 4, n); };
+    BlockLimits l;
+    if (have(5)) l.wsnz = at(4, 1) & 0x01;
+    if (have(6)) l.max_compare_and_write_length = uint8_t(at(5, 1));
+    if (have(8)) l.optimal_transfer_granularity = uint16_t(at(6, 2));
+    if (have(12)) l.max_transfer_length = uint32_t(at(8, 4));
+    if (have(16)) l.optimal_transfer_length = uint32_t(at(12, 4));
+    if (have(20)) l.max_prefetch_length = uint32_t(at(16, 4));
+    if (have(24)) l.max_unmap_lba_count = uint32_t(at(20, 4));
+    if (have(28)) l.max_unmap_descriptor_count = uint32_t(at(24, 4));
+    if (have(32)) l.optimal_unmap_granularity = uint32_t(at(28, 4));
+    if (have(36)) {
+        uint32_t v = uint32_t(at(32, 4));
+        l.unmap_granularity_alignment_valid = v & 0x80000000u;
+        l.unmap_granularity_alignment = v & 0x7fffffffu;
+    }
+    if (have(44)) l.max_write_same_length = at(36, 8);
+    return l;
+}
+
+LogicalBlockProvisioning decode_logical_block_provisioning(std::span<const uint8_t> page) {
+    auto p = vpd_payload(0xb2, page);
+    if (p.size() < 4)
+        fail(ErrorKind::Protocol, page_name(0xb2) + ": page length " + std::to_string(p.size()) +
+                                      ", at least 4 expected");
+    LogicalBlockProvisioning b;
+    b.threshold_exponent = p[0];
+    b.lbpu = p[1] & 0x80;
+    b.lbpws = p[1] & 0x40;
+    b.lbpws10 = p[1] & 0x20;
+    b.lbprz = (p[1] >> 2) & 0x07;
+    b.anc_sup = p[1] & 0x02;
+    b.dp = p[1] & 0x01;
+    b.provisioning_type = p[2] & 0x07;
+    return b;
+}
+
+std::vector<std::vector<LbaRange>> plan_unmap(uint64_t lba, uint64_t blocks, const BlockLimits& limits) {
+    if (!limits.unmap_supported())
+        throw std::invalid_argument("the LU does not support UNMAP (Block Limits: maximum unmap LBA count " +
+                                    std::to_string(limits.max_unmap_lba_count) + ", descriptors " +
+                                    std::to_string(limits.max_unmap_descriptor_count) + ")");
+    if (blocks > ~uint64_t(0) - lba) throw std::invalid_argument("UNMAP: range beyond 2^64 blocks");
+    const uint64_t per_command = limits.max_unmap_lba_count;  // 0xffffffff: no limit, still a u32 per descriptor
+    const size_t descriptors = std::min<uint64_t>(limits.max_unmap_descriptor_count, 4095);
+    std::vector<std::vector<LbaRange>> plan;
+    while (blocks > 0) {
+        std::vector<LbaRange> cmd;
+        uint64_t budget = limits.max_unmap_lba_count == 0xffffffffu ? ~uint64_t(0) : per_command;
+        while (blocks > 0 && budget > 0 && cmd.size() < descriptors) {
+            uint32_t n = uint32_t(std::min<uint64_t>({blocks, budget, 0xffffffffu}));
+            cmd.push_back({lba, n});
+            lba += n;
+            blocks -= n;
+            budget -= n;
+        }
+        plan.push_back(std::move(cmd));
+    }
+    return plan;
+}
+
 ScsiOutcome execute_checked(Session& s, const ScsiCommand& cmd, const char* what, int retries) {
     for (int attempt = 0;; ++attempt) {
         ScsiOutcome o = s.execute(cmd);
@@ -134,8 +349,8 @@ ScsiOutcome execute_checked(Session& s, const ScsiCommand& cmd, const char* what
             RBIO_LOG(Info, what << ": " << sense.describe() << "; retrying");
             continue;
         }
-        fail(ErrorKind::Io, std::string(what) + " (LUN " + std::to_string(cmd.lun) + ") failed: " +
-                                describe(o));
+        throw ScsiError(std::string(what) + " (LUN " + std::to_string(cmd.lun) + ") failed: " +
+                            describe(o), o);
     }
 }
 
@@ -192,6 +407,76 @@ void write16(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::s
 
 void synchronize_cache10(Session& s, uint64_t lun) {
     execute_checked(s, make_synchronize_cache10(lun), "SYNCHRONIZE CACHE(10)");
+}
+
+void read10(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
+    execute_checked(s, make_read10(lun, lba, uint32_t(buffer.size() / block_size), buffer), "READ(10)");
+}
+
+void write10(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
+    execute_checked(s, make_write10(lun, lba, uint32_t(buffer.size() / block_size), buffer), "WRITE(10)");
+}
+
+std::vector<uint8_t> inquiry_vpd(Session& s, uint64_t lun, uint8_t page) {
+    std::vector<uint8_t> buf(512);
+    for (;;) {
+        ScsiOutcome o = execute_checked(s, make_inquiry_vpd(lun, page, buf), "INQUIRY (VPD)");
+        size_t got = std::min<size_t>(o.bytes_transferred, buf.size());
+        if (got >= 4) {
+            size_t want = 4 + size_t(get_be(buf.data() + 2, 2));
+            if (want > got && got == buf.size() && buf.size() < 0xffff) {
+                buf.assign(std::min<size_t>(want, 0xffff), 0);  // ask again for all of it
+                continue;
+            }
+        }
+        buf.resize(got);
+        vpd_payload(page, buf);  // validates
+        return buf;
+    }
+}
+
+std::vector<uint8_t> supported_vpd_pages(Session& s, uint64_t lun) {
+    return decode_supported_vpd_pages(inquiry_vpd(s, lun, 0x00));
+}
+std::string unit_serial_number(Session& s, uint64_t lun) {
+    return decode_unit_serial_number(inquiry_vpd(s, lun, 0x80));
+}
+std::vector<Designator> device_identification(Session& s, uint64_t lun) {
+    return decode_device_identification(inquiry_vpd(s, lun, 0x83));
+}
+BlockLimits block_limits(Session& s, uint64_t lun) { return decode_block_limits(inquiry_vpd(s, lun, 0xb0)); }
+LogicalBlockProvisioning logical_block_provisioning(Session& s, uint64_t lun) {
+    return decode_logical_block_provisioning(inquiry_vpd(s, lun, 0xb2));
+}
+
+size_t unmap(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, const BlockLimits& limits) {
+    std::vector<std::vector<LbaRange>> plan;
+    try {
+        plan = plan_unmap(lba, blocks, limits);
+    } catch (const std::invalid_argument& e) {
+        fail(ErrorKind::Io, "UNMAP (LUN " + std::to_string(lun) + "): " + e.what());
+    }
+    for (const auto& ranges : plan) {
+        std::vector<uint8_t> params = unmap_parameter_list(ranges);
+        execute_checked(s, make_unmap(lun, params), "UNMAP");
+    }
+    return plan.size();
+}
+
+size_t write_same16(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, std::span<uint8_t> block,
+                    bool unmap, const BlockLimits& limits) {
+    uint64_t chunk = 0xffffffffu;
+    if (limits.max_write_same_length != 0) chunk = std::min<uint64_t>(chunk, limits.max_write_same_length);
+    size_t commands = 0;
+    while (blocks > 0) {
+        uint32_t n = uint32_t(std::min(blocks, chunk));
+        execute_checked(s, make_write_same16(lun, lba, n, unmap, block),
+                        unmap ? "WRITE SAME(16) with UNMAP" : "WRITE SAME(16)");
+        lba += n;
+        blocks -= n;
+        ++commands;
+    }
+    return commands;
 }
 
 }  // namespace rbio::initiator

@@ -8,5 +8,7 @@ int bench_main(int argc, char** argv);     // argv[0] is "bench"
 int login_main(int argc, char** argv);     // argv[0] is "login"
 int logout_main(int argc, char** argv);    // argv[0] is "logout"
 int session_main(int argc, char** argv);   // argv[0] is "session"
+int inquiry_main(int argc, char** argv);   // argv[0] is "inquiry"
+int discard_main(int argc, char** argv);   // argv[0] is "discard"
 
 }  // namespace rbio::cli

@@ -31,6 +31,17 @@ commands:
         [--time S] [--size SIZE] [--verify] [--timeout S]
         --verify writes known data first (for reads) or reads every written
         block back (for writes) and compares it byte for byte.
+  inquiry -T IQN -p HOST[:PORT] [--lun N] [--vpd PAGE]
+                                 identify one LU (default LUN 0): standard INQUIRY, capacity and
+                                 the supported VPD pages; --vpd decodes one page: serial (0x80),
+                                 devid (0x83), limits (0xb0: transfer and UNMAP limits), lbp
+                                 (0xb2: LBPU/LBPWS), supported (0x00), all, or any code in hex
+  discard -T IQN -p HOST[:PORT] --lun N --offset BYTES --length BYTES [--write-same]
+                                 deallocate a range of a thin-provisioned LU with UNMAP (split
+                                 to the LU's advertised limits), or with WRITE SAME(16) UNMAP;
+                                 offset and length in multiples of the block size, inside
+                                 the LU (else exit 2). An LU without UNMAP (Block Limits) or
+                                 a command the target refuses: exit 7 with the sense
 
 options of every command that logs in:
   --initiator-name IQN           (default: InitiatorName of /etc/iscsi/initiatorname.iscsi,
@@ -111,6 +122,8 @@ int main(int argc, char** argv) {
         if (cmd == "login") return cli::login_main(argc - i, argv + i);
         if (cmd == "logout") return cli::logout_main(argc - i, argv + i);
         if (cmd == "session") return cli::session_main(argc - i, argv + i);
+        if (cmd == "inquiry") return cli::inquiry_main(argc - i, argv + i);
+        if (cmd == "discard") return cli::discard_main(argc - i, argv + i);
         throw cli::UsageError("unknown command '" + cmd + "'");
     } catch (const cli::UsageError& e) {
         std::cerr << "rbio: " << e.what() << " (rbio --help)\n";

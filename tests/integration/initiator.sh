@@ -68,17 +68,6 @@ setup() {
   new_lun 1 1 "$WORK/lun.img" rbio
 }
 
-tgtd_start >/dev/null
-setup
-check "rbio's transport serves the portal" log_has "portal 127.0.0.1:$PORT served by rbio's transport"
-run_all "rbio transport"
-
-tgtd_stop
-: > "$STATE/tgtd.log"
-RBIO_TRANSPORT=off tgtd_start >/dev/null
-setup
-check "tgt's stock transport serves the portal" \
-  bash -c "! grep -q 'portal 127.0.0.1:$PORT served by rbio' '$STATE/tgtd.log'"
-run_all "stock transport"
+on_both_transports setup run_all
 
 finish

@@ -51,3 +51,23 @@ private_etc_iscsi() {
   [[ -n ${1:-} ]] && echo "InitiatorName=$1" > "$WORK/etc-iscsi/initiatorname.iscsi"
   mount --bind "$WORK/etc-iscsi" /etc/iscsi
 }
+
+# on_both_transports SETUP RUN: starts tgtd with rbio's transport, calls
+# SETUP (targets and LUs) and `RUN "rbio transport"`, then restarts it with
+# tgt's stock transport (RBIO_TRANSPORT=off) and does the same with "stock
+# transport"; checks which transport serves the portal each time.
+on_both_transports() {
+  local setup=$1 run=$2
+  tgtd_start >/dev/null
+  "$setup"
+  check "rbio's transport serves the portal" log_has "portal 127.0.0.1:$PORT served by rbio's transport"
+  "$run" "rbio transport"
+
+  tgtd_stop
+  : > "$STATE/tgtd.log"
+  RBIO_TRANSPORT=off tgtd_start >/dev/null
+  "$setup"
+  check "tgt's stock transport serves the portal" \
+    bash -c "! grep -q 'portal 127.0.0.1:$PORT served by rbio' '$STATE/tgtd.log'"
+  "$run" "stock transport"
+}
