@@ -12,6 +12,14 @@ const char* counter_name(Counter c) {
         case Counter::SendCalls: return "send_calls";
         case Counter::WouldBlock: return "would_block";
         case Counter::EventCtl: return "epoll_ctl_calls";
+        case Counter::WorkRequests: return "work_requests";
+        case Counter::PostCalls: return "post_calls";
+        case Counter::RecvRequests: return "recv_requests";
+        case Counter::RecvPostCalls: return "recv_post_calls";
+        case Counter::Signaled: return "signaled";
+        case Counter::Completions: return "completions";
+        case Counter::PollCalls: return "poll_calls";
+        case Counter::ChannelWakeups: return "channel_wakeups";
         case Counter::Count_: break;
     }
     return "unknown";

@@ -24,6 +24,8 @@ PACKAGES=(
   libfuse3-dev fuse3                          # rbio login --mount: LUNs as files (FUSE)
   open-iscsi libopeniscsiusr-dev              # rbio discover's node records (iscsiadm), reading them back
   fio                                         # the rbio fio engine (initiator/fio/) and its tests
+  libibverbs-dev librdmacm-dev rdma-core      # the iSER (RDMA) backend of iser-opt
+  ibverbs-utils rdmacm-utils                  # soft-RoCE checks in the VM tests (ibv_devices, rping)
   istgt                                       # a second, independent target (tests/integration/istgt.sh);
                                               # it ships no /etc/istgt/istgt.conf, so its init script starts nothing
 )

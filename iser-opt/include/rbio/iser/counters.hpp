@@ -21,6 +21,16 @@ enum class Counter : uint8_t {
     SendCalls,   // writev/sendmsg calls, including those that would block
     WouldBlock,  // flushes that left bytes queued because the socket was full
     EventCtl,    // epoll_ctl calls the transport made (arming EPOLLOUT)
+    // RDMA backend: what doorbell batching, selective signalling, batched
+    // reaping and the adaptive completion channel exist to lower or raise.
+    WorkRequests,    // send-queue work requests posted (SEND, RDMA WRITE/READ)
+    PostCalls,       // ibv_post_send calls
+    RecvRequests,    // receive work requests posted
+    RecvPostCalls,   // ibv_post_recv / ibv_post_srq_recv calls
+    Signaled,        // signalled send-queue work requests
+    Completions,     // work completions reaped (send and receive)
+    PollCalls,       // ibv_poll_cq calls
+    ChannelWakeups,  // completion-channel events taken (ibv_get_cq_event)
     Count_
 };
 
@@ -38,6 +48,8 @@ struct ConnectionCounters {
     // The two numbers the batching and coalescing exist to raise.
     double pdus_per_recv() const { return ratio(Counter::PdusIn, Counter::RecvCalls); }
     double pdus_per_send() const { return ratio(Counter::PdusOut, Counter::SendCalls); }
+    double wrs_per_post() const { return ratio(Counter::WorkRequests, Counter::PostCalls); }
+    double completions_per_poll() const { return ratio(Counter::Completions, Counter::PollCalls); }
 
     ConnectionCounters& operator+=(const ConnectionCounters& o) {
         for (size_t i = 0; i < kCounterCount; ++i) values[i] += o.values[i];

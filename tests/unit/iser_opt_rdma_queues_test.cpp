@@ -1,0 +1,284 @@
+// The send-queue policy of the RDMA backend, against a recording poster (the
+// verbs call is the only thing replaced; the VM test runs it on soft-RoCE):
+// doorbell batching, selective signalling, in-order release of what
+// unsignalled sends hold, covering a quiet tail, and failure handling.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "rbio/iser/iser_header.hpp"
+#include "rbio/iser/rdma/work_queues.hpp"
+
+namespace rbio::iser::rdma {
+namespace {
+
+struct Posted {
+    uint64_t wr_id;
+    ibv_wr_opcode opcode;
+    bool signaled;
+    bool inline_data;
+};
+
+class RecordingPoster : public SendPoster {
+public:
+    int post(ibv_send_wr* first, ibv_send_wr** bad) override {
+        ++calls;
+        size_t n = 0;
+        for (ibv_send_wr* w = first; w; w = w->next, ++n) {
+            if (refuse_after >= 0 && int(n) == refuse_after) {
+                *bad = w;
+                return ENOMEM;
+            }
+            posted.push_back({w->wr_id, w->opcode, (w->send_flags & IBV_SEND_SIGNALED) != 0,
+                              (w->send_flags & IBV_SEND_INLINE) != 0});
+        }
+        return 0;
+    }
+    // Completes like an RC QP: only signalled requests report, in order.
+    std::vector<uint64_t> signaled_ids() const {
+        std::vector<uint64_t> ids;
+        for (auto& p : posted)
+            if (p.signaled) ids.push_back(p.wr_id);
+        return ids;
+    }
+    int calls = 0;
+    int refuse_after = -1;
+    std::vector<Posted> posted;
+};
+
+struct Fixture {
+    explicit Fixture(SendConfig c = {}) : q(c, poster, [this](uint64_t t, int s) { released.push_back({t, s}); }, counters) {}
+    void push_sends(int n, uint64_t first_token = 1) {
+        static const ibv_sge sge{0x1000, 512, 7};
+        for (int i = 0; i < n; ++i)
+            ASSERT_TRUE(q.push({WrKind::Send, {&sge, 1}, 0, 0, first_token + uint64_t(i)}));
+    }
+    void complete_signaled() {
+        for (uint64_t id : poster.signaled_ids())
+            if (id >= next_completion) {
+                ASSERT_TRUE(q.on_completion(id, 0));
+                next_completion = id + 1;
+            }
+    }
+    RecordingPoster poster;
+    ConnectionCounters counters;
+    std::vector<std::pair<uint64_t, int>> released;
+    SendQueue q;
+    uint64_t next_completion = 0;
+};
+
+TEST(RdmaSendQueue, OnePostCallPerPassWithEverySendOfThePass) {
+    Fixture f;
+    f.push_sends(40);
+    EXPECT_EQ(f.poster.calls, 0);
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_EQ(f.poster.calls, 1);
+    EXPECT_EQ(f.poster.posted.size(), 40u);
+    EXPECT_EQ(f.counters[Counter::WorkRequests], 40u);
+    EXPECT_EQ(f.counters[Counter::PostCalls], 1u);
+    EXPECT_DOUBLE_EQ(f.counters.wrs_per_post(), 40.0);
+}
+
+TEST(RdmaSendQueue, SignalsOneSendInSignalEvery) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    f.push_sends(64);
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_EQ(f.poster.signaled_ids(), (std::vector<uint64_t>{15, 31, 47, 63}));
+    EXPECT_EQ(f.counters[Counter::Signaled], 4u);
+}
+
+TEST(RdmaSendQueue, ACompletionReleasesEveryEarlierSendInOrder) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 8});
+    f.push_sends(16, 100);
+    ASSERT_EQ(f.q.flush(), 0);
+    ASSERT_TRUE(f.q.on_completion(7, 0));
+    ASSERT_EQ(f.released.size(), 8u);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(f.released[i], std::make_pair(uint64_t(100 + i), 0));
+    EXPECT_EQ(f.q.in_flight(), 8u);
+    // A stale or unknown completion is refused, not acted on.
+    EXPECT_FALSE(f.q.on_completion(3, 0));
+    EXPECT_FALSE(f.q.on_completion(99, 0));
+    EXPECT_EQ(f.released.size(), 8u);
+}
+
+TEST(RdmaSendQueue, AQuietTailIsCoveredByOneZeroLengthWrite) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    f.push_sends(5);
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_TRUE(f.poster.signaled_ids().empty());
+    ASSERT_TRUE(f.q.needs_cover());
+    ASSERT_EQ(f.q.cover(), 0);
+    ASSERT_EQ(f.poster.posted.size(), 6u);
+    const Posted& c = f.poster.posted.back();
+    EXPECT_EQ(c.opcode, IBV_WR_RDMA_WRITE);
+    EXPECT_TRUE(c.signaled);
+    EXPECT_FALSE(f.q.needs_cover());
+    f.complete_signaled();
+    EXPECT_EQ(f.released.size(), 6u);
+    EXPECT_EQ(f.q.in_flight(), 0u);
+    EXPECT_FALSE(f.q.needs_cover());
+}
+
+TEST(RdmaSendQueue, RdmaReadsAreAlwaysSignalled) {
+    Fixture f(SendConfig{.depth = 64, .signal_every = 16});
+    ibv_sge sge{0x2000, 4096, 9};
+    ASSERT_TRUE(f.q.push({WrKind::RdmaRead, {&sge, 1}, 0xabc000, 0x55, 1}));
+    ASSERT_EQ(f.q.flush(), 0);
+    ASSERT_EQ(f.poster.posted.size(), 1u);
+    EXPECT_TRUE(f.poster.posted[0].signaled);
+    EXPECT_EQ(f.poster.posted[0].opcode, IBV_WR_RDMA_READ);
+}
+
+TEST(RdmaSendQueue, NeverFillsTheQueueWithoutASignalledSendInFlight) {
+    // Without completions, a queue of 32 accepts 32 requests and the newest
+    // signalled one is always within reach: completing it frees room.
+    Fixture f(SendConfig{.depth = 32, .signal_every = 1000});
+    int pushed = 0;
+    for (int pass = 0; pass < 10 && f.q.has_room(); ++pass) {
+        for (int i = 0; i < 5 && f.q.has_room(); ++i, ++pushed) f.push_sends(1, uint64_t(pushed + 1));
+        ASSERT_EQ(f.q.flush(), 0);
+    }
+    EXPECT_EQ(pushed, 32);
+    EXPECT_FALSE(f.q.has_room());
+    auto ids = f.poster.signaled_ids();
+    ASSERT_FALSE(ids.empty());
+    ASSERT_TRUE(f.q.on_completion(ids.back(), 0));
+    EXPECT_GE(f.q.config().depth - f.q.in_flight(), 16u);
+}
+
+TEST(RdmaSendQueue, BatchingOffPostsEachRequestAlone) {
+    Fixture f(SendConfig{.depth = 64, .signal_every = 16, .batch = false});
+    f.push_sends(10);
+    EXPECT_EQ(f.poster.calls, 10);
+    EXPECT_EQ(f.q.flush(), 0);
+    EXPECT_EQ(f.poster.calls, 10);
+    EXPECT_DOUBLE_EQ(f.counters.wrs_per_post(), 1.0);
+}
+
+TEST(RdmaSendQueue, SignalEveryOneSignalsEverything) {
+    Fixture f(SendConfig{.depth = 64, .signal_every = 1});
+    f.push_sends(7);
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_EQ(f.poster.signaled_ids().size(), 7u);
+}
+
+TEST(RdmaSendQueue, SmallSendsGoInline) {
+    Fixture f(SendConfig{.depth = 64, .signal_every = 16, .max_inline = 512});
+    ibv_sge small{0x1000, 76, 1}, big{0x1000, 8192, 1};
+    ASSERT_TRUE(f.q.push({WrKind::Send, {&small, 1}, 0, 0, 1}));
+    ASSERT_TRUE(f.q.push({WrKind::Send, {&big, 1}, 0, 0, 2}));
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_TRUE(f.poster.posted[0].inline_data);
+    EXPECT_FALSE(f.poster.posted[1].inline_data);
+}
+
+TEST(RdmaSendQueue, ARefusedPostIsStickyAndCancelReleasesEverything) {
+    Fixture f(SendConfig{.depth = 64, .signal_every = 4});
+    f.poster.refuse_after = 3;
+    f.push_sends(6, 10);
+    EXPECT_EQ(f.q.flush(), ENOMEM);
+    EXPECT_EQ(f.q.in_flight(), 3u);
+    EXPECT_EQ(f.q.queued(), 3u);
+    EXPECT_EQ(f.q.flush(), ENOMEM);
+    f.q.cancel_all(-ECANCELED);
+    ASSERT_EQ(f.released.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(f.released[i], std::make_pair(uint64_t(10 + i), -ECANCELED));
+}
+
+TEST(RdmaSendQueue, AnErrorCompletionFailsOnlyItsRequest) {
+    Fixture f(SendConfig{.depth = 64, .signal_every = 1});
+    f.push_sends(3, 1);
+    ASSERT_EQ(f.q.flush(), 0);
+    ASSERT_TRUE(f.q.on_completion(0, 0));
+    ASSERT_TRUE(f.q.on_completion(1, -EIO));
+    EXPECT_EQ(f.released[1], std::make_pair(uint64_t(2), -EIO));
+    EXPECT_EQ(f.q.in_flight(), 1u);
+}
+
+class RecordingRecvPoster : public RecvPoster {
+public:
+    int post(ibv_recv_wr* first, ibv_recv_wr** /*bad*/) override {
+        ++calls;
+        for (ibv_recv_wr* w = first; w; w = w->next) ids.push_back(w->wr_id);
+        return 0;
+    }
+    int calls = 0;
+    std::vector<uint64_t> ids;
+};
+
+TEST(RdmaRecvQueue, RepostsOfAPassLeaveInOneCall) {
+    RecordingRecvPoster p;
+    ConnectionCounters c;
+    RecvQueue q(p, 64, c);
+    for (uint32_t i = 0; i < 20; ++i) ASSERT_EQ(q.repost(i, 0x1000 + i * 8192, 8192, 3), 0);
+    EXPECT_EQ(p.calls, 0);
+    ASSERT_EQ(q.flush(), 0);
+    EXPECT_EQ(p.calls, 1);
+    ASSERT_EQ(p.ids.size(), 20u);
+    EXPECT_TRUE(is_recv_wr(p.ids[5]));
+    EXPECT_EQ(recv_slot_of(p.ids[5]), 5u);
+    EXPECT_EQ(c[Counter::RecvRequests], 20u);
+    EXPECT_EQ(c[Counter::RecvPostCalls], 1u);
+}
+
+TEST(IserHeader, RoundTripsWithBothStags) {
+    IserHeader h;
+    h.write_stag_valid = true;
+    h.write_stag = 0x11223344;
+    h.write_va = 0x0102030405060708;
+    h.read_stag_valid = true;
+    h.read_stag = 0x55667788;
+    h.read_va = 0x1112131415161718;
+    std::array<uint8_t, kIserHeaderLength> b{};
+    h.encode(b);
+    EXPECT_EQ(b[0], 0x1c);  // Control (1), W and R
+    EXPECT_EQ(b[4], 0x11);
+    EXPECT_EQ(b[27], 0x18);
+    std::string err;
+    auto d = IserHeader::decode(b, err);
+    ASSERT_TRUE(d) << err;
+    EXPECT_EQ(d->write_stag, h.write_stag);
+    EXPECT_EQ(d->write_va, h.write_va);
+    EXPECT_EQ(d->read_stag, h.read_stag);
+    EXPECT_EQ(d->read_va, h.read_va);
+}
+
+TEST(IserHeader, InvalidStagsAreZeroed) {
+    IserHeader h;
+    h.read_stag = 5;  // not valid: not sent
+    std::array<uint8_t, kIserHeaderLength> b{};
+    h.encode(b);
+    EXPECT_EQ(b[0], 0x10);
+    std::string err;
+    auto d = IserHeader::decode(b, err);
+    ASSERT_TRUE(d);
+    EXPECT_FALSE(d->read_stag_valid);
+    EXPECT_EQ(d->read_stag, 0u);
+}
+
+TEST(IserHeader, RejectsShortMessagesAndHello) {
+    std::array<uint8_t, kIserHeaderLength> b{};
+    std::string err;
+    EXPECT_FALSE(IserHeader::decode(std::span<const uint8_t>(b).first(27), err));
+    EXPECT_NE(err.find("shorter"), std::string::npos);
+    b[0] = 0x20;
+    EXPECT_FALSE(IserHeader::decode(b, err));
+    EXPECT_NE(err.find("Hello"), std::string::npos);
+    b[0] = 0xf0;
+    EXPECT_FALSE(IserHeader::decode(b, err));
+}
+
+TEST(IserCmRequest, FlagsRoundTripAndDefaultWhenAbsent) {
+    std::array<uint8_t, kIserCmPrivateLength> b{};
+    IserCmRequest{true, false}.encode(b);
+    EXPECT_EQ(b[0], 0x80);
+    auto r = IserCmRequest::decode(b);
+    EXPECT_TRUE(r.zbva_not_supported);
+    EXPECT_FALSE(r.send_with_invalidate_not_supported);
+    auto none = IserCmRequest::decode({});
+    EXPECT_FALSE(none.zbva_not_supported);
+}
+
+}  // namespace
+}  // namespace rbio::iser::rdma
