@@ -19,6 +19,7 @@ bool SendQueue::push(const SendRequest& r) {
     if (!has_room() || r.sge.size() > kMaxSge) return false;
     Entry& e = at(next_);
     e.token = r.token;
+    e.slot = r.slot;
     e.wr = ibv_send_wr{};
     e.wr.wr_id = next_;
     uint32_t bytes = 0;
@@ -103,6 +104,7 @@ int SendQueue::cover() {
     if (!needs_cover() || !has_room()) return 0;
     Entry& e = at(next_);
     e.token = 0;
+    e.slot = kNoSlot;
     e.wr = ibv_send_wr{};
     e.wr.wr_id = next_;
     e.wr.opcode = IBV_WR_RDMA_WRITE;  // zero length: no R_Key is checked, nothing is written
@@ -114,20 +116,23 @@ int SendQueue::cover() {
 bool SendQueue::on_completion(uint64_t wr_id, int status) {
     if (wr_id < completed_ || wr_id >= posted_) return false;
     while (completed_ <= wr_id) {
-        Entry& e = at(completed_);
+        const Entry& e = at(completed_);
         const uint64_t token = e.token;
+        const uint32_t slot = e.slot;
         const int st = completed_ == wr_id ? status : 0;
         ++completed_;
-        release_(token, st);
+        release_(token, slot, st);
     }
     return true;
 }
 
 void SendQueue::cancel_all(int status) {
     while (completed_ < next_) {
-        const uint64_t token = at(completed_).token;
+        const Entry& e = at(completed_);
+        const uint64_t token = e.token;
+        const uint32_t slot = e.slot;
         ++completed_;
-        release_(token, status);
+        release_(token, slot, status);
     }
     posted_ = next_ = completed_;
     last_signaled_ = completed_;

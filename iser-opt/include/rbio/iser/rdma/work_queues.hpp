@@ -79,11 +79,16 @@ struct SendRequest {
     // Released (SendRelease) once the request is known complete; a token of
     // 0 releases nothing but is still tracked.
     uint64_t token = 0;
+    // The owner's own registered slot the request reads from (e.g. a header
+    // slot), handed back with the token; kNoSlot for none.
+    uint32_t slot = UINT32_MAX;
 };
+
+inline constexpr uint32_t kNoSlot = UINT32_MAX;
 
 // Runs once per request, in posting order: status 0 when it completed, a
 // negative errno when it failed or was cancelled.
-using SendRelease = std::function<void(uint64_t token, int status)>;
+using SendRelease = std::function<void(uint64_t token, uint32_t slot, int status)>;
 
 class SendQueue {
 public:
@@ -126,6 +131,7 @@ private:
         ibv_send_wr wr{};
         std::array<ibv_sge, kMaxSge> sge{};
         uint64_t token = 0;
+        uint32_t slot = kNoSlot;
     };
     Entry& at(uint64_t seq) { return ring_[seq % ring_.size()]; }
     bool wants_signal(const Entry& e, uint64_t covered) const;

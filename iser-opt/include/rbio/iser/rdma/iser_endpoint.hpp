@@ -1,0 +1,165 @@
+#pragma once
+// One iSER connection's data path: a reliable-connected QP with one CQ for
+// sends and receives, its registered receive and header slots, and the
+// send/receive queues of work_queues.hpp. Both ends use it: tgtd's transport
+// (target) and the rbio initiator. Connection management (listen, accept,
+// connect, disconnect events) stays with the owner, who hands over the
+// rdma_cm_id once it has one.
+//
+// A received SEND is [iSER header][BHS][AHS][data segment]: poll() checks it
+// (iSER opcode, BHS against the limits, lengths against the bytes that came)
+// and hands it to the owner as views into the receive slot, which is
+// reposted when the handler returns. A PDU to send is copied into a header
+// slot (iSER header, BHS, AHS, and its data when it is small) or sent with
+// its data from the owner's registered memory (zero copy). RDMA WRITE and
+// READ move SCSI data to and from the buffers the initiator advertised.
+//
+// The event-loop pass (channel fd readable):
+//
+//     ep.run_pass(handle_pdu);   // take the event, reap in bulk, handle
+//                                // every PDU, post everything once,
+//                                // re-arm only when nothing is left
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "rbio/iser/counters.hpp"
+#include "rbio/iser/iser_header.hpp"
+#include "rbio/iser/pdu.hpp"
+#include "rbio/iser/rdma/completion_poller.hpp"
+#include "rbio/iser/rdma/registered_pool.hpp"
+#include "rbio/iser/rdma/verbs.hpp"
+#include "rbio/iser/rdma/work_queues.hpp"
+
+namespace rbio::iser::rdma {
+
+struct EndpointConfig {
+    uint32_t recv_depth = 128;       // receive buffers posted
+    uint32_t recv_data_max = 8192;   // largest data segment the peer may SEND us
+    uint32_t max_ahs = 256;          // AHS bytes accepted and sent
+    uint32_t send_slots = 256;       // header slots (PDUs in flight)
+    uint32_t send_copy_max = 8192;   // data up to this is copied into the header slot
+    uint32_t max_inline = 256;       // asked of the QP; SENDs up to it go inline
+    SendConfig send{};               // depth and inline size are set from the QP
+    PollConfig poll{};
+    bool batch_recv = true;          // off: one ibv_post_recv per buffer
+    PduSender peer = PduSender::Initiator;  // who sends what we receive
+};
+
+// One received PDU; the views are valid until the handler returns.
+struct IserRx {
+    IserHeader iser;
+    BhsView bhs;
+    std::span<const uint8_t> ahs;
+    std::span<const uint8_t> data;
+};
+
+// Runs once per PDU sent or RDMA operation with a non-zero token, when it is
+// known complete (status 0) or failed / cancelled (negative errno).
+using TokenRelease = std::function<void(uint64_t token, int status)>;
+
+class IserEndpoint {
+public:
+    // Takes the CM id (its device is known: route resolved, or a connect
+    // request), creates CQ, QP and pools on `pd` (of the same device). Throws
+    // RdmaError / std::invalid_argument.
+    IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config, ConnectionCounters& counters,
+                 TokenRelease release);
+    ~IserEndpoint();
+    IserEndpoint(const IserEndpoint&) = delete;
+    IserEndpoint& operator=(const IserEndpoint&) = delete;
+
+    rdma_cm_id* id() const { return id_.get(); }
+    int fd() const { return poller_.fd(); }
+    ibv_pd* pd() const { return pd_; }
+
+    // Posts every receive buffer: before rdma_accept / rdma_connect.
+    void post_receives();
+
+    // ---- send side; false when no header slot or send-queue room is left
+    // (flush, reap and try again) or the header does not fit a slot.
+    bool send_pdu(const IserHeader& iser, std::span<const uint8_t> header,
+                  std::span<const uint8_t> data, uint64_t token);
+    // `data` lies in memory registered by the owner (lkey), sent in place.
+    bool send_pdu_registered(const IserHeader& iser, std::span<const uint8_t> header,
+                             const ibv_sge& data, uint64_t token);
+    bool rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
+    bool rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
+    bool has_room(uint32_t requests) const {
+        return sq_.has_room(requests) && send_pool_.available() > 0;
+    }
+    // Posts what is queued (sends, receive reposts): one call each.
+    void flush();
+
+    // ---- receive side
+    // The channel fd was readable, or the owner wants to make progress:
+    // handles every completion (handler(const IserRx&) per PDU), posts once,
+    // loops until the CQ is empty and the channel armed. False once the
+    // connection failed (error() says why).
+    template <class Handler>
+    bool run_pass(Handler&& handle) {
+        poller_.on_channel_event();
+        auto dispatch = [&](const ibv_wc& wc) { on_wc(wc, handle); };
+        for (;;) {
+            poller_.drain(dispatch);
+            flush();
+            if (failed_) return false;
+            if (poller_.drain_and_arm(dispatch)) {
+                flush();
+                if (sq_.needs_cover() && sq_.cover() != 0) fail("ibv_post_send (cover) refused");
+                return !failed_;
+            }
+        }
+    }
+
+    bool failed() const { return failed_; }
+    const std::string& error() const { return error_; }
+    // Releases every token still held (the QP is destroyed first, so no
+    // device access can follow): for teardown.
+    void shutdown();
+
+private:
+    template <class Handler>
+    void on_wc(const ibv_wc& wc, Handler& handle) {
+        if (is_recv_wr(wc.wr_id)) {
+            const uint32_t slot = recv_slot_of(wc.wr_id);
+            if (wc.status != IBV_WC_SUCCESS) {
+                recv_pool_.release(slot);
+                fail_wc("receive", wc);
+                return;
+            }
+            IserRx rx{{}, BhsView(recv_pool_.data(slot)), {}, {}};
+            if (!failed_ && parse(slot, wc.byte_len, rx)) handle(static_cast<const IserRx&>(rx));
+            repost(slot);
+            return;
+        }
+        sq_.on_completion(wc.wr_id, wc.status == IBV_WC_SUCCESS ? 0 : -EIO);
+        if (wc.status != IBV_WC_SUCCESS) fail_wc("send", wc);
+    }
+    bool parse(uint32_t slot, uint32_t bytes, IserRx& rx);
+    void repost(uint32_t slot);
+    bool queue_send(const IserHeader& iser, std::span<const uint8_t> header,
+                    std::span<const uint8_t> copy, const ibv_sge* data, uint64_t token);
+    void fail(std::string why);
+    void fail_wc(const char* what, const ibv_wc& wc);
+    void on_release(uint64_t token, uint32_t slot, int status);
+
+    EndpointConfig config_;
+    ConnectionCounters& counters_;
+    TokenRelease release_;
+    ibv_pd* pd_;
+    CmIdPtr id_;
+    CompletionPoller poller_;
+    RegisteredPool recv_pool_;
+    RegisteredPool send_pool_;
+    CmQp qp_;
+    QpSendPoster send_poster_;
+    QpRecvPoster recv_poster_;
+    SendQueue sq_;
+    RecvQueue rq_;
+    PduLimits limits_{};
+    bool failed_ = false;
+    std::string error_;
+};
+
+}  // namespace rbio::iser::rdma

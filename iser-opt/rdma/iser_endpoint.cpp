@@ -1,0 +1,204 @@
+#include "rbio/iser/rdma/iser_endpoint.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace rbio::iser::rdma {
+namespace {
+
+size_t recv_slot_size(const EndpointConfig& c) {
+    return kIserHeaderLength + kBhsLength + c.max_ahs + c.recv_data_max;
+}
+size_t send_slot_size(const EndpointConfig& c) {
+    return kIserHeaderLength + kBhsLength + c.max_ahs + c.send_copy_max;
+}
+
+ibv_qp_init_attr qp_attr(const EndpointConfig& c, ibv_cq* cq) {
+    ibv_qp_init_attr a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = 0;
+    a.cap.max_send_wr = c.send.depth;
+    a.cap.max_recv_wr = c.recv_depth;
+    a.cap.max_send_sge = uint32_t(kMaxSge);
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = c.max_inline;
+    return a;
+}
+
+CmQp make_qp(rdma_cm_id* id, ibv_pd* pd, const EndpointConfig& c, ibv_cq* cq,
+             SendConfig& send_out) {
+    ibv_qp_init_attr a = qp_attr(c, cq);
+    CmQp qp(id, pd, a);
+    // The provider may round the capabilities: the queues use what it gave.
+    send_out = c.send;
+    send_out.depth = a.cap.max_send_wr;
+    send_out.max_inline = a.cap.max_inline_data;
+    return qp;
+}
+
+}  // namespace
+
+IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
+                           ConnectionCounters& counters, TokenRelease release)
+    : config_(config),
+      counters_(counters),
+      release_(std::move(release)),
+      pd_(pd),
+      id_(std::move(id)),
+      poller_(id_->verbs, int(config.send.depth + config.recv_depth), config.poll, counters),
+      recv_pool_(pd, recv_slot_size(config), config.recv_depth, IBV_ACCESS_LOCAL_WRITE),
+      send_pool_(pd, send_slot_size(config), config.send_slots, IBV_ACCESS_LOCAL_WRITE),
+      qp_(make_qp(id_.get(), pd, config, poller_.cq(), config_.send)),
+      send_poster_(qp_.get()),
+      recv_poster_(qp_.get()),
+      sq_(config_.send, send_poster_,
+          [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); },
+          counters),
+      rq_(recv_poster_, config.recv_depth, counters, config.batch_recv) {
+    limits_.max_recv_data_segment_length = config.recv_data_max;
+    limits_.max_ahs_length = config.max_ahs;
+}
+
+IserEndpoint::~IserEndpoint() { shutdown(); }
+
+void IserEndpoint::shutdown() {
+    // With the QP gone nothing touches the slots or the owner's buffers.
+    qp_.reset();
+    sq_.cancel_all(-ECANCELED);
+}
+
+void IserEndpoint::post_receives() {
+    for (uint32_t i = recv_pool_.available(); i > 0; --i) repost(recv_pool_.acquire());
+    flush();
+}
+
+void IserEndpoint::repost(uint32_t slot) {
+    if (failed_) {
+        recv_pool_.release(slot);
+        return;
+    }
+    int rc = rq_.repost(slot, reinterpret_cast<uintptr_t>(recv_pool_.data(slot)),
+                        uint32_t(recv_pool_.slot_size()), recv_pool_.lkey());
+    if (rc != 0) fail(std::string("ibv_post_recv refused: ") + std::strerror(rc));
+}
+
+void IserEndpoint::flush() {
+    if (int rc = sq_.flush(); rc != 0 && !failed_)
+        fail(std::string("ibv_post_send refused: ") + std::strerror(rc));
+    if (int rc = rq_.flush(); rc != 0 && !failed_)
+        fail(std::string("ibv_post_recv refused: ") + std::strerror(rc));
+}
+
+bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
+    const uint8_t* p = recv_pool_.data(slot);
+    std::string why;
+    auto iser = IserHeader::decode({p, bytes}, why);
+    if (!iser) {
+        fail(why);
+        return false;
+    }
+    rx.iser = *iser;
+    if (bytes < kIserHeaderLength + kBhsLength) {
+        fail("iSER message of " + std::to_string(bytes) + " bytes has no complete BHS");
+        return false;
+    }
+    rx.bhs = BhsView(p + kIserHeaderLength);
+    if (auto e = validate_bhs(rx.bhs, limits_, config_.peer)) {
+        fail(e->message);
+        return false;
+    }
+    const size_t ahs = rx.bhs.ahs_length();
+    const size_t dsl = rx.bhs.data_segment_length();
+    const size_t need = kIserHeaderLength + kBhsLength + ahs + dsl;
+    // Some senders pad the data segment to a word; nothing else may follow.
+    if (bytes < need || bytes > pad4(need)) {
+        char m[160];
+        std::snprintf(m, sizeof m,
+                      "iSER message of %u bytes does not match its PDU (%s, AHS %zu, data %zu)",
+                      bytes, opcode_name(rx.bhs.opcode_byte()), ahs, dsl);
+        fail(m);
+        return false;
+    }
+    rx.ahs = {p + kIserHeaderLength + kBhsLength, ahs};
+    if (ahs > 0) {
+        if (auto e = validate_ahs(rx.ahs)) {
+            fail(e->message);
+            return false;
+        }
+    }
+    rx.data = {p + kIserHeaderLength + kBhsLength + ahs, dsl};
+    counters_[Counter::PdusIn] += 1;
+    counters_[Counter::BytesIn] += bytes;
+    return true;
+}
+
+bool IserEndpoint::queue_send(const IserHeader& iser, std::span<const uint8_t> header,
+                              std::span<const uint8_t> copy, const ibv_sge* data, uint64_t token) {
+    if (failed_ || header.size() < kBhsLength || header.size() > kBhsLength + config_.max_ahs ||
+        copy.size() > config_.send_copy_max || !has_room(1))
+        return false;
+    const uint32_t slot = send_pool_.acquire();
+    uint8_t* p = send_pool_.data(slot);
+    iser.encode(std::span<uint8_t, kIserHeaderLength>(p, kIserHeaderLength));
+    std::memcpy(p + kIserHeaderLength, header.data(), header.size());
+    size_t len = kIserHeaderLength + header.size();
+    if (!copy.empty()) {
+        std::memcpy(p + len, copy.data(), copy.size());
+        len += copy.size();
+    }
+    std::array<ibv_sge, 2> sge{ibv_sge{reinterpret_cast<uintptr_t>(p), uint32_t(len), send_pool_.lkey()}};
+    size_t n = 1;
+    if (data && data->length > 0) sge[n++] = *data;
+    sq_.push({WrKind::Send, {sge.data(), n}, 0, 0, token, slot});
+    counters_[Counter::PdusOut] += 1;
+    counters_[Counter::BytesOut] += len + (n > 1 ? data->length : 0);
+    return true;
+}
+
+bool IserEndpoint::send_pdu(const IserHeader& iser, std::span<const uint8_t> header,
+                            std::span<const uint8_t> data, uint64_t token) {
+    return queue_send(iser, header, data, nullptr, token);
+}
+
+bool IserEndpoint::send_pdu_registered(const IserHeader& iser, std::span<const uint8_t> header,
+                                       const ibv_sge& data, uint64_t token) {
+    return queue_send(iser, header, {}, &data, token);
+}
+
+bool IserEndpoint::rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
+                              uint64_t token) {
+    if (failed_ || !sq_.has_room()) return false;
+    return sq_.push({WrKind::RdmaWrite, {&local, 1}, remote_va, rkey, token, kNoSlot});
+}
+
+bool IserEndpoint::rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
+                             uint64_t token) {
+    if (failed_ || !sq_.has_room()) return false;
+    return sq_.push({WrKind::RdmaRead, {&local, 1}, remote_va, rkey, token, kNoSlot});
+}
+
+void IserEndpoint::on_release(uint64_t token, uint32_t slot, int status) {
+    if (slot != kNoSlot) send_pool_.release(slot);
+    if (token != 0 && release_) release_(token, status);
+}
+
+void IserEndpoint::fail(std::string why) {
+    if (failed_) return;
+    failed_ = true;
+    error_ = std::move(why);
+}
+
+void IserEndpoint::fail_wc(const char* what, const ibv_wc& wc) {
+    // A flush after the QP entered the error state follows the real cause.
+    if (wc.status == IBV_WC_WR_FLUSH_ERR && failed_) return;
+    char m[128];
+    std::snprintf(m, sizeof m, "%s work completion failed: %s (vendor error 0x%x)", what,
+                  wc_status_name(wc.status), wc.vendor_err);
+    fail(m);
+}
+
+}  // namespace rbio::iser::rdma

@@ -1,0 +1,19 @@
+# Soft-RoCE inside the guest (sourced by VM tests): a veth pair with an
+# address and an rxe device on it, as ../shared/docs/ENVIRONMENT.md describes.
+# Sets RXE_ADDR. The guest is thrown away afterwards, so nothing is undone.
+RXE_ADDR=10.99.0.1
+rxe_up() {
+  modprobe -a veth rdma_rxe ib_uverbs rdma_ucm || { echo "rxe: modprobe failed" >&2; return 1; }
+  ip link add rbio-veth0 type veth peer name rbio-veth1
+  ip addr add "$RXE_ADDR/24" dev rbio-veth0
+  ip link set rbio-veth0 up
+  ip link set rbio-veth1 up
+  ip link set lo up
+  rdma link add rbio-rxe0 type rxe netdev rbio-veth0
+  local i
+  for (( i = 0; i < 50; i++ )); do
+    rdma link show rbio-rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && return 0
+    sleep 0.1
+  done
+  echo "rxe: rbio-rxe0 did not become ACTIVE" >&2; rdma link >&2; return 1
+}
