@@ -24,6 +24,7 @@
 #include "target.h"
 
 #include "rbio/bs/c_api.h"
+#include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 
 #define RBIO_EXPORT __attribute__((visibility("default")))
@@ -273,4 +274,5 @@ RBIO_EXPORT void register_bs_module(void)
 	log_error("rbio: backing store 'rbio' registered (built against tgt %s)\n",
 		  RBIO_TGT_VERSION);
 	rbio_iscsi_tcp_start();
+	rbio_iscsi_iser_start();
 }

@@ -1029,25 +1029,28 @@ static void tick(void *data)
 
 /* ---- start */
 
-static int build_matches(void)
+/* The running tgtd is the build the module was made for (struct layouts of
+ * tgt's core differ between builds); `tag` and `what` name the transport
+ * in the log, e.g. "tcp" and "TCP portals". */
+int rbio_tgtd_build_matches(const char *tag, const char *what)
 {
 	char running[128];
 
 	if (!RBIO_TGTD_BUILD_ID[0]) {
-		log_error("rbio: tcp: the module was built without tgtd's build-id; "
-			  "TCP portals stay with tgt's transport\n");
+		log_error("rbio: %s: the module was built without tgtd's build-id; "
+			  "%s stay with tgt's transport\n", tag, what);
 		return 0;
 	}
 	if (rbio_tp_running_build_id(running, sizeof(running))) {
-		log_error("rbio: tcp: this tgtd has no build-id (the module expects %s, tgt %s); "
-			  "TCP portals stay with tgt's transport\n",
-			  RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION);
+		log_error("rbio: %s: this tgtd has no build-id (the module expects %s, tgt %s); "
+			  "%s stay with tgt's transport\n",
+			  tag, RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION, what);
 		return 0;
 	}
 	if (strcmp(running, RBIO_TGTD_BUILD_ID)) {
-		log_error("rbio: tcp: this tgtd (build-id %s) is not the tgt %s the module was "
-			  "built against (build-id %s); TCP portals stay with tgt's transport\n",
-			  running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID);
+		log_error("rbio: %s: this tgtd (build-id %s) is not the tgt %s the module was "
+			  "built against (build-id %s); %s stay with tgt's transport\n",
+			  tag, running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID, what);
 		return 0;
 	}
 	return 1;
@@ -1068,7 +1071,7 @@ void rbio_iscsi_tcp_start(void)
 			  desc);
 		return;
 	}
-	if (!build_matches())
+	if (!rbio_tgtd_build_matches("tcp", "TCP portals"))
 		return;
 	if (start_ready_timer())
 		return;

@@ -53,6 +53,8 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
     std::string w = where + ": " + std::string(key);
     if (key == "transport")
         s.enabled = parse_switch(value, w);
+    else if (key == "iser")
+        s.iser = parse_switch(value, w);
     else if (key == "portals")
         copy_to(s.portals, sizeof(s.portals), value == "all" ? "" : value, w);
     else if (key == "stats_file")
@@ -71,7 +73,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
         s.max_queued_kib = parse_kib(value, 64, 1048576, w);
     else
         throw SettingsError(where + ": unknown key '" + std::string(key) +
-                            "' (known: transport, portals, stats_file, batch_reads, coalesce, "
+                            "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
                             "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib)");
 }
 
@@ -98,6 +100,7 @@ void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
 void load(rbio_tp_settings& s) {
     s = rbio_tp_settings{};
     s.enabled = 1;
+    s.iser = 1;
     s.batch_reads = 1;
     s.coalesce = 1;
     s.send_inline = 1;
@@ -118,6 +121,7 @@ void load(rbio_tp_settings& s) {
         }
     };
     env("RBIO_TRANSPORT", "transport");
+    env("RBIO_ISER", "iser");
     env("RBIO_PORTALS", "portals");
     env("RBIO_STATS_FILE", "stats_file");
     if (!env_used.empty()) {
@@ -144,9 +148,9 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
     std::snprintf(out, len,
-                  "transport=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
+                  "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
                   "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u (from %s)",
-                  s->enabled ? "on" : "off", s->portals[0] ? s->portals : "all",
+                  s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
                   s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
                   s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
                   s->max_queued_kib, s->source);

@@ -21,7 +21,8 @@ extern "C" {
 #define RBIO_TP_DEFAULT_CONFIG "/etc/rbio/tgtd.conf"
 
 struct rbio_tp_settings {
-    int enabled;             /* take over tgtd's TCP portals */
+    int enabled;             /* take over tgtd's TCP portals (and, with iser, its iSER listeners) */
+    int iser;                /* take over tgtd's iSER listeners too */
     char portals[1024];      /* "" = every portal, else "ADDR:PORT,..." */
     char stats_file[4096];   /* "" = none; "%p" becomes tgtd's pid */
     int batch_reads;         /* one receive per event for many PDUs */
@@ -34,8 +35,8 @@ struct rbio_tp_settings {
     char source[4200];       /* where the settings came from, for the log */
 };
 
-/* Defaults, then the config file, then RBIO_TRANSPORT / RBIO_PORTALS /
- * RBIO_STATS_FILE. 0, or -1 with a message naming the file, line and key. */
+/* Defaults, then the config file, then RBIO_TRANSPORT / RBIO_ISER /
+ * RBIO_PORTALS / RBIO_STATS_FILE. 0, or -1 with a message naming the file, line and key. */
 int rbio_tp_load_settings(struct rbio_tp_settings *s, char *err, size_t errlen);
 /* The settings as one line, for tgtd's log. */
 void rbio_tp_describe_settings(const struct rbio_tp_settings *s, char *out, size_t len);

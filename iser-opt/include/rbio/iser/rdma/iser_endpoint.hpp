@@ -90,6 +90,12 @@ public:
     }
     // Posts what is queued (sends, receive reposts): one call each.
     void flush();
+    // flush(), then a cover for unsignalled sends if nothing else will
+    // complete them: for passes the owner runs outside run_pass().
+    void end_pass() {
+        flush();
+        if (!failed_ && sq_.needs_cover() && sq_.cover() != 0) fail("ibv_post_send (cover) refused");
+    }
 
     // ---- receive side
     // The channel fd was readable, or the owner wants to make progress:
@@ -114,6 +120,8 @@ public:
 
     bool failed() const { return failed_; }
     const std::string& error() const { return error_; }
+    uint64_t sends_queued_total() const { return sq_.queued_total(); }
+    uint64_t sends_done_total() const { return sq_.done_total(); }
     // Releases every token still held (the QP is destroyed first, so no
     // device access can follow): for teardown.
     void shutdown();

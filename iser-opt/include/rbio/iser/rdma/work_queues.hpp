@@ -124,6 +124,11 @@ public:
 
     uint32_t queued() const { return uint32_t(next_ - posted_); }
     uint32_t in_flight() const { return uint32_t(posted_ - completed_); }
+    // Requests queued so far / known complete (or cancelled) so far: memory a
+    // request queued now points into is free once done_total() reaches
+    // today's queued_total().
+    uint64_t queued_total() const { return next_; }
+    uint64_t done_total() const { return completed_; }
     const SendConfig& config() const { return config_; }
 
 private:

@@ -1,0 +1,820 @@
+/*
+ * rbio's iSER transport inside stock tgtd.
+ *
+ * tgt 1.0.85's own iSER is a driver of its own (iser.c: its own PDU parser,
+ * login code and command queue) with one completion per signalled send, a
+ * fixed 512 KiB I/O limit and an initiator-name ACL bug (with only
+ * `-I ALL`, every iSER login is refused). This transport instead runs iSER
+ * connections through tgt's iSCSI core, the same code that serves TCP, and
+ * maps the core's byte-stream view onto RDMA (tgt-backend/docs/
+ * iser-takeover.md has the reasoning and tgt's internals):
+ *
+ *  - every received SEND holds one whole PDU; ep_read() serves the core
+ *    its BHS, AHS and data from the receive buffer;
+ *  - a Data-In the core sends becomes an RDMA WRITE from the task's
+ *    (registered) buffer to the initiator's advertised read buffer; when it
+ *    carries the status, a SCSI Response SEND follows in the same post;
+ *  - an R2T becomes an RDMA READ of the initiator's write buffer straight
+ *    into the task's buffer; when it completes, the core is handed a
+ *    Data-Out header whose data is already in place;
+ *  - every other PDU is a SEND (iSER header + PDU from a registered slot).
+ *
+ * The engine (iser-opt's IserEndpoint) chains a pass's work requests into
+ * one post, signals one send in 16 with per-QP tracking, and reaps
+ * completions in batches, re-arming the channel only when idle.
+ *
+ * The CM event channel of tgt's iSER listeners (iser_portals_list) is taken
+ * over, so tgt keeps its wildcard binds and every new connection comes
+ * here. Targets made with `--lld iser` keep working: their driver's
+ * completion callbacks are pointed at the iSCSI core's, and their `rdma`
+ * flag, which makes the core refuse a login, is lifted for the duration of
+ * a login PDU.
+ *
+ * One of the few files that include tgt's (version-specific, C) headers.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "iscsid.h"
+#include "iser.h"
+#include "driver.h"
+#include "work.h"
+
+#include "rbio/bs/iser_transport.h"
+#include "rbio/bs/tcp_transport.h"
+#include "iscsi_iser_glue.h"
+#include "iscsi_tcp_glue.h"
+
+extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
+
+/* Outstanding RDMA READs per connection: one per task with an R2T out
+ * (tgt's MaxOutstandingR2T is 1, its command window at most 512). */
+#define RBIO_ISER_MAX_READS 1024
+/* The most Data-In bytes one PDU (so one RDMA WRITE) may carry. */
+#define RBIO_ISER_MAX_XMIT (16u << 20)
+
+/* What the initiator advertised in the iSER header of a SCSI command; lies
+ * right before the core's task. */
+struct iser_task_prefix {
+	struct iser_task_prefix *next_free;
+	int pooled;
+	int read_valid, write_valid;
+	uint32_t read_stag, write_stag;
+	uint64_t read_va, write_va;
+	uint64_t pad; /* keeps the task 16-byte aligned */
+};
+
+struct read_op {
+	struct iscsi_task *task; /* NULL: free, or orphaned by the core */
+	int in_use;
+	uint8_t lun[8];
+	uint32_t itt, ttt, offset, len;
+};
+
+struct rbio_iser_conn {
+	struct rbio_iser_ep *ep;
+	struct rdma_cm_id *id; /* owned by ep */
+	int fd;                /* the completion channel, in tgtd's epoll */
+	struct list_head siblings;
+	struct event_data pass_ev;
+	int in_pass;
+	int tx_wanted;
+	/* the PDU the core is reading: bhs[48] then `rest` (AHS and data) */
+	const uint8_t *rx_bhs;
+	const uint8_t *rx_rest;
+	uint32_t rx_len, rx_off;
+	uint8_t synth_bhs[BHS_SIZE]; /* a Data-Out standing for an RDMA READ */
+	struct rbio_iser_rx adv;     /* iSER header of the PDU being read */
+	/* the response the core is handing over */
+	uint8_t tx_bhs[BHS_SIZE];
+	const void *tx_data;
+	size_t tx_data_len;
+	uint64_t tx_parts;
+	struct read_op reads[RBIO_ISER_MAX_READS];
+	int reads_in_use;
+	char peer[INET6_ADDRSTRLEN + 16];
+
+	struct iscsi_connection iscsi_conn;
+};
+
+static struct rbio_iser_conn *RC(struct iscsi_connection *conn)
+{
+	return container_of(conn, struct rbio_iser_conn, iscsi_conn);
+}
+
+static struct iscsi_transport rbio_iser;
+static struct rbio_tp_settings settings;
+static LIST_HEAD(rbio_iser_conns);
+static struct rdma_event_channel *cm_channel;
+static struct iser_task_prefix *task_pool;
+
+static void conn_log_close(struct rbio_iser_conn *rc, const char *why)
+{
+	log_error("rbio: iser: %s: closing connection: %s\n", rc->peer, why);
+}
+
+static void conn_fail(struct rbio_iser_conn *rc, const char *why)
+{
+	if (rc->iscsi_conn.state != STATE_CLOSE) {
+		conn_log_close(rc, why);
+		rc->iscsi_conn.state = STATE_CLOSE;
+	}
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t get_be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+/* ---- the receive side: one whole PDU per receive */
+
+/*
+ * A login PDU for a target made with `--lld iser`: tgt's core refuses
+ * those ("Target is RDMA, but conn is TCP") because its own iSER never
+ * goes through it. This connection is RDMA, so the flag is lifted while
+ * the core handles the PDU. Returns the target to restore, or NULL.
+ */
+static struct iscsi_target *lift_rdma_flag(const uint8_t *bhs, const uint8_t *data, uint32_t len)
+{
+	const char key[] = "TargetName=";
+	uint32_t i = 0;
+
+	if ((bhs[0] & 0x3f) != ISCSI_OP_LOGIN)
+		return NULL;
+	while (i < len) {
+		const char *kv = (const char *)data + i;
+		size_t n = strnlen(kv, len - i);
+
+		if (n < len - i && n > sizeof(key) - 1 && !memcmp(kv, key, sizeof(key) - 1)) {
+			struct iscsi_target *t = target_find_by_name(kv + sizeof(key) - 1);
+
+			if (t && t->rdma) {
+				t->rdma = 0;
+				return t;
+			}
+			return NULL;
+		}
+		i += (uint32_t)n + 1;
+	}
+	return NULL;
+}
+
+static void run_tx(struct rbio_iser_conn *rc)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+
+	while (conn->state != STATE_CLOSE && rc->tx_wanted && rbio_iser_ep_room(rc->ep, 4)) {
+		uint64_t before = rc->tx_parts;
+
+		iscsi_tx_handler(conn);
+		if (rc->tx_parts == before)
+			break;
+	}
+}
+
+/* Hands the current PDU to the core, then lets it send what it produced. */
+static void feed(struct rbio_iser_conn *rc, struct iscsi_target *lifted)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+
+	while (conn->state != STATE_CLOSE && rc->rx_off < rc->rx_len) {
+		uint32_t before = rc->rx_off;
+
+		iscsi_rx_handler(conn);
+		if (rc->rx_off == before)
+			break;
+	}
+	if (lifted)
+		lifted->rdma = 1;
+	if (conn->state != STATE_CLOSE && rc->rx_off < rc->rx_len)
+		conn_fail(rc, "the iSCSI core did not take a whole PDU");
+	rc->rx_len = rc->rx_off = 0;
+	run_tx(rc);
+}
+
+static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
+{
+	struct rbio_iser_conn *rc = ctx;
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct iscsi_target *lifted = NULL;
+	uint32_t ahs;
+
+	if (conn->state == STATE_CLOSE || conn->closed)
+		return;
+	rc->adv = *rx;
+	rc->rx_bhs = rx->pdu;
+	rc->rx_rest = rx->pdu + BHS_SIZE;
+	rc->rx_len = rx->len;
+	rc->rx_off = 0;
+	if (conn->state != STATE_SCSI) {
+		ahs = (uint32_t)rx->pdu[4] * 4;
+		lifted = lift_rdma_flag(rx->pdu, rx->pdu + BHS_SIZE + ahs, rx->len - BHS_SIZE - ahs);
+	}
+	feed(rc, lifted);
+}
+
+/* An RDMA READ for an R2T is done: the data is in the task's buffer, and
+ * the core gets the Data-Out that would have brought it. */
+static void on_done(void *ctx, uint64_t token, int status)
+{
+	struct rbio_iser_conn *rc = ctx;
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct read_op *op;
+	uint8_t *b = rc->synth_bhs;
+
+	if (token == 0 || token > RBIO_ISER_MAX_READS)
+		return;
+	op = &rc->reads[token - 1];
+	if (!op->in_use)
+		return;
+	op->in_use = 0;
+	rc->reads_in_use--;
+	if (status) {
+		if (status != -ECANCELED)
+			conn_fail(rc, "an RDMA READ of the initiator's data failed");
+		return;
+	}
+	if (!op->task || conn->state == STATE_CLOSE || conn->closed)
+		return;
+	memset(b, 0, BHS_SIZE);
+	b[0] = ISCSI_OP_SCSI_DATA_OUT;
+	b[1] = ISCSI_FLAG_CMD_FINAL;
+	b[5] = (uint8_t)(op->len >> 16);
+	b[6] = (uint8_t)(op->len >> 8);
+	b[7] = (uint8_t)op->len;
+	memcpy(b + 8, op->lun, 8);
+	memcpy(b + 16, &op->itt, 4); /* wire order kept */
+	memcpy(b + 20, &op->ttt, 4);
+	put_be32(b + 28, conn->stat_sn);
+	put_be32(b + 40, op->offset);
+	rc->rx_bhs = b;
+	rc->rx_rest = (const uint8_t *)op->task->data + op->offset;
+	rc->rx_len = BHS_SIZE + op->len;
+	rc->rx_off = 0;
+	feed(rc, NULL);
+}
+
+static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+	size_t n, left = rc->rx_len - rc->rx_off;
+
+	if (left == 0) {
+		errno = EAGAIN;
+		return (size_t)-1;
+	}
+	n = nbytes < left ? nbytes : left;
+	if (rc->rx_off < BHS_SIZE) {
+		size_t h = BHS_SIZE - rc->rx_off;
+
+		if (n > h)
+			n = h;
+		memcpy(buf, rc->rx_bhs + rc->rx_off, n);
+	} else {
+		const uint8_t *src = rc->rx_rest + (rc->rx_off - BHS_SIZE);
+
+		/* A Data-Out standing for an RDMA READ: the data is there. */
+		if (src != buf)
+			memcpy(buf, src, n);
+	}
+	rc->rx_off += (uint32_t)n;
+	return n;
+}
+
+/* ---- the send side */
+
+static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nbytes)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+
+	rc->tx_parts++;
+	if (buf == (void *)&conn->rsp.bhs) {
+		memcpy(rc->tx_bhs, buf, BHS_SIZE);
+		rc->tx_data = NULL;
+		rc->tx_data_len = 0;
+	} else if (buf != (void *)conn->tx_digest) {
+		rc->tx_data = buf;
+		rc->tx_data_len = conn->rsp.datasize;
+	}
+	return nbytes;
+}
+
+static struct iser_task_prefix *prefix_of(struct iscsi_task *task)
+{
+	return (struct iser_task_prefix *)task - 1;
+}
+
+/* The SCSI Response that a Data-In with status stands for (RFC 7145:
+ * no Data-In crosses the wire, the status comes in a response). */
+static int send_status_of(struct rbio_iser_conn *rc, const uint8_t *din)
+{
+	uint8_t r[BHS_SIZE];
+
+	memset(r, 0, sizeof(r));
+	r[0] = ISCSI_OP_SCSI_CMD_RSP;
+	/* F, and the Data-In's overflow/underflow bits, which are the same */
+	r[1] = (uint8_t)(ISCSI_FLAG_CMD_FINAL | (din[1] & (ISCSI_FLAG_CMD_OVERFLOW |
+							    ISCSI_FLAG_CMD_UNDERFLOW)));
+	r[3] = din[3]; /* status */
+	memcpy(r + 16, din + 16, 4);  /* ITT */
+	memcpy(r + 24, din + 24, 12); /* StatSN, ExpCmdSN, MaxCmdSN */
+	put_be32(r + 36, get_be32(din + 36) + 1); /* ExpDataSN: Data-Ins so far */
+	memcpy(r + 44, din + 44, 4);  /* residual count */
+	return rbio_iser_ep_send(rc->ep, r, BHS_SIZE, NULL, 0);
+}
+
+static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
+{
+	struct iser_task_prefix *p = prefix_of(task);
+	const uint8_t *r2t = rc->tx_bhs;
+	uint32_t offset = get_be32(r2t + 40), len = get_be32(r2t + 44);
+	const uint8_t *cmd = (const uint8_t *)&task->req;
+	uint32_t edtl = get_be32(cmd + 20), unsol;
+	struct read_op *op = NULL;
+	int i;
+
+	if (!p->write_valid)
+		return -1;
+	/* The initiator's write address skips what it sent unsolicited:
+	 * immediate data, plus the first burst when InitialR2T=No. */
+	unsol = get_be24(cmd + 5);
+	if (!rc->iscsi_conn.session_param[ISCSI_PARAM_INITIAL_R2T_EN].val) {
+		uint32_t fb = rc->iscsi_conn.session_param[ISCSI_PARAM_FIRST_BURST].val;
+
+		unsol = fb < edtl ? fb : edtl;
+	}
+	if (offset < unsol || offset + len > edtl || offset + len < offset)
+		return -1;
+	for (i = 0; i < RBIO_ISER_MAX_READS; i++)
+		if (!rc->reads[i].in_use) {
+			op = &rc->reads[i];
+			break;
+		}
+	if (!op)
+		return -1;
+	op->in_use = 1;
+	op->task = task;
+	memcpy(op->lun, r2t + 8, 8);
+	memcpy(&op->itt, r2t + 16, 4);
+	memcpy(&op->ttt, r2t + 20, 4);
+	op->offset = offset;
+	op->len = len;
+	if (rbio_iser_ep_rdma_read(rc->ep, task->data, offset, len, p->write_va + (offset - unsol),
+				   p->write_stag, (uint64_t)(op - rc->reads) + 1)) {
+		op->in_use = 0;
+		return -1;
+	}
+	rc->reads_in_use++;
+	return 0;
+}
+
+static void tp_write_end(struct iscsi_connection *conn)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+	struct iscsi_task *task = conn->tx_task;
+	uint8_t op = rc->tx_bhs[0] & 0x3f;
+	int rc_post = 0;
+
+	if (op == ISCSI_OP_SCSI_DATA_IN) {
+		struct iser_task_prefix *p = task ? prefix_of(task) : NULL;
+		uint32_t offset = get_be32(rc->tx_bhs + 40);
+
+		if (!p || !p->read_valid || !task->data ||
+		    (const char *)rc->tx_data != (const char *)task->data + offset) {
+			conn_fail(rc, "a Data-In without an advertised read buffer");
+			return;
+		}
+		rc_post = rbio_iser_ep_rdma_write(rc->ep, task->data, offset, rc->tx_data_len,
+						  p->read_va + offset, p->read_stag);
+		if (!rc_post && (rc->tx_bhs[1] & ISCSI_FLAG_DATA_STATUS))
+			rc_post = send_status_of(rc, rc->tx_bhs);
+	} else if (op == ISCSI_OP_R2T) {
+		if (!task || post_read(rc, task)) {
+			conn_fail(rc, "an R2T that cannot become an RDMA READ");
+			return;
+		}
+	} else {
+		rc_post = rbio_iser_ep_send(rc->ep, rc->tx_bhs, BHS_SIZE, rc->tx_data,
+					    rc->tx_data_len);
+	}
+	if (rc_post)
+		conn_fail(rc, "a response could not be queued");
+}
+
+static void conn_pass(struct rbio_iser_conn *rc)
+{
+	if (rc->iscsi_conn.closed)
+		return;
+	rc->in_pass = 1;
+	run_tx(rc);
+	rc->in_pass = 0;
+	rbio_iser_ep_flush(rc->ep);
+}
+
+static void conn_finish(struct rbio_iser_conn *rc)
+{
+	if (rc->iscsi_conn.state == STATE_CLOSE && !rc->iscsi_conn.closed)
+		conn_close(&rc->iscsi_conn);
+}
+
+static void conn_pass_event(struct event_data *ev)
+{
+	struct rbio_iser_conn *rc = ev->data;
+
+	conn_pass(rc);
+	conn_finish(rc);
+}
+
+static void cq_event_handler(int fd, int events, void *data)
+{
+	struct rbio_iser_conn *rc = data;
+	char why[256];
+
+	(void)fd;
+	(void)events;
+	if (rc->iscsi_conn.closed)
+		return;
+	rc->in_pass = 1;
+	if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
+		conn_fail(rc, why);
+	run_tx(rc);
+	rc->in_pass = 0;
+	rbio_iser_ep_flush(rc->ep);
+	conn_finish(rc);
+}
+
+static void tp_event_modify(struct iscsi_connection *conn, int events)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+
+	rc->tx_wanted = (events & EPOLLOUT) != 0;
+	if ((rc->tx_wanted || conn->state == STATE_CLOSE) && !rc->in_pass)
+		tgt_add_sched_event(&rc->pass_ev);
+}
+
+static size_t tp_close(struct iscsi_connection *conn)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+
+	tgt_event_del(rc->fd);
+	conn->state = STATE_CLOSE;
+	rbio_iser_ep_disconnect(rc->ep);
+	return 0;
+}
+
+static void tp_force_close(struct iscsi_connection *conn)
+{
+	conn->state = STATE_CLOSE;
+	tgt_add_sched_event(&RC(conn)->pass_ev);
+}
+
+static void tp_release(struct iscsi_connection *conn)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+	char counters[512];
+
+	tgt_remove_sched_event(&rc->pass_ev);
+	conn_exit(conn);
+	rbio_iser_ep_describe(rc->ep, counters, sizeof(counters));
+	log_error("rbio: iser: %s: connection ended; %s\n", rc->peer, counters);
+	rbio_iser_ep_free(rc->ep); /* destroys the QP and the CM id */
+	list_del(&rc->siblings);
+	free(rc);
+	rbio_tp_stats_connection(0);
+}
+
+static int sockaddr_copy(const struct sockaddr *src, struct sockaddr *sa, socklen_t *len)
+{
+	socklen_t n = src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+						  sizeof(struct sockaddr_in);
+
+	if (*len < n)
+		n = *len;
+	memcpy(sa, src, n);
+	*len = n;
+	return 0;
+}
+
+static int tp_getsockname(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
+{
+	return sockaddr_copy(rdma_get_local_addr(RC(conn)->id), sa, len);
+}
+
+static int tp_getpeername(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
+{
+	return sockaddr_copy(rdma_get_peer_addr(RC(conn)->id), sa, len);
+}
+
+static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(RC(conn)->id);
+	char host[INET6_ADDRSTRLEN];
+	int n;
+
+	if (getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+							sizeof(struct sockaddr_in),
+			host, sizeof(host), NULL, 0, NI_NUMERICHOST))
+		return 0;
+	n = snprintf(buf, rest, "RDMA IP Address: %s", host);
+	return n > 0 ? (n < rest ? n : rest - 1) : 0;
+}
+
+static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ext_len)
+{
+	struct rbio_iser_conn *rc = RC(conn);
+	size_t size = sizeof(struct iscsi_task) + ext_len;
+	struct iser_task_prefix *p;
+
+	if (ext_len == 0 && task_pool) {
+		p = task_pool;
+		task_pool = p->next_free;
+	} else {
+		p = malloc(sizeof(*p) + size);
+		if (!p)
+			return NULL;
+	}
+	memset(p, 0, sizeof(*p) + size);
+	p->pooled = ext_len == 0;
+	/* The core allocates a command's task while reading the command. */
+	if (rc->rx_len && (rc->rx_bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD) {
+		p->read_valid = rc->adv.read_valid;
+		p->read_stag = rc->adv.read_stag;
+		p->read_va = rc->adv.read_va;
+		p->write_valid = rc->adv.write_valid;
+		p->write_stag = rc->adv.write_stag;
+		p->write_va = rc->adv.write_va;
+	}
+	return (struct iscsi_task *)(p + 1);
+}
+
+static void tp_free_task(struct iscsi_task *task)
+{
+	struct iser_task_prefix *p = prefix_of(task);
+
+	/* An RDMA READ may still land in its buffer (deferred by the data
+	 * buffer's release); its completion must not reach the task. */
+	if (task->conn) {
+		struct rbio_iser_conn *rc = RC(task->conn);
+		int i;
+
+		for (i = 0; rc->reads_in_use && i < RBIO_ISER_MAX_READS; i++)
+			if (rc->reads[i].in_use && rc->reads[i].task == task)
+				rc->reads[i].task = NULL;
+	}
+	if (p->pooled) {
+		p->next_free = task_pool;
+		task_pool = p;
+	} else {
+		free(p);
+	}
+}
+
+static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
+{
+	return rbio_iser_data_alloc(RC(conn)->ep, size);
+}
+
+static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
+{
+	rbio_iser_data_free(RC(conn)->ep, buf);
+}
+
+static int tp_login_complete(struct iscsi_connection *conn)
+{
+	/* One Data-In, so one RDMA WRITE, per command: the initiator's
+	 * receive size does not apply to data that is RDMA-written. */
+	conn->session_param[ISCSI_PARAM_MAX_XMIT_DLENGTH].val = RBIO_ISER_MAX_XMIT;
+	return 0;
+}
+
+static void tp_nop_reply(long ttt)
+{
+	(void)ttt;
+}
+
+static struct iscsi_transport rbio_iser = {
+	.name = "iser",
+	.rdma = 0,         /* tgt's core drives it like TCP; see the top */
+	.data_padding = 1, /* iSER data segments are not padded */
+	.ep_login_complete = tp_login_complete,
+	.alloc_task = tp_alloc_task,
+	.free_task = tp_free_task,
+	.ep_read = tp_read,
+	.ep_write_begin = tp_write_begin,
+	.ep_write_end = tp_write_end,
+	.ep_close = tp_close,
+	.ep_force_close = tp_force_close,
+	.ep_release = tp_release,
+	.ep_show = tp_show,
+	.ep_event_modify = tp_event_modify,
+	.alloc_data_buf = tp_alloc_data_buf,
+	.free_data_buf = tp_free_data_buf,
+	.ep_getsockname = tp_getsockname,
+	.ep_getpeername = tp_getpeername,
+	.ep_nop_reply = tp_nop_reply,
+};
+
+/* ---- connection management on tgt's iSER listeners */
+
+static void describe_peer(struct rdma_cm_id *id, char *out, size_t len)
+{
+	struct sockaddr *sa = rdma_get_peer_addr(id);
+	char host[INET6_ADDRSTRLEN];
+
+	if (getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+							sizeof(struct sockaddr_in),
+			host, sizeof(host), NULL, 0, NI_NUMERICHOST))
+		snprintf(out, len, "unknown peer");
+	else
+		snprintf(out, len, "%s:%u", host, ntohs(rdma_get_dst_port(id)));
+}
+
+/* A connect request: 0 when the connection was set up and accepted; else
+ * the id is gone (rejected) or must be rejected by the caller (-1). */
+static int on_connect_request(struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct rbio_iser_conn *rc;
+	char err[256];
+
+	if (!is_system_available() || list_empty(&iscsi_targets_list))
+		return -1;
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		return -1;
+	describe_peer(id, rc->peer, sizeof(rc->peer));
+	rc->id = id;
+	rc->ep = rbio_iser_ep_new(id, &settings, on_done, rc, err, sizeof(err));
+	if (!rc->ep) {
+		log_error("rbio: iser: %s: refused: %s\n", rc->peer, err);
+		free(rc);
+		return 1; /* the id is destroyed already */
+	}
+	id->context = rc;
+	rc->fd = rbio_iser_ep_fd(rc->ep);
+	if (conn_init(&rc->iscsi_conn))
+		goto fail;
+	rc->iscsi_conn.tp = &rbio_iser;
+	tgt_init_sched_event(&rc->pass_ev, conn_pass_event, rc);
+	conn_read_pdu(&rc->iscsi_conn);
+	if (tgt_event_add(rc->fd, EPOLLIN, cq_event_handler, rc)) {
+		conn_exit(&rc->iscsi_conn);
+		goto fail;
+	}
+	if (rbio_iser_ep_accept(rc->ep, ev->param.conn.responder_resources,
+				ev->param.conn.initiator_depth, err, sizeof(err))) {
+		log_error("rbio: iser: %s: %s\n", rc->peer, err);
+		tgt_event_del(rc->fd);
+		conn_exit(&rc->iscsi_conn);
+		goto fail;
+	}
+	list_add(&rc->siblings, &rbio_iser_conns);
+	rbio_tp_stats_connection(1);
+	return 0;
+fail:
+	id->context = NULL;
+	rbio_iser_ep_free(rc->ep); /* destroying the id rejects the request */
+	free(rc);
+	return 1;
+}
+
+static void cm_handler(int fd, int events, void *data)
+{
+	struct rdma_cm_event *ev;
+
+	(void)fd;
+	(void)events;
+	(void)data;
+	while (rdma_get_cm_event(cm_channel, &ev) == 0) {
+		/* Acknowledged first: destroying an id whose event is not
+		 * acknowledged waits for ever. What is used is copied. */
+		struct rdma_cm_event copy = *ev;
+		struct rbio_iser_conn *rc = copy.id ? copy.id->context : NULL;
+
+		rdma_ack_cm_event(ev);
+		if (copy.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			if (on_connect_request(&copy) < 0) {
+				rdma_reject(copy.id, NULL, 0);
+				rdma_destroy_id(copy.id);
+			}
+			continue;
+		}
+		if (!rc)
+			continue;
+		switch (copy.event) {
+		case RDMA_CM_EVENT_DISCONNECTED:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_REJECTED:
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			if (rc->iscsi_conn.state != STATE_CLOSE)
+				log_error("rbio: iser: %s: %s\n", rc->peer,
+					  rdma_event_str(copy.event));
+			rc->iscsi_conn.state = STATE_CLOSE;
+			if (!rc->in_pass)
+				tgt_add_sched_event(&rc->pass_ev);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* Moves the CM channel of tgt's iSER listeners to cm_handler. */
+static int take_over_listeners(void)
+{
+	struct iser_portal *p;
+	int flags, n = 0;
+
+	list_for_each_entry(p, &iser_portals_list, iser_portal_siblings) {
+		if (!p->cma_listen_id || !p->cma_listen_id->channel)
+			continue;
+		if (!cm_channel)
+			cm_channel = p->cma_listen_id->channel;
+		else if (cm_channel != p->cma_listen_id->channel)
+			continue; /* tgt uses one channel for all */
+		n++;
+	}
+	if (!cm_channel)
+		return 0;
+	flags = fcntl(cm_channel->fd, F_GETFL);
+	if (flags < 0 || fcntl(cm_channel->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -1;
+	tgt_event_del(cm_channel->fd);
+	if (tgt_event_add(cm_channel->fd, EPOLLIN, cm_handler, NULL))
+		return -1;
+	return n;
+}
+
+/* With tgt's own iSER out of the path, its driver's completion callbacks
+ * would treat the core's tasks as its own: `--lld iser` targets complete
+ * through the iSCSI core's callbacks instead. */
+static int redirect_iser_driver(void)
+{
+	int iser = get_driver_index("iser"), iscsi = get_driver_index("iscsi");
+
+	if (iser < 0 || iscsi < 0 || !tgt_drivers[iser] || !tgt_drivers[iscsi])
+		return -1; /* checked before the takeover */
+	tgt_drivers[iser]->cmd_end_notify = tgt_drivers[iscsi]->cmd_end_notify;
+	tgt_drivers[iser]->mgmt_end_notify = tgt_drivers[iscsi]->mgmt_end_notify;
+	return 0;
+}
+
+void rbio_iscsi_iser_start(void)
+{
+	char err[1024];
+	int n;
+
+	if (rbio_tp_load_settings(&settings, err, sizeof(err)))
+		return; /* the TCP transport logged why */
+	if (!settings.enabled || !settings.iser) {
+		log_error("rbio: iser: transport off; iSER stays with tgt's driver\n");
+		return;
+	}
+	if (list_empty(&iser_portals_list)) {
+		log_error("rbio: iser: tgt's iSER is not listening (no RDMA device?); "
+			  "nothing to take over\n");
+		return;
+	}
+	if (!rbio_tgtd_build_matches("iser", "iSER portals"))
+		return;
+	if (get_driver_index("iser") < 0 || get_driver_index("iscsi") < 0) {
+		log_error("rbio: iser: tgt's iser or iscsi driver not found; iSER stays with tgt\n");
+		return;
+	}
+	n = take_over_listeners();
+	if (n <= 0) {
+		log_error("rbio: iser: cannot take over tgt's iSER listeners: %s\n",
+			  n < 0 ? strerror(errno) : "none found");
+		return;
+	}
+	redirect_iser_driver();
+	iscsi_transport_register(&rbio_iser);
+	log_error("rbio: iser: %d iSER listener(s) served by rbio's transport "
+		  "(batching %s, selective signalling %s)\n",
+		  n, settings.coalesce ? "on" : "off", settings.coalesce ? "on" : "off");
+}

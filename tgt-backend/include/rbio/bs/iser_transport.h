@@ -1,0 +1,92 @@
+/*
+ * The C ABI between tgt's iSCSI core and rbio's iSER transport.
+ *
+ * glue/iscsi_iser_glue.c (which includes tgt's headers) drives tgt's core
+ * over RDMA with these calls; behind them is C++ with no tgt dependency:
+ * iser-opt's IserEndpoint (doorbell batching, selective signalling, batched
+ * completion reaping) and registered data buffers. No function lets a C++
+ * exception escape.
+ */
+#ifndef RBIO_BS_ISER_TRANSPORT_H
+#define RBIO_BS_ISER_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rdma_cm_id;
+struct rbio_tp_settings;
+struct rbio_iser_ep;
+
+/* One received PDU: BHS, AHS and data segment in one receive buffer, valid
+ * until the callback returns; the iSER header's advertised buffers. */
+struct rbio_iser_rx {
+    const uint8_t *pdu;
+    uint32_t len;
+    int read_valid;
+    uint32_t read_stag;
+    uint64_t read_va;
+    int write_valid;
+    uint32_t write_stag;
+    uint64_t write_va;
+};
+
+typedef void (*rbio_iser_rx_fn)(void *ctx, const struct rbio_iser_rx *rx);
+/* An RDMA READ (or other operation posted with a token) is done: status 0,
+ * or a negative errno when it failed or was cancelled. */
+typedef void (*rbio_iser_done_fn)(void *ctx, uint64_t token, int status);
+
+/* An endpoint on a connect request's id, with its receives posted. The
+ * endpoint owns the id from now on; on failure (NULL, and why) the id is
+ * destroyed already, which rejects the request. */
+struct rbio_iser_ep *rbio_iser_ep_new(struct rdma_cm_id *id, const struct rbio_tp_settings *s,
+                                      rbio_iser_done_fn done, void *ctx, char *err,
+                                      size_t errlen);
+/* Destroys the QP, cancels what is in flight (done() runs with
+ * -ECANCELED), publishes the counters and frees everything. */
+void rbio_iser_ep_free(struct rbio_iser_ep *ep);
+/* Accepts the connection (responder resources from the request). */
+int rbio_iser_ep_accept(struct rbio_iser_ep *ep, int initiator_depth, int responder_resources,
+                        char *err, size_t errlen);
+void rbio_iser_ep_disconnect(struct rbio_iser_ep *ep);
+int rbio_iser_ep_fd(const struct rbio_iser_ep *ep);
+
+/* The completion channel fired: every completion handled (rx() per PDU),
+ * everything posted, the channel re-armed. 0, or -1 with why. */
+int rbio_iser_ep_run(struct rbio_iser_ep *ep, rbio_iser_rx_fn rx, void *ctx, char *err,
+                     size_t errlen);
+/* Posts what is queued (normally done by run). */
+void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
+
+/* A PDU: header (BHS + AHS) and up to 8 KiB of data, copied. 0, or -1. */
+int rbio_iser_ep_send(struct rbio_iser_ep *ep, const void *hdr, size_t hdr_len,
+                      const void *data, size_t data_len);
+/* RDMA WRITE of len bytes at `offset` in registered data buffer `buf` (from
+ * rbio_iser_data_alloc) to the initiator's (va, rkey). 0, or -1. */
+int rbio_iser_ep_rdma_write(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len,
+                            uint64_t va, uint32_t rkey);
+/* RDMA READ into `buf` + offset; done(token) follows. 0, or -1. */
+int rbio_iser_ep_rdma_read(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len,
+                           uint64_t va, uint32_t rkey, uint64_t token);
+/* Room for `n` more work requests now. */
+int rbio_iser_ep_room(const struct rbio_iser_ep *ep, unsigned n);
+uint64_t rbio_iser_ep_queued_total(const struct rbio_iser_ep *ep);
+uint64_t rbio_iser_ep_done_total(const struct rbio_iser_ep *ep);
+void rbio_iser_ep_describe(const struct rbio_iser_ep *ep, char *out, size_t len);
+void rbio_iser_ep_publish(struct rbio_iser_ep *ep);
+
+/* Data buffers registered with the endpoint's device (page aligned, pooled
+ * by size class: registration happens when a pool grows, never per I/O). */
+void *rbio_iser_data_alloc(struct rbio_iser_ep *ep, size_t size);
+/* Frees now, or once every work request queued on ep so far is complete
+ * (ep NULL: now). */
+void rbio_iser_data_free(struct rbio_iser_ep *ep, void *buf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
