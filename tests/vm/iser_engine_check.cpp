@@ -12,6 +12,12 @@
 //   iser_engine_check --addr 10.99.0.1 [--port 7471] [--ios N] [--depth D]
 //       [--size BYTES] [--write] [--no-batch] [--signal-every N]
 //       [--expect-wrs-per-post X] [--expect-signaled-per-io Y]
+//
+// With --hostile CASE it is only a client, for a real iSER target (tgtd):
+// it connects, sends one malformed message and succeeds if the target then
+// disconnects within 10 s. CASE: hello (an iSER Hello, never negotiated),
+// opcode (an undefined iSCSI opcode), length (a DataSegmentLength of
+// 0xffffff), truncated (a BHS that claims more data than the message has).
 #include <arpa/inet.h>
 #include <poll.h>
 
@@ -44,6 +50,7 @@ struct Options {
     uint32_t signal_every = 16;
     double expect_wrs_per_post = 0;
     double expect_signaled_per_io = 0;
+    std::string hostile;
 };
 
 [[noreturn]] void die(const std::string& m) {
@@ -195,6 +202,72 @@ void run_target(const Options& o) {
     if (bad) die("target: " + std::to_string(bad) + " writes arrived with wrong data");
 }
 
+// Connects to a real target, sends one malformed message, and waits for the
+// target to drop the connection.
+int run_hostile(const Options& o) {
+    EventChannelPtr ch(rdma_create_event_channel());
+    if (!ch) throw_rdma("rdma_create_event_channel");
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(ch.get(), &raw, nullptr, RDMA_PS_TCP)) throw_rdma("rdma_create_id");
+    CmIdPtr id(raw);
+    sockaddr_in a = address(o);
+    if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&a), 5000)) throw_rdma("rdma_resolve_addr");
+    expect_event(ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED);
+    if (rdma_resolve_route(id.get(), 5000)) throw_rdma("rdma_resolve_route");
+    expect_event(ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED);
+    PdPtr pd(ibv_alloc_pd(id->verbs));
+    if (!pd) throw_rdma("ibv_alloc_pd");
+    ConnectionCounters counters;
+    IserEndpoint ep(std::move(id), pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
+    ep.post_receives();
+    std::array<uint8_t, kIserCmPrivateLength> priv{};
+    IserCmRequest{}.encode(priv);
+    rdma_conn_param p{};
+    p.private_data = priv.data();
+    p.private_data_len = uint8_t(priv.size());
+    p.responder_resources = 4;
+    p.initiator_depth = 4;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    if (rdma_connect(ep.id(), &p)) throw_rdma("rdma_connect");
+    expect_event(ch.get(), RDMA_CM_EVENT_ESTABLISHED);
+
+    IserHeader ih;
+    Bhs login;
+    login.set_opcode(Opcode::LoginRequest, true);
+    login.set_itt(1);
+    static const uint8_t text[] = "InitiatorName=iqn.2026-11.io.rbio:hostile";
+    std::span<const uint8_t> data(text, sizeof text);
+    if (o.hostile == "hello") {
+        ih.opcode = IserOpcode::Hello;
+    } else if (o.hostile == "opcode") {
+        login.set_opcode(Opcode(0x3e));
+    } else if (o.hostile == "length") {
+        login.set_data_segment_length(0xffffff);
+        data = {};
+    } else if (o.hostile == "truncated") {
+        login.set_data_segment_length(4096);
+    } else {
+        die("unknown --hostile case " + o.hostile);
+    }
+    if (o.hostile != "length" && o.hostile != "truncated") login.set_data_segment_length(uint32_t(data.size()));
+    if (!ep.send_pdu(ih, login.bytes(), data, 0)) die("hostile: cannot queue the message");
+    ep.flush();
+    // The target's answer is to disconnect; nothing else is acceptable.
+    pollfd f{ch->fd, POLLIN, 0};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+        if (poll(&f, 1, 200) > 0) {
+            CmEvent e = next_cm_event(ch.get());
+            if (e && e->event == RDMA_CM_EVENT_DISCONNECTED) {
+                std::printf("hostile %s: the target disconnected\n", o.hostile.c_str());
+                return 0;
+            }
+        }
+    }
+    die("hostile " + o.hostile + ": the target kept the connection for 10 s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,10 +285,18 @@ int main(int argc, char** argv) {
         else if (a == "--signal-every") o.signal_every = uint32_t(std::stoul(val()));
         else if (a == "--expect-wrs-per-post") o.expect_wrs_per_post = std::stod(val());
         else if (a == "--expect-signaled-per-io") o.expect_signaled_per_io = std::stod(val());
+        else if (a == "--hostile") o.hostile = val();
         else die("unknown option " + a);
     }
     if (o.addr.empty() || o.depth == 0 || o.size % 8 != 0 || o.size == 0) die("usage: see the source");
 
+    if (!o.hostile.empty()) {
+        try {
+            return run_hostile(o);
+        } catch (const std::exception& e) {
+            die(e.what());
+        }
+    }
     try {
         std::thread target([&] {
             try {

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The kernel's iSER initiator (open-iscsi iface `iser`, ib_iser) against
+# stock tgtd with rbio's iSER transport, over soft-RoCE (rdma_rxe on a veth
+# pair) in a qemu guest. Covers: the takeover of tgt's iSER listeners; a
+# `--lld iser` target bound to `-I ALL` only (stock tgt 1.0.85 refuses every
+# iSER login there); initiator-name ACLs; discovery, login, mkfs and files
+# that survive logout/login, fio crc32c verify jobs (4 KiB random: small
+# writes; 1 MiB sequential: RDMA READs of several bursts); malformed iSER
+# messages (each closes its connection with a log line, tgtd keeps
+# serving); the initiator logging out in the middle of I/O; no queue pair
+# left behind; and the off switch (RBIO_ISER=off leaves tgt's own iSER).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [[ -z ${RBIO_VM_GUEST:-} ]]; then
+  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/iser-kernel-initiator.sh" "$@"
+fi
+
+source "$HERE/lib-rxe.sh"
+must_rxe() { rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }; }
+must_rxe        # before tgtd, whose iSER driver listens only if a device exists
+source "$HERE/lib.sh"
+PORTAL=$RXE_ADDR:3260
+CHECK="$RBIO_BUILD_DIR/tests/vm/iser_engine_check"
+IQN=iqn.2026-11.io.rbio:iser IQN_ACL=iqn.2026-11.io.rbio:iser-acl IQN_OTHER=iqn.2026-11.io.rbio:iser-other
+MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
+[[ -n $MY_IQN ]] || { echo "no InitiatorName in /etc/iscsi/initiatorname.iscsi" >&2; exit 2; }
+iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
+iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
+tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
+# A connection registers two slot pools: 256 receive slots and 512 send
+# slots of 8524 bytes (iSER header, BHS, 256 B of AHS, 8 KiB of data; see
+# endpoint_config() in tgt-backend/transport/iser_c_api.cpp). Data buffers
+# stay registered in tgtd's pool and are not counted.
+conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (2182144|4364288)( |$)" || true; }
+
+BACKING="$WORK/disk.img" BACKING2="$WORK/disk2.img"
+truncate -s 256M "$BACKING"
+truncate -s 64M "$BACKING2"
+must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
+must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
+must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '
+  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
+  iser_adm --op bind --mode target --tid 1 -I ALL &&
+  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+must "a target bound to this initiator's name only" eval '
+  tadm --op new --mode target --tid 2 -T "$IQN_ACL" &&
+  tadm --op bind --mode target --tid 2 -Q "$MY_IQN" &&
+  tadm --op new --mode logicalunit --tid 2 --lun 1 -b "$BACKING2" --bstype rbio'
+must "a --lld iser target bound to another initiator's name" eval '
+  iser_adm --op new --mode target --tid 3 -T "$IQN_OTHER" &&
+  iser_adm --op bind --mode target --tid 3 -Q iqn.2026-11.io.rbio:someone-else'
+
+# --- malformed iSER messages ------------------------------------------------
+for c in hello opcode length truncated; do
+  check "malformed message ($c): the target disconnects" "$CHECK" --addr "$RXE_ADDR" --port 3260 --hostile "$c"
+done
+check "each malformed message was logged as a closed connection" \
+  test "$(grep -c 'rbio: iser: .*closing connection' "$STATE/tgtd.log")" -ge 4
+check "tgtd is alive after them" tgtd_alive
+check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
+
+# --- the kernel iSER initiator ----------------------------------------------
+must "the kernel's iSER initiator loads" modprobe -a ib_iser sd_mod
+setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
+ISCSID_PID=$!
+disc() { iscsiadm -m discovery -t sendtargets -p "$PORTAL" -I iser > "$WORK/discovery" 2>&1; cat "$WORK/discovery"; }
+must "iSER sendtargets discovery" disc
+check "discovery lists the -I ALL target" grep -q " $IQN\$" "$WORK/discovery"
+check "discovery lists the target bound to this initiator" grep -q " $IQN_ACL\$" "$WORK/discovery"
+check "discovery hides the target bound to another initiator" eval '! grep -q " $IQN_OTHER\$" "$WORK/discovery"'
+for t in "$IQN" "$IQN_ACL"; do
+  iadm "$t" -o update -n node.session.initial_login_retry_max -v 1
+  iadm "$t" -o update -n node.conn[0].timeo.login_timeout -v 10
+  iadm "$t" -o update -n node.session.timeo.replacement_timeout -v 20
+done
+must "login over iSER to the -I ALL target (stock tgt refuses it)" iadm "$IQN" --login
+must "its LUN appears as a SCSI disk" wait_disk_of "$IQN" 1
+check "the disk has the LUN's size (256 MiB)" test "$(blockdev --getsize64 "$DISK")" -eq $((256 << 20))
+check "one tgtd queue pair for the session" test "$(tgtd_qps)" -eq 1
+check "the session's two slot pools are registered" test "$(conn_mrs)" -eq 2
+
+must "mkfs.ext4 on the disk" mkfs.ext4 -q -F "$DISK"
+must "mount it" mount "$DISK" "$MNT"
+write_files() {
+  local i
+  for i in 1 2 3; do head -c $((i << 20)) /dev/urandom > "$MNT/file$i"; done
+  mkdir "$MNT/small"
+  head -c 300000 /dev/urandom | split -b 9973 - "$MNT/small/"
+  (cd "$MNT" && find . -type f | sort | xargs sha256sum) > "$WORK/sums"
+  sync
+}
+check "write 6 MiB in 34 files and checksum them" write_files
+check "unmount" umount "$MNT"
+check "logout" iadm "$IQN" --logout
+check "no tgtd queue pair is left after logout" test "$(tgtd_qps)" -eq 0
+check "no connection's registration is left after logout" test "$(conn_mrs)" -eq 0
+must "login again" iadm "$IQN" --login
+must "the LUN appears again" wait_disk_of "$IQN" 1
+check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
+must "mount it again" mount "$DISK" "$MNT"
+check "every file reads back with the same checksum" eval '(cd "$MNT" && sha256sum --quiet -c "$WORK/sums")'
+check "unmount again" umount "$MNT"
+check "fio 4 KiB random writes, 32 in flight, crc32c verified" \
+  fio_job rand4k "$DISK" --rw=randwrite --bs=4k --iodepth=32 --size=32M --runtime=20
+check "fio 1 MiB sequential writes, 8 in flight (RDMA READs), crc32c verified" \
+  fio_job seq1m "$DISK" --rw=write --bs=1M --iodepth=8 --size=64M --offset=64M
+
+# --- the initiator leaves in the middle of I/O ----------------------------------
+fio --name=cut --filename="$DISK" --direct=1 --ioengine=libaio --rw=randrw --bs=64k \
+  --iodepth=16 --size=64M --time_based --runtime=60 > "$WORK/fio-cut.log" 2>&1 &
+FIO_PID=$!
+VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
+sleep 3
+check "logout while 16 I/Os are in flight" iadm "$IQN" --logout
+wait "$FIO_PID" 2>/dev/null || true
+check "tgtd is alive after it" tgtd_alive
+check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
+check "no connection's registration is left behind" test "$(conn_mrs)" -eq 0
+must "login once more" iadm "$IQN" --login
+must "the LUN appears once more" wait_disk_of "$IQN" 1
+check "fio 4 KiB random reads and writes, 32 in flight, crc32c verified" \
+  fio_job mix4k "$DISK" --rw=randrw --bs=4k --iodepth=32 --size=16M --offset=192M
+head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
+check "write an 8 MiB pattern at 224 MiB (read back later under tgt's own iSER)" \
+  dd if="$WORK/pattern" of="$DISK" oflag=direct bs=1M seek=224 status=none
+
+# --- initiator-name ACLs --------------------------------------------------------
+check "login to the target bound to this initiator's name" iadm "$IQN_ACL" --login
+check "its LUN appears" wait_disk_of "$IQN_ACL" 1
+refused() {
+  iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o new >/dev/null &&
+  iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o update \
+    -n node.session.initial_login_retry_max -v 1 &&
+  ! iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser --login && ! session_of "$IQN_OTHER"
+}
+check "login to the target bound to another initiator is refused" refused
+check "logout of both sessions" iscsiadm -m node --logoutall=all
+check "no session is left" no_session
+grep "rbio: iser: .*connection ended" "$STATE/tgtd.log" | tail -3
+check "the connections' counters show batched posts" \
+  eval 'grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$STATE/tgtd.log" | grep -q "wrs_per_post=[1-9]"'
+
+# --- the off switch: tgt's own iSER (which needs -Q for iSER logins) ---------
+tgtd_stop
+tgtd_start_iser_off() { RBIO_ISER=off tgtd_start -- --iser pool_sz_mb=128; }
+must "tgtd starts with RBIO_ISER=off" tgtd_start_iser_off
+check "the log says iSER stays with tgt's driver" log_has "rbio: iser: transport off"
+must "the same target under tgt's own iSER, bound to -I ALL and this initiator" eval '
+  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
+  iser_adm --op bind --mode target --tid 1 -I ALL &&
+  iser_adm --op bind --mode target --tid 1 -Q "$MY_IQN" &&
+  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+check "login under tgt's own iSER" iadm "$IQN" --login
+check "its LUN appears" wait_disk_of "$IQN" 1
+check "the pattern written through rbio's transport reads back" \
+  cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=224 count=8 status=none)
+check "final logout" iscsiadm -m node --logoutall=all
+finish
