@@ -24,6 +24,9 @@ CHECK="$RBIO_BUILD_DIR/tests/vm/iser_engine_check"
 IQN=iqn.2026-11.io.rbio:iser IQN_ACL=iqn.2026-11.io.rbio:iser-acl IQN_OTHER=iqn.2026-11.io.rbio:iser-other
 MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
 [[ -n $MY_IQN ]] || { echo "no InitiatorName in /etc/iscsi/initiatorname.iscsi" >&2; exit 2; }
+# The SCSI scan after a login can take more than lib.sh's 30 s when the
+# host is busy (TCG): wait up to twice that.
+wait_lun() { wait_disk_of "$@" || wait_disk_of "$@"; }
 iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
 iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
@@ -74,7 +77,7 @@ for t in "$IQN" "$IQN_ACL"; do
   iadm "$t" -o update -n node.session.timeo.replacement_timeout -v 20
 done
 must "login over iSER to the -I ALL target (stock tgt refuses it)" iadm "$IQN" --login
-must "its LUN appears as a SCSI disk" wait_disk_of "$IQN" 1
+must "its LUN appears as a SCSI disk" wait_lun "$IQN" 1
 check "the disk has the LUN's size (256 MiB)" test "$(blockdev --getsize64 "$DISK")" -eq $((256 << 20))
 check "one tgtd queue pair for the session" test "$(tgtd_qps)" -eq 1
 check "the session's two slot pools are registered" test "$(conn_mrs)" -eq 2
@@ -95,7 +98,7 @@ check "logout" iadm "$IQN" --logout
 check "no tgtd queue pair is left after logout" test "$(tgtd_qps)" -eq 0
 check "no connection's registration is left after logout" test "$(conn_mrs)" -eq 0
 must "login again" iadm "$IQN" --login
-must "the LUN appears again" wait_disk_of "$IQN" 1
+must "the LUN appears again" wait_lun "$IQN" 1
 check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
 must "mount it again" mount "$DISK" "$MNT"
 check "every file reads back with the same checksum" eval '(cd "$MNT" && sha256sum --quiet -c "$WORK/sums")'
@@ -117,7 +120,7 @@ check "tgtd is alive after it" tgtd_alive
 check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
 check "no connection's registration is left behind" test "$(conn_mrs)" -eq 0
 must "login once more" iadm "$IQN" --login
-must "the LUN appears once more" wait_disk_of "$IQN" 1
+must "the LUN appears once more" wait_lun "$IQN" 1
 check "fio 4 KiB random reads and writes, 32 in flight, crc32c verified" \
   fio_job mix4k "$DISK" --rw=randrw --bs=4k --iodepth=32 --size=16M --offset=192M
 head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
@@ -126,7 +129,7 @@ check "write an 8 MiB pattern at 224 MiB (read back later under tgt's own iSER)"
 
 # --- initiator-name ACLs --------------------------------------------------------
 check "login to the target bound to this initiator's name" iadm "$IQN_ACL" --login
-check "its LUN appears" wait_disk_of "$IQN_ACL" 1
+check "its LUN appears" wait_lun "$IQN_ACL" 1
 refused() {
   iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o new >/dev/null &&
   iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o update \
@@ -151,7 +154,7 @@ must "the same target under tgt's own iSER, bound to -I ALL and this initiator" 
   iser_adm --op bind --mode target --tid 1 -Q "$MY_IQN" &&
   iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
 check "login under tgt's own iSER" iadm "$IQN" --login
-check "its LUN appears" wait_disk_of "$IQN" 1
+check "its LUN appears" wait_lun "$IQN" 1
 check "the pattern written through rbio's transport reads back" \
   cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=224 count=8 status=none)
 check "final logout" iscsiadm -m node --logoutall=all

@@ -784,6 +784,20 @@ static int redirect_iser_driver(void)
 	return 0;
 }
 
+/* Once a second the connections' counters go into the process totals, which
+ * the statistics file (written by the TCP side's tick) shows. */
+static struct tgt_work tick_work;
+
+static void tick(void *data)
+{
+	struct rbio_iser_conn *rc;
+
+	(void)data;
+	list_for_each_entry(rc, &rbio_iser_conns, siblings)
+		rbio_iser_ep_publish(rc->ep);
+	add_work(&tick_work, 1);
+}
+
 void rbio_iscsi_iser_start(void)
 {
 	char err[1024];
@@ -814,6 +828,9 @@ void rbio_iscsi_iser_start(void)
 	}
 	redirect_iser_driver();
 	iscsi_transport_register(&rbio_iser);
+	tick_work.func = tick;
+	tick_work.data = NULL;
+	add_work(&tick_work, 1);
 	log_error("rbio: iser: %d iSER listener(s) served by rbio's transport "
 		  "(batching %s, selective signalling %s)\n",
 		  n, settings.coalesce ? "on" : "off", settings.coalesce ? "on" : "off");
