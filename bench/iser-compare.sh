@@ -4,21 +4,28 @@
 # in ONE qemu guest, side by side.
 #
 #   bench/iser-compare.sh [--rounds R] [--seconds S] [--size-mb N]
-#                         [--quick] [--out DIR]
+#                         [--bstype rdwr|rbio] [--quick] [--out DIR]
 #
 #   --rounds R    interleaved rounds; the table gives medians (default 3)
 #   --seconds S   seconds per point (default 6)
 #   --size-mb N   size of each tmpfs backing file (default 256)
+#   --bstype B    backing store of both targets (default rdwr, so that only
+#                 the transport differs; rbio's store does small tmpfs I/O
+#                 inline in tgtd's one thread, which under TCG costs more
+#                 than rdwr's 16 threads)
 #   --quick       smoke run: 1 round of 3 s per point
 #   --out DIR     keep the guest run's files in DIR (results.md, raw.tsv)
 #
 # Targets, each a `--lld iser` target exporting a fallocated tmpfs file of
-# the same size, one session each over 10.99.0.1 (an rxe device on a veth):
+# the same size, over 10.99.0.1:3260 (an rxe device on a veth):
 #   stock  tgtd with RBIO_TRANSPORT=off RBIO_ISER=off: tgt's own iSER
-#          driver (`--iser port=3261`), bs rdwr; bound to -I ALL and to
-#          this initiator's IQN (tgt 1.0.85 refuses iSER logins otherwise);
-#   rbio   tgtd with bs_rbio.so's iSER transport (`--iser port=3262`), bs
-#          rbio, bound to -I ALL only.
+#          driver; bound to -I ALL and to this initiator's IQN (tgt 1.0.85
+#          refuses iSER logins otherwise);
+#   rbio   tgtd with bs_rbio.so's iSER transport, bound to -I ALL.
+# Both listen on the iSER port 3260 (tgtd 1.0.85's `--iser port=N` is
+# unusable: it tests a stale errno and refuses any port), so they take
+# turns: each round starts one tgtd, logs in, runs every workload, logs out
+# and stops it, then the other; the first of the two alternates by round.
 # Workloads (fio, libaio, direct=1, raw disks): 4 KiB random read and write
 # with 1 and 32 in flight, 1 MiB sequential read and write with 8 in flight.
 #
@@ -30,8 +37,9 @@
 # >= 8 work requests per post and <= 0.25 signalled per I/O at 32 in
 # flight; >= 1.5x stock IOPS at 4 KiB, 32 in flight.
 #
-# Run time: about 90 s of boot and set-up, then per round 6 points x 2
-# targets x (S + about 4) s; the default takes about 5 minutes, --quick 2.
+# Run time: about 40 s of boot and set-up, then per round and target about
+# 40 s of start-up and login plus 6 points x (S + about 4) s; the default
+# takes about 10 minutes, --quick about 4.
 # Under TCG every instruction is emulated, rxe included: absolute numbers
 # measure CPU cost per I/O, not a wire; read the ratios. Run it by hand on
 # an otherwise idle machine; it is not part of ctest.
@@ -42,13 +50,14 @@ ROOT="$(cd "$HERE/.." && pwd)"
 die() { printf 'iser-compare: error: %s\n' "$*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
-ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0
+ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0 BS_ALL=rdwr
 args=("$@")
 while (( $# )); do
   case $1 in
     --rounds) ROUNDS=${2:-}; shift 2 ;;
     --seconds) SECONDS_PER=${2:-}; shift 2 ;;
     --size-mb) SIZE_MB=${2:-}; shift 2 ;;
+    --bstype) BS_ALL=${2:-}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --out) OUT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
@@ -56,6 +65,7 @@ while (( $# )); do
   esac
 done
 if (( QUICK )); then ROUNDS=1 SECONDS_PER=3; fi
+[[ $BS_ALL == rdwr || $BS_ALL == rbio ]] || die "--bstype takes rdwr or rbio (got '$BS_ALL')"
 for v in ROUNDS SECONDS_PER SIZE_MB; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "$v must be a positive integer (got '${!v}')"
 done
@@ -83,11 +93,13 @@ source "$ROOT/tests/vm/lib.sh"
 VM_CLEANUP_HOOKS+=('iscsiadm -m node --logoutall=all >/dev/null 2>&1')
 T0=$EPOCHREALTIME
 CONFIGS=(stock rbio)
-declare -A ISER_PORT=([stock]=3261 [rbio]=3262) CTLPORT=([stock]=5701 [rbio]=5702)
-declare -A TCP_PORT=([stock]=3271 [rbio]=3272) BSTYPE=([stock]=rdwr [rbio]=rbio)
+declare -A CTLPORT=([stock]=5701 [rbio]=5702)
+declare -A TCP_PORT=([stock]=3271 [rbio]=3272) BSTYPE=([stock]=$BS_ALL [rbio]=$BS_ALL)
+declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_ISER=off" [rbio]="-u RBIO_ISER")
 declare -A IQN=() DEV=() TGTD_PID=() STATS=()
 for c in "${CONFIGS[@]}"; do IQN[$c]=iqn.2026-11.io.rbio:iser-$c; done
 MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
+PORTAL=$RXE_ADDR:3260
 WORKLOADS=(
   "4k-randread-qd1 randread 4096 1"
   "4k-randread-qd32 randread 4096 32"
@@ -100,52 +112,51 @@ RESULTS="${VM_OUT:-$WORK}"
 RAW="$RESULTS/raw.tsv"
 CLK_TCK=$(getconf CLK_TCK)
 COUNTERS=(work_requests post_calls signaled completions poll_calls channel_wakeups)
+for c in "${CONFIGS[@]}"; do
+  must "a ${SIZE_MB} MiB allocated tmpfs file for $c" fallocate -l "${SIZE_MB}M" "$WORK/$c.img"
+done
+modprobe -a ib_iser sd_mod || die "cannot load ib_iser"
+setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
+ISCSID_PID=$!
 
-start_tgtd() {  # start_tgtd CONFIG ENV-ARGS...
-  local c=$1; shift
-  local state="$WORK/tgtd-$c" ctl=${CTLPORT[$c]}
+# up CONFIG: its tgtd, target and session; sets DEV[CONFIG], TGTD_PID[CONFIG].
+up() {
+  local c=$1 state="$WORK/tgtd-$1" ctl=${CTLPORT[$1]}
   STATS[$c]=$state/rbio.stats
-  env "$@" RBIO_STATS_FILE="${STATS[$c]}" "$SANDBOX" start "$state" --modules "$MODULES" \
-    --control-port "$ctl" --portal "127.0.0.1:${TCP_PORT[$c]}" \
-    -- --iser "port=${ISER_PORT[$c]},pool_sz_mb=128" || return 1
-  VM_CLEANUP_HOOKS+=("\"\$SANDBOX\" stop \"$state\"")
+  # shellcheck disable=SC2086  # ENVS holds env(1) arguments
+  env ${ENVS[$c]} RBIO_STATS_FILE="${STATS[$c]}" "$SANDBOX" start "$state" --modules "$MODULES" \
+    --control-port "$ctl" --portal "127.0.0.1:${TCP_PORT[$c]}" -- --iser pool_sz_mb=128 || return 1
   TGTD_PID[$c]=$(cat "$state/tgtd.pid")
-  fallocate -l "${SIZE_MB}M" "$WORK/$c.img" &&
   tgtadm -C "$ctl" --lld iser --op new --mode target --tid 1 -T "${IQN[$c]}" &&
   tgtadm -C "$ctl" --lld iser --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/$c.img" \
     --bstype "${BSTYPE[$c]}" &&
   tgtadm -C "$ctl" --lld iser --op bind --mode target --tid 1 -I ALL || return 1
   if [[ $c == stock ]]; then
-    tgtadm -C "$ctl" --lld iser --op bind --mode target --tid 1 -Q "$MY_IQN"
+    tgtadm -C "$ctl" --lld iser --op bind --mode target --tid 1 -Q "$MY_IQN" || return 1
+    grep -q "rbio: iser: transport off" "$state/tgtd.log" || { echo "stock: rbio took iSER"; return 1; }
+  else
+    grep -q "served by rbio's transport" "$state/tgtd.log" || { echo "rbio: no takeover"; return 1; }
   fi
-}
-must "stock tgtd: tgt's own iSER on port ${ISER_PORT[stock]}, bs rdwr" \
-  start_tgtd stock RBIO_TRANSPORT=off RBIO_ISER=off
-must "rbio tgtd: rbio's iSER transport on port ${ISER_PORT[rbio]}, bs rbio" start_tgtd rbio -u RBIO_ISER
-must "the stock tgtd keeps tgt's iSER" grep -q "rbio: iser: transport off" "$WORK/tgtd-stock/tgtd.log"
-must "the rbio tgtd's iSER is rbio's" grep -q "served by rbio's transport" "$WORK/tgtd-rbio/tgtd.log"
-
-modprobe -a ib_iser sd_mod || die "cannot load ib_iser"
-setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
-ISCSID_PID=$!
-for c in "${CONFIGS[@]}"; do
-  p=$RXE_ADDR:${ISER_PORT[$c]}
-  must "$c: iSER discovery" eval 'iscsiadm -m discovery -t st -p "$p" -I iser | grep -q " ${IQN[$c]}\$"'
-  must "$c: iSER login" iscsiadm -m node -T "${IQN[$c]}" -p "$p" -I iser --login
-  must "$c: its LUN appears" wait_disk_of "${IQN[$c]}" 1
+  iscsiadm -m discovery -t st -p "$PORTAL" -I iser | grep -q " ${IQN[$c]}\$" &&
+  iscsiadm -m node -T "${IQN[$c]}" -p "$PORTAL" -I iser --login > /dev/null &&
+  { wait_disk_of "${IQN[$c]}" 1 || wait_disk_of "${IQN[$c]}" 1; } || return 1
   DEV[$c]=$DISK
-done
+}
+down() {
+  local c=$1
+  iscsiadm -m node -T "${IQN[$c]}" -p "$PORTAL" -I iser --logout > /dev/null || return 1
+  grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$WORK/tgtd-$c/tgtd.log" | tail -1
+  "$SANDBOX" stop "$WORK/tgtd-$c"
+  iscsiadm -m node -T "${IQN[$c]}" -p "$PORTAL" -I iser -o delete > /dev/null 2>&1 || true
+}
+VM_CLEANUP_HOOKS+=('for c in stock rbio; do "$SANDBOX" stop "$WORK/tgtd-$c" 2>/dev/null; done')
 {
   echo "# iSER: stock tgt vs rbio's transport, kernel iSER initiator, soft-RoCE"
   echo
   echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null);"
   echo "fio $(fio --version), libaio, direct=1; ${ROUNDS} round(s) of ${SECONDS_PER} s per point, medians;"
-  echo "each target: a ${SIZE_MB} MiB fallocated tmpfs file; stock: tgt iSER + bs rdwr, rbio: rbio iSER + bs rbio."
-  for c in "${CONFIGS[@]}"; do
-    printf -- '- %s: %s, %s (max_sectors_kb %s, queue_depth %s)\n' "$c" "${IQN[$c]}" "${DEV[$c]}" \
-      "$(cat "/sys/block/${DEV[$c]#/dev/}/queue/max_sectors_kb")" \
-      "$(cat "/sys/block/${DEV[$c]#/dev/}/device/queue_depth")"
-  done
+  echo "each target: a ${SIZE_MB} MiB fallocated tmpfs file, bs $BS_ALL; stock: tgt's iSER driver, rbio: rbio's iSER transport;"
+  echo "the two tgtds take turns on port 3260 (one session at a time)."
 } > "$RESULTS/header.md"
 cat "$RESULTS/header.md"; echo
 
@@ -158,39 +169,36 @@ sample() {  # sample CONFIG
   [[ $c == rbio ]] && cat "${STATS[$c]}"
   true
 }
-export -f sample
-round_jobs() {
-  local r=$1 w k c name rw bs qd
+
+jobs_for() {  # jobs_for CONFIG: its fio job file on stdout
+  local c=$1 w name rw bs qd
   printf '[global]\ndirect=1\nioengine=libaio\ntime_based\nruntime=%s\nnorandommap\nrandrepeat=0\nstonewall\n' \
     "$SECONDS_PER"
-  for (( w = 0; w < ${#WORKLOADS[@]}; w++ )); do
-    read -r name rw bs qd <<< "${WORKLOADS[$w]}"
-    for (( k = 0; k < ${#CONFIGS[@]}; k++ )); do
-      c=${CONFIGS[$(( (k + r + w) % ${#CONFIGS[@]} ))]}
-      printf '\n[%s@%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$c" "${DEV[$c]}" "$rw" "$bs" "$qd"
-      printf 'exec_prerun=%s\nexec_postrun=%s\n' "$SAMPLER $c" "$SAMPLER $c"
-    done
+  for w in "${WORKLOADS[@]}"; do
+    read -r name rw bs qd <<< "$w"
+    printf '\n[%s@%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$c" "${DEV[$c]}" "$rw" "$bs" "$qd"
+    printf 'exec_prerun=%s\nexec_postrun=%s\n' "$SAMPLER $c" "$SAMPLER $c"
   done
 }
 SAMPLER="$WORK/sample.sh"
-{
-  echo '#!/bin/bash'
-  declare -p TGTD_PID STATS
-  declare -f sample
-  echo 'sample "$1"'
-} > "$SAMPLER"
-chmod +x "$SAMPLER"
+write_sampler() {
+  {
+    echo '#!/bin/bash'
+    declare -p TGTD_PID STATS
+    declare -f sample
+    echo 'sample "$1"'
+  } > "$SAMPLER"
+  chmod +x "$SAMPLER"
+}
 
 val() { sed -n "s/^$2=//p" "$1" | tail -1; }
 printf 'round\tworkload\tconfig\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\n' > "$RAW"
 declare -A BS=()
 for w in "${WORKLOADS[@]}"; do read -r name _ bs _ <<< "$w"; BS[$name]=$bs; done
-echo "measuring: ${#WORKLOADS[@]} workloads x ${#CONFIGS[@]} targets x $ROUNDS round(s) x $SECONDS_PER s" >&2
-for (( r = 1; r <= ROUNDS; r++ )); do
-  round_jobs "$r" > "$WORK/round.fio"
-  rm -f "$WORK"/*.prerun.txt "$WORK"/*.postrun.txt
-  (cd "$WORK" && fio --output-format=terse --terse-version=3 --output="$WORK/round.terse" round.fio) \
-    || { cat "$WORK/round.terse" >&2; die "fio failed in round $r"; }
+# parse_round ROUND: the fio run's points (terse v3: 3 job name, 5 error;
+# read: 6 KiB, 9 runtime ms; write: 47 KiB, 50 runtime ms) into $RAW.
+parse_round() {
+  local r=$1 f job name c pre post cpu d k
   while IFS=';' read -ra f; do
     [[ ${#f[@]} -gt 50 && ${f[0]} == 3 ]] || continue
     job=${f[2]} name=${job%@*} c=${job#*@}
@@ -213,9 +221,23 @@ for (( r = 1; r <= ROUNDS; r++ )); do
              kb * 1024 / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi
     }' >> "$RAW"
   done < "$WORK/round.terse"
+}
+echo "measuring: ${#WORKLOADS[@]} workloads x ${#CONFIGS[@]} targets x $ROUNDS round(s) x $SECONDS_PER s" >&2
+for (( r = 1; r <= ROUNDS; r++ )); do
+  for (( k = 0; k < ${#CONFIGS[@]}; k++ )); do
+    c=${CONFIGS[$(( (k + r) % ${#CONFIGS[@]} ))]}
+    must "round $r: $c up (tgtd, target, iSER login)" up "$c"
+    write_sampler
+    jobs_for "$c" > "$WORK/round.fio"
+    rm -f "$WORK"/*.prerun.txt "$WORK"/*.postrun.txt
+    (cd "$WORK" && fio --output-format=terse --terse-version=3 --output="$WORK/round.terse" round.fio) \
+      || { cat "$WORK/round.terse" >&2; die "fio failed in round $r on $c"; }
+    parse_round "$r"
+    must "round $r: $c down (logout, tgtd stopped)" down "$c"
+  done
   awk -F'\t' -v r="$r" '$1 == r { printf "  round %s  %-18s %-5s %7s IOPS %7s MB/s  tgtd %8s us/IO  wrs/post %s signaled/IO %s\n", $1, $2, $3, $5, $6, $7, $8, $9 }' "$RAW" >&2
   (( $(awk -F'\t' -v r="$r" '$1 == r' "$RAW" | wc -l) == ${#WORKLOADS[@]} * ${#CONFIGS[@]} )) \
-    || die "round $r: fio reported fewer results than jobs (see $WORK/round.terse)"
+    || die "round $r: fio reported fewer results than jobs"
 done
 
 order=$(for w in "${WORKLOADS[@]}"; do echo "${w%% *}"; done)
@@ -245,6 +267,5 @@ table=$(awk -F'\t' -v order="$order" '
 { cat "$RESULTS/header.md"; echo; echo "$table"; } > "$RESULTS/results.md"
 echo "$table"
 echo
-grep "rbio: iser: .*connection ended" "$WORK/tgtd-rbio/tgtd.log" || true
 awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "iser-compare: done in %.0f s (in the guest)\n", b - a }'
 finish

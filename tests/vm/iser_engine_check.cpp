@@ -108,6 +108,8 @@ EndpointConfig endpoint_config(const Options& o, PduSender peer) {
     c.recv_depth = 2 * o.depth + 8;
     c.send_slots = 2 * o.depth + 2 * o.signal_every + 8;
     c.send.depth = 4 * o.depth + 2 * o.signal_every + 16;
+    // No timer here: covered at the end of each pass that leaves a tail.
+    c.cover_every_pass = true;
     return c;
 }
 

@@ -90,6 +90,7 @@ struct rbio_iser_conn {
 	struct event_data pass_ev;
 	int in_pass;
 	int tx_wanted;
+	int passes_since_tick;
 	/* the PDU the core is reading: bhs[48] then `rest` (AHS and data) */
 	const uint8_t *rx_bhs;
 	const uint8_t *rx_rest;
@@ -459,6 +460,7 @@ static void cq_event_handler(int fd, int events, void *data)
 	if (rc->iscsi_conn.closed)
 		return;
 	rc->in_pass = 1;
+	rc->passes_since_tick++;
 	if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
 		conn_fail(rc, why);
 	run_tx(rc);
@@ -784,8 +786,10 @@ static int redirect_iser_driver(void)
 	return 0;
 }
 
-/* Once a second the connections' counters go into the process totals, which
- * the statistics file (written by the TCP side's tick) shows. */
+/* Once a second: the connections' counters go into the process totals,
+ * which the statistics file (written by the TCP side's tick) shows, and a
+ * connection that has been quiet since the last tick gets its unsignalled
+ * sends covered, so the buffers they hold come back. */
 static struct tgt_work tick_work;
 
 static void tick(void *data)
@@ -793,8 +797,12 @@ static void tick(void *data)
 	struct rbio_iser_conn *rc;
 
 	(void)data;
-	list_for_each_entry(rc, &rbio_iser_conns, siblings)
+	list_for_each_entry(rc, &rbio_iser_conns, siblings) {
+		if (!rc->passes_since_tick && rc->iscsi_conn.state != STATE_CLOSE)
+			rbio_iser_ep_cover(rc->ep);
+		rc->passes_since_tick = 0;
 		rbio_iser_ep_publish(rc->ep);
+	}
 	add_work(&tick_work, 1);
 }
 

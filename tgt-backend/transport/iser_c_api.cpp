@@ -263,6 +263,8 @@ int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, 
     return -1;
 }
 
+void rbio_iser_ep_cover(rbio_iser_ep* e) { e->ep.cover_quiet_tail(); }
+
 void rbio_iser_ep_flush(rbio_iser_ep* e) {
     e->ep.end_pass();
     e->release_deferred(false);

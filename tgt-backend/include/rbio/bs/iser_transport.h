@@ -60,6 +60,9 @@ int rbio_iser_ep_run(struct rbio_iser_ep *ep, rbio_iser_rx_fn rx, void *ctx, cha
                      size_t errlen);
 /* Posts what is queued (normally done by run). */
 void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
+/* The connection is quiet: releases what unsignalled sends still hold (one
+ * signalled zero-length RDMA WRITE, when there is such a tail). */
+void rbio_iser_ep_cover(struct rbio_iser_ep *ep);
 
 /* A PDU: header (BHS + AHS) and up to 8 KiB of data, copied. 0, or -1. */
 int rbio_iser_ep_send(struct rbio_iser_ep *ep, const void *hdr, size_t hdr_len,

@@ -43,6 +43,9 @@ struct EndpointConfig {
     SendConfig send{};               // depth and inline size are set from the QP
     PollConfig poll{};
     bool batch_recv = true;          // off: one ibv_post_recv per buffer
+    // Cover a quiet tail at the end of every pass (see cover_quiet_tail()),
+    // for owners without a timer; costs a completion per idle pass.
+    bool cover_every_pass = false;
     PduSender peer = PduSender::Initiator;  // who sends what we receive
 };
 
@@ -90,10 +93,18 @@ public:
     }
     // Posts what is queued (sends, receive reposts): one call each.
     void flush();
-    // flush(), then a cover for unsignalled sends if nothing else will
-    // complete them: for passes the owner runs outside run_pass().
+    // For passes the owner runs outside run_pass().
     void end_pass() {
         flush();
+        if (config_.cover_every_pass) cover_quiet_tail();
+    }
+    // Unsignalled sends after the last signalled one hold their slots and
+    // tokens until some later signalled completion: one signalled
+    // zero-length RDMA WRITE releases them. The owner calls this when the
+    // connection has gone quiet (e.g. from a timer), so that a busy
+    // connection pays nothing and a single outstanding command does not pay
+    // an extra completion and wake-up each.
+    void cover_quiet_tail() {
         if (!failed_ && sq_.needs_cover() && sq_.cover() != 0) fail("ibv_post_send (cover) refused");
     }
 
@@ -112,7 +123,7 @@ public:
             if (failed_) return false;
             if (poller_.drain_and_arm(dispatch)) {
                 flush();
-                if (sq_.needs_cover() && sq_.cover() != 0) fail("ibv_post_send (cover) refused");
+                if (config_.cover_every_pass) cover_quiet_tail();
                 return !failed_;
             }
         }
