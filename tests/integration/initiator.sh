@@ -2,7 +2,8 @@
 # The userspace initiator (`rbio`) against a real tgtd loading the module:
 # discovery, `rbio bench --verify` reads and writes at 4 KiB x 32 and
 # 1 MiB x 8, CHAP accepted and refused, header and data digests (CRC32C),
-# an unknown target and an unreachable portal with their exit codes; all of
+# an unknown target, an unreachable portal, a LUN that does not exist and a
+# LUN removed under running I/O with their exit codes; all of
 # it once through rbio's transport and once through tgt's stock one
 # (RBIO_TRANSPORT=off).
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -58,13 +59,39 @@ run_all() {
     rc_is 3 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1
   check "... and it fails fast" test $((SECONDS - t0)) -le 2
   check "bad options (exit 2)" rc_is 2 "$RBIO" bench -T "$IQN" -p "$P" --rw sideways
+  check "a LUN the target does not have (exit 7, one line naming it)" \
+    eval 'rc_is 7 "$RBIO" bench -T "$IQN" -p "$P" --lun 9 --time 1 && [[ $(grep -c "^rbio: " "$WORK/out") -eq 1 ]] && grep -q "LUN 9" "$WORK/out"'
+  # A LUN removed while I/O runs on it: the commands fail, bench ends with
+  # the I/O error's exit code, well before its 30 s.
+  new_lun 1 2 "$WORK/lun2.img" rbio
+  local bench_pid rc=0
+  "$RBIO" bench -T "$IQN" -p "$P" --lun 2 --time 30 --rw randwrite --bs 4k --iodepth 16 \
+    > "$WORK/gone.out" 2>&1 &
+  bench_pid=$!
+  check "I/O runs on LUN 2" wait_for_io "$WORK/gone.out"
+  t0=$SECONDS
+  # tgt refuses while a command is in its LU queue at that instant: retry.
+  remove_lun2() {
+    local i
+    for (( i = 0; i < 50; i++ )); do
+      tadm --op delete --mode logicalunit --tid 1 --lun 2 2>/dev/null && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  check "LUN 2 can be removed while in use" remove_lun2
+  wait "$bench_pid" || rc=$?
+  check "bench on the removed LUN ends with exit 7 (I/O error)" test "$rc" -eq 7
+  check "... within 15 s" test $((SECONDS - t0)) -le 15
+  check "... saying why in one line" eval 'tail -3 "$WORK/gone.out" | grep -q "^rbio: "'
+  tail -2 "$WORK/gone.out"
   check "tgtd is alive" tgtd_alive
 }
 
 setup() {
   tadm --op new --mode target --tid 1 -T "$IQN"
   tadm --op bind --mode target --tid 1 -I ALL
-  truncate -s 128M "$WORK/lun.img"
+  truncate -s 128M "$WORK/lun.img" "$WORK/lun2.img"
   new_lun 1 1 "$WORK/lun.img" rbio
 }
 
