@@ -95,7 +95,7 @@ T0=$EPOCHREALTIME
 CONFIGS=(stock rbio)
 declare -A CTLPORT=([stock]=5701 [rbio]=5702)
 declare -A TCP_PORT=([stock]=3271 [rbio]=3272) BSTYPE=([stock]=$BS_ALL [rbio]=$BS_ALL)
-declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_ISER=off" [rbio]="-u RBIO_ISER")
+declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_ISER=off" [rbio]="RBIO_ISER=on")
 declare -A IQN=() DEV=() TGTD_PID=() STATS=()
 for c in "${CONFIGS[@]}"; do IQN[$c]=iqn.2026-11.io.rbio:iser-$c; done
 MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
