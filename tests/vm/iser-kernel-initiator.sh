@@ -39,7 +39,6 @@ conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen
 BACKING="$WORK/disk.img" BACKING2="$WORK/disk2.img"
 truncate -s 256M "$BACKING"
 truncate -s 64M "$BACKING2"
-export RBIO_ISER=on   # the iSER transport is off by default (see the README)
 must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
 must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
 must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '

@@ -101,7 +101,7 @@ struct rbio_iser_conn {
 	uint8_t tx_bhs[BHS_SIZE];
 	const void *tx_data;
 	size_t tx_data_len;
-	uint64_t tx_parts;
+	uint64_t tx_parts;             /* ep_write_begin and ep_write_end calls */
 	struct read_op reads[RBIO_ISER_MAX_READS];
 	int reads_in_use;
 	char peer[INET6_ADDRSTRLEN + 16];
@@ -399,6 +399,12 @@ static void tp_write_end(struct iscsi_connection *conn)
 	struct iscsi_task *task = conn->tx_task;
 	uint8_t op = rc->tx_bhs[0] & 0x3f;
 	int rc_post = 0;
+
+	/* The core's send handler returns after a PDU's header and ends the
+	 * PDU (here) in its next call, which writes nothing: that call is
+	 * progress too, or run_tx() would stop with responses still queued
+	 * and nothing left to call it again. */
+	rc->tx_parts++;
 
 	if (op == ISCSI_OP_SCSI_DATA_IN) {
 		struct iser_task_prefix *p = task ? prefix_of(task) : NULL;

@@ -100,9 +100,7 @@ void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
 void load(rbio_tp_settings& s) {
     s = rbio_tp_settings{};
     s.enabled = 1;
-    // Off until writes through it stop stalling behind asynchronous backing
-    // stores (see the README's "The iSER transport").
-    s.iser = 0;
+    s.iser = 1;
     s.batch_reads = 1;
     s.coalesce = 1;
     s.send_inline = 1;

@@ -22,7 +22,7 @@ extern "C" {
 
 struct rbio_tp_settings {
     int enabled;             /* take over tgtd's TCP portals (and, with iser, its iSER listeners) */
-    int iser;                /* take over tgtd's iSER listeners too (default off) */
+    int iser;                /* take over tgtd's iSER listeners too */
     char portals[1024];      /* "" = every portal, else "ADDR:PORT,..." */
     char stats_file[4096];   /* "" = none; "%p" becomes tgtd's pid */
     int batch_reads;         /* one receive per event for many PDUs */
