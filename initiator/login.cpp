@@ -89,8 +89,13 @@ void Session::Impl::connect_and_login(const Portal& start, std::chrono::millisec
     Portal p = start;
     for (int hop = 0;; ++hop) {
         portal_ = p;
-        fd_ = connect_tcp(p, connect_timeout);
-        make_transport();
+        if (options_.transport == Transport::Iser) {
+            iser_.reset();
+            iser_ = IserConnection::connect(p, connect_timeout, options_.iser_regions, counters_);
+        } else {
+            fd_ = connect_tcp(p, connect_timeout);
+            make_transport();
+        }
         tsih_ = 0;
         exp_stat_sn_ = 0;
         try {
@@ -98,6 +103,7 @@ void Session::Impl::connect_and_login(const Portal& start, std::chrono::millisec
             return;
         } catch (const LoginRedirect& r) {
             fd_ = UniqueFd();
+            iser_.reset();
             RBIO_LOG(Info, "login to " << options_.target_name << " at " << p.to_string() << " redirected "
                                        << (r.permanent ? "permanently" : "temporarily") << " to "
                                        << r.to.to_string());
@@ -165,7 +171,10 @@ void Session::Impl::login() {
                                ", expected " + std::to_string(exp_stat_sn_));
             first_response = false;
             exp_stat_sn_ = h.stat_sn() + 1;
-            if (sn_gt(h.exp_cmd_sn(), cmd_sn_) || sn_lt(h.max_cmd_sn(), h.exp_cmd_sn() - 1))
+            // tgt 1.0.85's own iSER login counts each (immediate) Login
+            // Request into ExpCmdSN (iSER only; see after the login).
+            const bool counted = options_.transport == Transport::Iser && h.exp_cmd_sn() == cmd_sn_ + 1;
+            if ((sn_gt(h.exp_cmd_sn(), cmd_sn_) && !counted) || sn_lt(h.max_cmd_sn(), h.exp_cmd_sn() - 1))
                 protocol_error("login response with ExpCmdSN " + std::to_string(h.exp_cmd_sn()) +
                                " MaxCmdSN " + std::to_string(h.max_cmd_sn()) + " for CmdSN " +
                                std::to_string(cmd_sn_));
@@ -272,6 +281,16 @@ void Session::Impl::login() {
         if (o.transit) break;
     }
     if (tsih_ == 0) protocol_error("final login response with TSIH 0");
+    if (exp_cmd_sn_ == cmd_sn_ + 1) {
+        // The quirk above: the target's login counted the Login Request, but
+        // its session was made before that and expects CmdSN cmd_sn_ (tgt
+        // 1.0.85's iser_login_finish); its MaxCmdSN lags behind. Send from
+        // cmd_sn_ with a window of one: the first response opens it for real.
+        RBIO_LOG(Info, "target " << portal_.to_string() << " answered the login with ExpCmdSN "
+                                 << exp_cmd_sn_ << " MaxCmdSN " << max_cmd_sn_ << "; starting at CmdSN " << cmd_sn_);
+        exp_cmd_sn_ = cmd_sn_;
+        if (sn_lt(max_cmd_sn_, cmd_sn_)) max_cmd_sn_ = cmd_sn_;
+    }
     params_ = neg.finish();
     enter_full_feature();
     RBIO_LOG(Info, "logged in to " << (discovery ? std::string("discovery") : target) << " at "

@@ -63,7 +63,8 @@ std::string describe(const NegotiatedParams& p) {
            " DataPDUInOrder=" + yes_no(p.data_pdu_in_order) +
            " DataSequenceInOrder=" + yes_no(p.data_sequence_in_order) +
            " ErrorRecoveryLevel=" + std::to_string(p.error_recovery_level) +
-           " MaxConnections=" + std::to_string(p.max_connections);
+           " MaxConnections=" + std::to_string(p.max_connections) +
+           (p.rdma_extensions ? " RDMAExtensions=Yes" : "");
 }
 
 uint32_t parse_number(std::string_view key, std::string_view value, uint32_t lo, uint32_t hi) {
@@ -136,8 +137,9 @@ KeyValues operational_offer(const LoginOffer& o, bool discovery) {
               {"MaxRecvDataSegmentLength", num(o.max_recv_data_segment_length)}};
         return kv;
     }
-    kv = {{"HeaderDigest", digest_offer(o.header_digest)},
-          {"DataDigest", digest_offer(o.data_digest)},
+    const bool rdma = o.rdma_extensions;
+    kv = {{"HeaderDigest", rdma ? "None" : digest_offer(o.header_digest)},
+          {"DataDigest", rdma ? "None" : digest_offer(o.data_digest)},
           {"MaxRecvDataSegmentLength", num(o.max_recv_data_segment_length)},
           {"MaxBurstLength", num(o.max_burst_length)},
           {"FirstBurstLength", num(o.first_burst_length)},
@@ -148,6 +150,11 @@ KeyValues operational_offer(const LoginOffer& o, bool discovery) {
           {"DataSequenceInOrder", yes_no(o.data_sequence_in_order)},
           {"ErrorRecoveryLevel", "0"},
           {"MaxConnections", "1"}};
+    if (rdma) {
+        kv.insert(kv.begin(), {"RDMAExtensions", "Yes"});
+        kv.emplace_back("InitiatorRecvDataSegmentLength", num(o.initiator_recv_data_segment_length));
+        kv.emplace_back("TargetRecvDataSegmentLength", num(o.target_recv_data_segment_length));
+    }
     return kv;
 }
 
@@ -167,7 +174,10 @@ void Negotiation::apply(const KeyValues& keys, KeyValues& replies) {
         if (!offered) {
             if (is_target_declaration(key)) continue;
             // Offered first by the target: answer it in the next request.
-            if (key == "ErrorRecoveryLevel" || key == "MaxConnections") {
+            if (offer_.rdma_extensions && key == "MaxOutstandingUnexpectedPDUs") {
+                parse_number(key, value, 0, UINT32_MAX);
+                replies.emplace_back(key, "0");  // no limit of ours (min-or-zero)
+            } else if (key == "ErrorRecoveryLevel" || key == "MaxConnections") {
                 parse_number(key, value, 0, 65535);
                 replies.emplace_back(key, key == "MaxConnections" ? "1" : "0");
             } else if (key == "DefaultTime2Wait" || key == "DefaultTime2Retain") {
@@ -210,6 +220,12 @@ void Negotiation::apply(const KeyValues& keys, KeyValues& replies) {
             p_.error_recovery_level = negotiate_min(key, 0, value, 0, 2);
         else if (key == "MaxConnections")
             p_.max_connections = negotiate_min(key, 1, value, 1, 65535);
+        else if (key == "RDMAExtensions")
+            p_.rdma_extensions = negotiate_and(key, offer_.rdma_extensions, value);
+        else if (key == "InitiatorRecvDataSegmentLength")
+            irdsl_ = negotiate_min(key, offer_.initiator_recv_data_segment_length, value, 512, kMaxLen);
+        else if (key == "TargetRecvDataSegmentLength")
+            trdsl_ = negotiate_min(key, offer_.target_recv_data_segment_length, value, 512, kMaxLen);
     }
 }
 
@@ -226,6 +242,18 @@ const NegotiatedParams& Negotiation::finish() {
         if (!answered("FirstBurstLength"))
             p_.first_burst_length = std::min<uint32_t>(offer_.first_burst_length, 65536);
         if (!answered("MaxOutstandingR2T")) p_.max_outstanding_r2t = 1;
+    }
+    if (offer_.rdma_extensions) {
+        if (!p_.rdma_extensions)
+            fail(ErrorKind::LoginRefused, std::string("negotiation: the target ") +
+                                              (answered("RDMAExtensions") ? "refused" : "did not answer") +
+                                              " RDMAExtensions=Yes: not an iSER portal");
+        // RFC 7145 §6.3: RDMAExtensions=Yes leaves no digests; the iSER
+        // keys bound what each side SENDs (defaults 8192 when unanswered).
+        if (p_.header_digest || p_.data_digest)
+            fail(ErrorKind::Protocol, "negotiation: digests chosen with RDMAExtensions=Yes");
+        p_.our_max_recv_data_segment_length = irdsl_;
+        p_.target_max_recv_data_segment_length = trdsl_;
     }
     if (p_.first_burst_length > p_.max_burst_length)
         fail(ErrorKind::Protocol, "negotiation: FirstBurstLength " +

@@ -87,6 +87,9 @@ void Session::Impl::connection_failed(const InitiatorError& error) {
     outq_.clear();
     dataout_.clear();
     fd_ = UniqueFd();
+    // The bounce slots go with the connection's registrations.
+    for (auto& [itt, t] : tasks_) t.bounce = IserConnection::kNoSlot;
+    iser_.reset();
     full_feature_ = false;
     ping_itt_ = kNoTag;
     tmfs_.clear();  // the new session starts without them; their commands are re-sent
@@ -156,6 +159,7 @@ void Session::Impl::recover(Clock::time_point until) {
         // account configured yet): keep trying until the replacement timeout.
         last_attempt_error_ = e.what();
         fd_ = UniqueFd();
+        iser_.reset();
         full_feature_ = false;
         awaiting_.reset();
         captured_.reset();

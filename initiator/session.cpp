@@ -41,6 +41,15 @@ uint64_t encode_lun(uint64_t lun) {
 Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, bool reconnectable)
     : options_(options), portal_(portal), home_portal_(std::move(portal)), fd_(std::move(fd)),
       reconnectable_(reconnectable) {
+    if (options_.transport == Transport::Iser) {
+        // RFC 7145: RDMAExtensions=Yes; no digests; no unsolicited Data-Out
+        // PDUs (InitialR2T=Yes), immediate data within TargetRecvDataSegmentLength.
+        options_.offer.rdma_extensions = true;
+        options_.offer.initial_r2t = true;
+        options_.offer.header_digest = options_.offer.data_digest = DigestPolicy::None;
+        options_.offer.initiator_recv_data_segment_length = IserConnection::kRecvDataMax;
+        options_.offer.target_recv_data_segment_length = IserConnection::kRecvDataMax;
+    }
     make_transport();
     uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
     // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
@@ -78,7 +87,7 @@ void Session::Impl::protocol_error(const std::string& what) {
 }
 
 void Session::Impl::enter_full_feature() {
-    if (rx_->buffered() != 0)
+    if (!iser_ && rx_->buffered() != 0)
         protocol_error("bytes arrived after the final login response before any request");
     iser::RxConfig rc = rx_->config();
     rc.limits.max_recv_data_segment_length = params_.our_max_recv_data_segment_length;
@@ -94,6 +103,16 @@ void Session::Impl::enter_full_feature() {
 
 void Session::Impl::queue_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, uint32_t task_itt,
                               std::span<const uint8_t> ext) {
+    if (iser_) {
+        // Copied into a registered send slot: nothing to keep here.
+        std::span<const uint8_t> d = ext.empty() ? std::span<const uint8_t>(data) : ext;
+        if (d.size() > params_.target_max_recv_data_segment_length && full_feature_)
+            throw std::logic_error("initiator: iSER PDU data beyond TargetRecvDataSegmentLength");
+        if (!iser_->send(iser::IserHeader{}, bhs.bytes(), d))
+            fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() +
+                                                ": iSER send queue full (" + iser::opcode_name(bhs.bytes()[0]) + ")");
+        return;
+    }
     OutPdu& out = outq_.emplace_back();
     out.bhs = bhs;
     out.data = std::move(data);
@@ -124,6 +143,8 @@ void Session::Impl::on_tx_complete(int) {
 }
 
 bool Session::Impl::room() const {
+    // iSER: keep a few send slots for NOP-Out answers and task management.
+    if (iser_) return iser_->has_room(8);
     return tx_->queued_pdus() < kPumpPdus && tx_->queued_bytes() < kPumpBytes;
 }
 
@@ -136,6 +157,11 @@ void Session::Impl::pump() {
     }
     while (!pending_.empty() && room() && sn_le(cmd_sn_, max_cmd_sn_)) {
         uint32_t itt = pending_.front();
+        if (iser_) {
+            if (!start_iser_command(tasks_.at(itt))) break;
+            pending_.pop_front();
+            continue;
+        }
         pending_.pop_front();
         start_command(tasks_.at(itt));
     }
@@ -175,6 +201,60 @@ void Session::Impl::start_command(Task& t) {
     stats_.commands++;
 }
 
+bool Session::Impl::start_iser_command(Task& t) {
+    const ScsiCommand& c = t.cmd;
+    const NegotiatedParams& p = params_;
+    const uint32_t edtl = uint32_t(c.buffer.size());
+    const bool write = c.direction == DataDirection::Write;
+    const bool read = c.direction == DataDirection::Read;
+    // Immediate data travels in the command's SEND; the rest the target
+    // RDMA READs from the advertised buffer, past the immediate bytes (no
+    // unsolicited Data-Out: InitialR2T=Yes).
+    const uint32_t immediate =
+        write && p.immediate_data ? std::min({edtl, p.first_burst_length, p.target_max_recv_data_segment_length}) : 0;
+    iser::IserHeader ih;
+    IserConnection::Placement where;
+    if ((read || write) && edtl > immediate) {
+        if (!iser_->place(c.buffer, write, where)) return false;  // no bounce slot free
+        t.bounce = where.slot;
+        if (read) {
+            ih.read_stag_valid = true;
+            ih.read_stag = where.stag;
+            ih.read_va = where.va;
+        } else {
+            ih.write_stag_valid = true;
+            ih.write_stag = where.stag;
+            ih.write_va = where.va + immediate;
+        }
+    }
+    uint8_t flags = 0x81;  // F (no unsolicited Data-Out follows), ATTR simple
+    if (read) flags |= 0x40;
+    if (write) flags |= 0x20;
+    iser::Bhs b(Opcode::ScsiCommand);
+    b.set_flags(flags)
+        .set_data_segment_length(immediate)
+        .set_lun(encode_lun(c.lun))
+        .set_itt(t.itt)
+        .set_expected_data_transfer_length(edtl)
+        .set_cmd_sn(cmd_sn_)
+        .set_exp_stat_sn(exp_stat_sn_)
+        .set_cdb(std::span<const uint8_t>(c.cdb.data(), c.cdb_length));
+    if (!iser_->send(ih, b.bytes(), std::span<const uint8_t>(c.buffer.data(), immediate))) {
+        release_bounce(t);
+        return false;
+    }
+    t.sent = true;
+    t.cmd_sn = cmd_sn_++;
+    t.data_sent = write ? edtl : 0;
+    stats_.commands++;
+    return true;
+}
+
+void Session::Impl::release_bounce(Task& t) {
+    if (iser_) iser_->release(t.bounce);
+    t.bounce = IserConnection::kNoSlot;
+}
+
 void Session::Impl::emit_data_out(DataOutWork& w) {
     Task& t = tasks_.at(w.itt);
     uint32_t len = std::min(w.end - w.offset, params_.target_max_recv_data_segment_length);
@@ -201,6 +281,14 @@ void Session::Impl::submit(ScsiCommand command) {
         throw std::invalid_argument("SCSI command: buffer beyond 4 GiB");
     if (command.direction == DataDirection::None && !command.buffer.empty())
         throw std::invalid_argument("SCSI command: a buffer without a data direction");
+    if (options_.transport == Transport::Iser && command.buffer.size() > IserConnection::kBounceSlotBytes &&
+        std::none_of(options_.iser_regions.begin(), options_.iser_regions.end(), [&](std::span<uint8_t> r) {
+            return command.buffer.data() >= r.data() &&
+                   command.buffer.data() + command.buffer.size() <= r.data() + r.size();
+        }))
+        throw std::invalid_argument("SCSI command over iSER: a buffer of " + std::to_string(command.buffer.size()) +
+                                    " bytes outside SessionOptions::iser_regions (at most " +
+                                    std::to_string(IserConnection::kBounceSlotBytes) + " bytes go through a bounce slot)");
     uint32_t itt = allocate_itt();
     Task& t = tasks_[itt];
     t.itt = itt;
@@ -244,6 +332,29 @@ void Session::Impl::step(Clock::time_point wait_until, bool nowait) {
 
 void Session::Impl::pass(Clock::time_point wait_until, bool nowait) {
     pump();
+    if (iser_) {
+        iser_->flush();
+        bool more = !pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_) && room();
+        int timeout_ms = 0;
+        if (!nowait && !more) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
+            timeout_ms = int(std::clamp<int64_t>(left.count() + 1, 0, 60000));
+        }
+        pollfd fds[3] = {{iser_->completion_fd(), POLLIN, 0}, {iser_->cm_fd(), POLLIN, 0}, {options_.wake_fd, POLLIN, 0}};
+        int n = ::poll(fds, options_.wake_fd >= 0 ? 3 : 2, timeout_ms);
+        stats_.poll_calls++;
+        stats_.passes++;
+        if (n < 0) {
+            if (errno == EINTR) return;
+            fail(ErrorKind::ConnectionLost, std::string("poll: ") + std::strerror(errno));
+        }
+        // Completions first: a response that arrived before a disconnect counts.
+        if (fds[0].revents || more) receive_iser();
+        if (fds[1].revents)
+            if (std::string why = iser_->poll_cm(); !why.empty())
+                fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": " + why);
+        return;
+    }
     iser::TxState s = tx_->flush();
     if (s == iser::TxState::Failed)
         fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": send failed: " + tx_->error());
@@ -293,6 +404,22 @@ void Session::Impl::receive() {
         case iser::RxStatus::Failed: protocol_error(rx_->error().message);
         }
     }
+}
+
+void Session::Impl::receive_iser() {
+    const uint64_t before = counters_[iser::Counter::Completions];
+    const bool ok = iser_->run([this](const iser::rdma::IserRx& rx) {
+        if (rx_error_) return;  // the session ends with the first error
+        try {
+            counters_[iser::Counter::PdusIn]++;
+            dispatch(iser::RxPdu{rx.bhs.bytes(), rx.ahs, rx.data});
+        } catch (...) {
+            rx_error_ = std::current_exception();
+        }
+    });
+    if (rx_error_) std::rethrow_exception(std::exchange(rx_error_, nullptr));
+    if (!ok) fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": iSER: " + iser_->error());
+    if (counters_[iser::Counter::Completions] != before) last_rx_ = Clock::now();
 }
 
 void Session::Impl::check_deadlines() {
@@ -435,6 +562,14 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
     if (o.underflow && o.residual > edtl)
         protocol_error("SCSI Response: residual " + std::to_string(o.residual) +
                        " beyond the expected " + std::to_string(edtl) + " bytes");
+    if (iser_) {
+        // The target RDMA WROTE the read data before this SEND (RC ordering).
+        if (t.cmd.direction == DataDirection::Read) t.received = edtl - (o.underflow ? o.residual : 0);
+        IserConnection::Placement where;
+        where.slot = t.bounce;
+        iser_->finish(where, t.cmd.buffer, t.received, t.cmd.direction == DataDirection::Read);
+        t.bounce = IserConnection::kNoSlot;
+    }
     if (t.cmd.direction == DataDirection::Read) {
         if (o.good() && t.received != edtl - (o.underflow ? o.residual : 0))
             protocol_error("read (ITT " + hex32(t.itt) + ") completed with " +
@@ -449,6 +584,7 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
 
 void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
+    if (iser_) protocol_error("Data-In PDU over iSER (RFC 7145: read data comes as RDMA WRITE)");
     Task& t = task_for(h, "Data-In");
     uint32_t len = uint32_t(pdu.data.size());
     uint64_t off = h.buffer_offset();
@@ -491,6 +627,7 @@ void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
 
 void Session::Impl::handle_r2t(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
+    if (iser_) protocol_error("R2T PDU over iSER (RFC 7145: the target RDMA READs write data)");
     Task& t = task_for(h, "R2T");
     if (t.cmd.direction != DataDirection::Write)
         protocol_error("R2T for ITT " + hex32(t.itt) + ", which is not a write");
@@ -575,6 +712,8 @@ std::unique_ptr<Session> Session::login(const Portal& portal, const SessionOptio
 std::unique_ptr<Session> Session::login_on(int fd, const Portal& portal,
                                            const SessionOptions& options) {
     UniqueFd owned(fd);
+    if (options.transport != Transport::Tcp)
+        throw std::invalid_argument("Session::login_on: a socket carries TCP only, not iSER");
     auto impl = std::make_unique<Impl>(std::move(owned), options, portal, false);
     try {
         impl->login();

@@ -11,6 +11,7 @@
 
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/session.hpp"
+#include "iser_connection.hpp"
 #include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rx_buffer.hpp"
 #include "rbio/iser/socket_io.hpp"
@@ -92,6 +93,7 @@ private:
         unsigned resends = 0;        // times re-sent (reinstatement, abort, LU reset)
         uint32_t cmd_sn = 0;         // its CmdSN once sent (ABORT TASK's RefCmdSN)
         bool aborting = false;       // an ABORT TASK or LU reset covers it
+        uint32_t bounce = IserConnection::kNoSlot;  // iSER: its bounce slot, if any
         std::optional<ScsiOutcome> outcome;
         // Back to "not sent" for a re-send: the target no longer holds it.
         void restart() {
@@ -128,6 +130,11 @@ private:
     void pump();
     bool room() const;
     void start_command(Task& t);
+    // iSER: sends the command with its buffer advertised; false (nothing
+    // sent) when the send queue or the bounce slots are full.
+    bool start_iser_command(Task& t);
+    void receive_iser();
+    void release_bounce(Task& t);
     void emit_data_out(DataOutWork& w);
     void receive();
     void place(const iser::RxPdu& pdu);
@@ -195,6 +202,9 @@ private:
     std::unique_ptr<iser::RxBuffer> rx_;
     std::unique_ptr<iser::TxQueue> tx_;
     std::vector<uint8_t> scratch_;  // direct path for non-Data-In PDUs
+    // iSER instead of fd_/rx_/tx_ (which stay idle) when options_.transport is Iser.
+    std::unique_ptr<IserConnection> iser_;
+    std::exception_ptr rx_error_;  // thrown by a PDU handler inside an iSER pass
 
     NegotiatedParams params_;
     bool full_feature_ = false;

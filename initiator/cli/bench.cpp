@@ -59,10 +59,10 @@ void fill_pattern(std::span<uint8_t> buf, uint64_t unit, uint32_t gen) {
 // latency, checks its data, and frees the slot for the next I/O.
 class Runner {
 public:
-    Runner(initiator::Session& s, const Config& c, uint32_t block_size, uint64_t units)
-        : s_(s), c_(c), block_size_(block_size), busy_(units, false),
-          gen_(units, 0), bufs_(c.iodepth) {
-        for (auto& b : bufs_) b.resize(c.bs);
+    // `region` holds iodepth buffers of bs bytes (registered once for iSER).
+    Runner(initiator::Session& s, const Config& c, uint32_t block_size, uint64_t units, std::span<uint8_t> region)
+        : s_(s), c_(c), block_size_(block_size), busy_(units, false), gen_(units, 0) {
+        for (uint32_t i = 0; i < c.iodepth; ++i) bufs_.push_back(region.subspan(size_t(i) * c.bs, c.bs));
     }
 
     // Runs I/Os from `next` until it says no more (or `seconds` pass when > 0).
@@ -118,7 +118,7 @@ public:
 private:
     void issue(uint32_t slot, Op op, uint64_t unit) {
         busy_[unit] = true;
-        std::span<uint8_t> buf(bufs_[slot]);
+        std::span<uint8_t> buf = bufs_[slot];
         uint32_t g = 0;
         if (op == Op::Write && c_.verify) {
             g = ++write_gen_;
@@ -157,7 +157,7 @@ private:
             } else if (gen_[unit] != 0) {
                 expected_.resize(c_.bs);
                 fill_pattern(expected_, unit, gen_[unit]);
-                auto& got = bufs_[slot];
+                std::span<uint8_t> got = bufs_[slot];
                 auto diff = std::mismatch(got.begin(), got.end(), expected_.begin());
                 if (diff.first != got.end() && !error_)
                     error_.emplace(ErrorKind::Io,
@@ -180,7 +180,7 @@ private:
     uint32_t block_size_;
     std::vector<bool> busy_;
     std::vector<uint32_t> gen_;  // 0: content unknown
-    std::vector<std::vector<uint8_t>> bufs_;
+    std::vector<std::span<uint8_t>> bufs_;
     std::vector<uint8_t> expected_;
     std::vector<uint32_t>* free_ = nullptr;
     std::vector<uint32_t> lat_;
@@ -237,6 +237,10 @@ int bench_main(int argc, char** argv) {
     // (larger PDUs measured slower: the target builds them whole before sending).
     opts.offer.max_recv_data_segment_length = std::clamp<uint32_t>(c.bs, 65536, 256u << 10);
     opts.rx_buffer_bytes = std::max<size_t>(1u << 20, 4 * size_t(opts.offer.max_recv_data_segment_length));
+    // The I/O buffers, one region made before the session (iSER registers
+    // it once per connection, and it must outlive the session).
+    std::vector<uint8_t> io_memory(size_t(c.iodepth) * c.bs);
+    opts.iser_regions = {std::span<uint8_t>(io_memory)};
     auto session = initiator::Session::login(portal, opts);
 
     initiator::test_unit_ready(*session, c.lun);
@@ -252,7 +256,7 @@ int bench_main(int argc, char** argv) {
     RBIO_LOG(Info, "LUN " << c.lun << ": " << cap.blocks << " blocks of " << cap.block_size
                           << " bytes; using " << units << " x " << c.bs << " bytes");
 
-    Runner runner(*session, c, cap.block_size, units);
+    Runner runner(*session, c, cap.block_size, units, io_memory);
     std::mt19937_64 rng(0x7262696f);
     bool reads = c.mode == Mode::Read || c.mode == Mode::RandRead || c.mode == Mode::Mixed;
 
@@ -322,6 +326,13 @@ int bench_main(int argc, char** argv) {
                 (unsigned long long)d[iser::Counter::SendCalls], (unsigned long long)d[iser::Counter::RecvCalls],
                 (unsigned long long)polls, d.pdus_per_send(), d.pdus_per_recv(),
                 ios ? double(syscalls) / double(ios) : 0.0);
+    if (opts.transport == initiator::Transport::Iser)
+        std::printf("  iser: work_requests=%llu post_calls=%llu wrs_per_post=%.2f signaled_per_io=%.3f "
+                    "completions_per_poll=%.2f channel_wakeups_per_io=%.3f recv_posts=%llu\n",
+                    (unsigned long long)d[iser::Counter::WorkRequests], (unsigned long long)d[iser::Counter::PostCalls],
+                    d.wrs_per_post(), ios ? double(d[iser::Counter::Signaled]) / double(ios) : 0.0,
+                    d.completions_per_poll(), ios ? double(d[iser::Counter::ChannelWakeups]) / double(ios) : 0.0,
+                    (unsigned long long)d[iser::Counter::RecvPostCalls]);
     initiator::SessionStats end = session->stats();
     std::printf("  recovery: reinstatements=%llu reconnect_attempts=%llu commands_retried=%llu pings=%llu "
                 "tasks_aborted=%llu lun_resets=%llu\n",

@@ -51,6 +51,9 @@ options of every command that logs in:
                                  mutual CHAP (with --chap-user): the target must answer the
                                  initiator's challenge as NAME with SECRET (or the secret in
                                  RBIO_CHAP_SECRET_IN); tgtadm --op bind --mode account --outgoing
+  --transport tcp|iser           tcp (default), or iSER over RDMA (rdma_cm, e.g. soft-RoCE;
+                                 the portal is the RDMA device's address): no digests,
+                                 SCSI data moved by the target's RDMA WRITE/READ
   --header-digest, --data-digest none|accept|prefer|crc32c
                                  accept (default): offer "None,CRC32C"; prefer:
                                  "CRC32C,None"; crc32c: require it

@@ -10,7 +10,7 @@ namespace rbio::cli {
 const std::vector<std::string> kSessionKeys = {
     "--initiator-name", "--chap-user",       "--chap-secret",   "--header-digest",
     "--data-digest",    "--connect-timeout", "--login-timeout", "--log-level",
-    "--chap-user-in", "--chap-secret-in", "--replacement-timeout", "--abort-timeout", "--lu-reset-timeout", "--noop-out-interval", "--noop-out-timeout"};
+    "--chap-user-in", "--chap-secret-in", "--replacement-timeout", "--abort-timeout", "--lu-reset-timeout", "--noop-out-interval", "--noop-out-timeout", "--transport"};
 
 Args::Args(int argc, char** argv, int first, const std::vector<std::string>& flags) {
     static const std::map<std::string, std::string> kShort = {{"-p", "--portal"}, {"-T", "--target"}};
@@ -99,6 +99,16 @@ initiator::SessionOptions session_options(const Args& args) {
     o.chap = chap_option(args, "--chap-user", "--chap-secret", "RBIO_CHAP_SECRET");
     o.chap_in = chap_option(args, "--chap-user-in", "--chap-secret-in", "RBIO_CHAP_SECRET_IN");
     if (o.chap_in && !o.chap) throw UsageError("--chap-user-in (mutual CHAP) needs --chap-user as well");
+    if (args.has("--transport")) {
+        std::string t = args.get("--transport");
+        if (t == "tcp") o.transport = initiator::Transport::Tcp;
+        else if (t == "iser") o.transport = initiator::Transport::Iser;
+        else throw UsageError("--transport: tcp or iser");
+    }
+    if (o.transport == initiator::Transport::Iser &&
+        ((args.has("--header-digest") && args.get("--header-digest") != "none") ||
+         (args.has("--data-digest") && args.get("--data-digest") != "none")))
+        throw UsageError("--transport iser has no digests (RFC 7145): drop --header-digest/--data-digest");
     if (args.has("--header-digest") &&
         !initiator::parse_digest_policy(args.get("--header-digest"), o.offer.header_digest))
         throw UsageError("--header-digest: none, accept, prefer or crc32c");

@@ -33,6 +33,11 @@ struct LoginOffer {
     uint32_t max_outstanding_r2t = 1;
     bool data_pdu_in_order = true;
     bool data_sequence_in_order = true;
+    // iSER (RFC 7145 §6.3): RDMAExtensions=Yes, digests None, and the iSER
+    // keys that replace MaxRecvDataSegmentLength for SENDs.
+    bool rdma_extensions = false;
+    uint32_t initiator_recv_data_segment_length = 8192;  // what our receive buffers hold
+    uint32_t target_recv_data_segment_length = 8192;     // what we may send at most
 };
 
 // The session's parameters after login; defaults are RFC 7143's.
@@ -50,6 +55,9 @@ struct NegotiatedParams {
     bool data_sequence_in_order = true;
     uint32_t error_recovery_level = 0;
     uint32_t max_connections = 1;
+    // iSER: when set, our_/target_max_recv_data_segment_length above hold the
+    // negotiated Initiator-/TargetRecvDataSegmentLength.
+    bool rdma_extensions = false;
 };
 
 // One line for logs: "HeaderDigest=CRC32C DataDigest=None ...".
@@ -109,6 +117,8 @@ private:
     KeyValues offered_;
     NegotiatedParams p_;
     std::vector<std::string> answered_;
+    uint32_t irdsl_ = 8192;  // iSER: InitiatorRecvDataSegmentLength (RFC 7145 default)
+    uint32_t trdsl_ = 8192;  // TargetRecvDataSegmentLength
 };
 
 }  // namespace rbio::initiator

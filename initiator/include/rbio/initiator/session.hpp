@@ -51,7 +51,21 @@ struct Portal {
     std::string to_string() const;
 };
 
+enum class Transport : uint8_t {
+    Tcp,
+    // iSER (RFC 7145) over RDMA (rdma_cm, e.g. soft-RoCE): PDUs as SENDs, SCSI
+    // data moved by the target with RDMA WRITE/READ into/from the command's
+    // buffer. Login offers RDMAExtensions=Yes, no digests, InitialR2T=Yes.
+    Iser,
+};
+
 struct SessionOptions {
+    Transport transport = Transport::Tcp;
+    // iSER: memory the caller's command buffers live in, registered once per
+    // connection (zero copy; must outlive the Session). Other buffers go
+    // through registered bounce slots of up to 256 KiB (a copy per I/O);
+    // submit() refuses larger unregistered ones.
+    std::vector<std::span<uint8_t>> iser_regions;
     std::string initiator_name = "iqn.2026-11.io.rbio:initiator";
     std::string target_name;  // ignored for discovery sessions
     bool discovery = false;
@@ -170,7 +184,7 @@ public:
     // InitiatorError: Unreachable, LoginRefused, AuthFailure, UnknownTarget,
     // Timeout, Protocol, ConnectionLost.
     static std::unique_ptr<Session> login(const Portal& portal, const SessionOptions& options);
-    // Logs in over a connected stream socket `fd` that the Session takes
+    // TCP only. Logs in over a connected stream socket `fd` that the Session takes
     // over (closed with it, also when this throws). For transports set up
     // elsewhere and for the fuzzer, which feeds a socketpair; `portal` only
     // names the peer in messages.

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The rbio initiator over iSER (`rbio bench --transport iser`) against stock
+# tgtd on soft-RoCE (rdma_rxe on a veth pair) in a qemu guest: first with
+# rbio's iSER transport serving tgt's iSER listeners, then with tgt's own
+# iSER driver (RBIO_ISER=off; tgt 1.0.85 needs the initiator's IQN bound
+# with -Q there). 4 KiB x 32 and 1 MiB x 8 reads and writes, every block
+# read back and compared with what was written (--verify); the session must
+# have negotiated RDMAExtensions=Yes, the initiator's RDMA counters must
+# show work requests posted, and tgtd's log must show rbio's iSER
+# connections with their counters. Refusals that must happen: a login to
+# stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
+# port nobody listens on.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [[ -z ${RBIO_VM_GUEST:-} ]]; then
+  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/iser-initiator.sh" "$@"
+fi
+
+source "$HERE/lib-rxe.sh"
+rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }  # before tgtd: its iSER listens only with a device
+source "$HERE/lib.sh"
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+[[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
+IQN=iqn.2026-11.io.rbio:iser-init
+ME=iqn.2026-11.io.rbio:iser-initiator
+iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
+BACKING="$WORK/disk.img"
+truncate -s 128M "$BACKING"
+
+# bench NAME ARGS...: rbio bench over iSER, output in $WORK/NAME.out.
+bench() {
+  local name=$1; shift
+  echo "== rbio bench --transport iser $*"
+  timeout 300 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 1 --initiator-name "$ME" \
+    --time 3 --timeout 60 "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"
+  local rc=$?
+  cat "$WORK/$name.out"; tail -3 "$WORK/$name.err"
+  return $rc
+}
+# verified NAME: the run read blocks back and compared them, over iSER.
+verified() {
+  grep -q "RDMAExtensions=Yes" "$WORK/$1.out" &&
+  grep -q "verify: [1-9][0-9]* blocks read back and matched" "$WORK/$1.out" &&
+  grep -q "iser: work_requests=[1-9]" "$WORK/$1.out"
+}
+# runs PREFIX: the four workloads, each verified.
+runs() {
+  local p=$1
+  check "$p: 4 KiB random writes, 32 in flight, read back and verified" \
+    eval 'bench '"$p"'-w4k --rw randwrite --bs 4k --iodepth 32 --size 16M --verify && verified '"$p"'-w4k'
+  check "$p: 4 KiB random reads, 32 in flight, verified" \
+    eval 'bench '"$p"'-r4k --rw randread --bs 4k --iodepth 32 --size 16M --verify && verified '"$p"'-r4k'
+  check "$p: 1 MiB sequential writes, 8 in flight, read back and verified" \
+    eval 'bench '"$p"'-w1m --rw write --bs 1M --iodepth 8 --size 64M --verify && verified '"$p"'-w1m'
+  check "$p: 1 MiB sequential reads, 8 in flight, verified" \
+    eval 'bench '"$p"'-r1m --rw read --bs 1M --iodepth 8 --size 64M --verify && verified '"$p"'-r1m'
+}
+
+# --- rbio's iSER transport (skipped with the argument "stock") --------------
+if [[ ${1:-} != stock ]]; then
+must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
+must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
+must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '
+  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
+  iser_adm --op bind --mode target --tid 1 -I ALL &&
+  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+runs rbio
+sleep 1.5  # the connections' counters are logged when each ends
+grep "rbio: iser: .*connection ended" "$STATE/tgtd.log" | tail -2 || true
+check "tgtd logged rbio's iSER connections with their counters (>= 4 with batched posts)" \
+  test "$(grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$STATE/tgtd.log" | grep -c "wrs_per_post=[1-9]")" -ge 4
+unreachable() {
+  local rc=0
+  timeout 60 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR:3299" --connect-timeout 3 \
+    --time 1 > /dev/null 2> "$WORK/unreach.err" || rc=$?
+  cat "$WORK/unreach.err"
+  (( rc == 3 )) && grep -q "iSER connection to" "$WORK/unreach.err"
+}
+check "an iSER connection to a port nobody listens on: exit 3 (unreachable)" unreachable
+check "tgtd is alive" tgtd_alive
+tgtd_stop
+fi
+
+# --- tgt's own iSER (RBIO_ISER=off) ------------------------------------------
+# Stock tgt's iSER moves at most buf_sz_kb (default 512) per command and
+# drops the connection on a larger one: 1 MiB I/Os need buf_sz_kb=1024.
+stock_start() { RBIO_ISER=off tgtd_start -- --iser pool_sz_mb=128,buf_sz_kb=1024; }
+must "tgtd starts with RBIO_ISER=off" stock_start
+check "the log says iSER stays with tgt's driver" log_has "rbio: iser: transport off"
+must "the target under tgt's own iSER, bound to -I ALL only" eval '
+  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
+  iser_adm --op bind --mode target --tid 1 -I ALL &&
+  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+refused() {
+  local rc=0
+  timeout 60 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --initiator-name "$ME" \
+    --time 1 > /dev/null 2> "$WORK/refused.err" || rc=$?
+  cat "$WORK/refused.err"
+  (( rc == 6 ))
+}
+check "stock tgt 1.0.85 refuses the iSER login with -I ALL alone (exit 6, its ACL bug)" refused
+must "bind the initiator's IQN too (-Q)" iser_adm --op bind --mode target --tid 1 -Q "$ME"
+runs stock
+check "no rbio iSER connection served these" \
+  eval '! grep -q "rbio: iser: .*connection ended" "$STATE/tgtd.log"'
+check "tgtd is alive" tgtd_alive
+finish
