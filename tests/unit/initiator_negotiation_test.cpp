@@ -105,6 +105,55 @@ TEST(InitiatorNegotiation, UnansweredKeysKeepDefaults) {
     EXPECT_EQ(p.target_max_recv_data_segment_length, 8192u);
 }
 
+TEST(InitiatorNegotiation, IserKeys) {  // RFC 7145 §6.3
+    LoginOffer o;
+    o.rdma_extensions = true;
+    o.header_digest = o.data_digest = DigestPolicy::Prefer;  // overridden: None
+    KeyValues offer = operational_offer(o, false);
+    EXPECT_EQ(find_key(offer, "RDMAExtensions"), "Yes");
+    EXPECT_EQ(find_key(offer, "HeaderDigest"), "None");
+    EXPECT_EQ(find_key(offer, "DataDigest"), "None");
+    EXPECT_EQ(find_key(offer, "TargetRecvDataSegmentLength"), "8192");
+    EXPECT_EQ(find_key(offer, "InitiatorRecvDataSegmentLength"), "8192");
+    {  // tgt-like answers: the iSER lengths replace MaxRecvDataSegmentLength
+        Negotiation n(o, false);
+        KeyValues replies;
+        n.apply({{"RDMAExtensions", "Yes"}, {"HeaderDigest", "None"}, {"DataDigest", "None"},
+                 {"TargetRecvDataSegmentLength", "4096"}, {"InitiatorRecvDataSegmentLength", "8192"},
+                 {"MaxRecvDataSegmentLength", "262144"}, {"MaxOutstandingUnexpectedPDUs", "0"}},
+                replies);
+        const NegotiatedParams& p = n.finish();
+        EXPECT_TRUE(p.rdma_extensions);
+        EXPECT_EQ(p.target_max_recv_data_segment_length, 4096u);
+        EXPECT_EQ(p.our_max_recv_data_segment_length, 8192u);
+        ASSERT_EQ(replies.size(), 1u);
+        EXPECT_EQ(replies[0], (std::pair<std::string, std::string>{"MaxOutstandingUnexpectedPDUs", "0"}));
+    }
+    KeyValues replies;
+    auto refused = [&](const KeyValues& answers) {
+        try {
+            Negotiation n(o, false);
+            n.apply(answers, replies);
+            n.finish();
+        } catch (const InitiatorError& e) {
+            return e.kind() == ErrorKind::LoginRefused;
+        }
+        return false;
+    };
+    EXPECT_TRUE(refused({{"RDMAExtensions", "No"}}));  // not an iSER portal
+    EXPECT_TRUE(refused({}));                          // silent: default No
+    EXPECT_TRUE(throws_protocol([&] {                  // beyond our offer (minimum rule)
+        Negotiation(o, false).apply({{"TargetRecvDataSegmentLength", "65536"}}, replies);
+    }));
+    EXPECT_TRUE(throws_protocol([&] {  // digests with RDMAExtensions=Yes
+        LoginOffer d = o;
+        d.header_digest = DigestPolicy::Require;
+        Negotiation n(d, false);
+        n.apply({{"RDMAExtensions", "Yes"}, {"HeaderDigest", "CRC32C"}}, replies);
+        n.finish();
+    }));
+}
+
 TEST(InitiatorNegotiation, BadAnswersEndTheLogin) {
     LoginOffer o;
     KeyValues replies;

@@ -65,6 +65,10 @@ must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '
   iser_adm --op bind --mode target --tid 1 -I ALL &&
   iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
 runs rbio
+# Known: the last write of the 4 KiB run sometimes waits for the initiator's
+# ABORT TASK (--timeout 60) under rbio's transport, never under stock's; the
+# runs above still pass (the write is re-sent and verified). Shown here:
+grep -h "tasks_aborted=[1-9]" "$WORK"/rbio-*.out && echo "note: commands needed ABORT TASK (see README, the iSER transport)" || true
 sleep 1.5  # the connections' counters are logged when each ends
 grep "rbio: iser: .*connection ended" "$STATE/tgtd.log" | tail -2 || true
 check "tgtd logged rbio's iSER connections with their counters (>= 4 with batched posts)" \
