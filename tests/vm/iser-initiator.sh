@@ -65,10 +65,12 @@ must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '
   iser_adm --op bind --mode target --tid 1 -I ALL &&
   iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
 runs rbio
-# Known: the last write of the 4 KiB run sometimes waits for the initiator's
-# ABORT TASK (--timeout 60) under rbio's transport, never under stock's; the
-# runs above still pass (the write is re-sent and verified). Shown here:
-grep -h "tasks_aborted=[1-9]" "$WORK"/rbio-*.out && echo "note: commands needed ABORT TASK (see README, the iSER transport)" || true
+# Known: a write near the end of the 4 KiB run sometimes gets its status
+# tens of seconds late under rbio's transport (or only after the initiator's
+# ABORT TASK at --timeout 60), never under stock's; the runs above still
+# pass (the data verifies). Shown here, not failed on:
+grep -hE "time=([1-9][0-9]+)\.|tasks_aborted=[1-9]" "$WORK"/rbio-*.out &&
+  echo "note: a 3 s run took over 10 s or needed ABORT TASK (see README, the iSER transport)" || true
 sleep 1.5  # the connections' counters are logged when each ends
 grep "rbio: iser: .*connection ended" "$STATE/tgtd.log" | tail -2 || true
 check "tgtd logged rbio's iSER connections with their counters (>= 4 with batched posts)" \
@@ -81,6 +83,17 @@ unreachable() {
   (( rc == 3 )) && grep -q "iSER connection to" "$WORK/unreach.err"
 }
 check "an iSER connection to a port nobody listens on: exit 3 (unreachable)" unreachable
+# rbio login over iSER (no FUSE mount): the session process logs in, `rbio
+# session` shows the negotiated iSER session, logout ends it.
+mkdir -p "$WORK/sd"
+iser_login() {
+  timeout 60 "$RBIO" login --transport iser -T "$IQN" -p "$RXE_ADDR" --initiator-name "$ME" --state-dir "$WORK/sd"
+}
+check "rbio login --transport iser" iser_login
+check "rbio session shows the iSER session" \
+  eval '"$RBIO" session --state-dir "$WORK/sd" | tee "$WORK/session.out" | grep -q "RDMAExtensions=Yes"'
+cat "$WORK/session.out" 2>/dev/null || true
+check "rbio logout" timeout 60 "$RBIO" logout --state-dir "$WORK/sd"
 check "tgtd is alive" tgtd_alive
 tgtd_stop
 fi
