@@ -137,7 +137,13 @@ up() {
   else
     grep -q "served by rbio's transport" "$state/tgtd.log" || { echo "rbio: no takeover"; return 1; }
   fi
-  iscsiadm -m discovery -t st -p "$PORTAL" -I iser | grep -q " ${IQN[$c]}\$" &&
+  # iscsid may still be starting on the first round: retry discovery.
+  local i
+  for (( i = 0; i < 20; i++ )); do
+    iscsiadm -m discovery -t st -p "$PORTAL" -I iser 2>/dev/null | grep -q " ${IQN[$c]}\$" && break
+    sleep 0.5
+  done
+  (( i < 20 )) &&
   iscsiadm -m node -T "${IQN[$c]}" -p "$PORTAL" -I iser --login > /dev/null &&
   { wait_disk_of "${IQN[$c]}" 1 || wait_disk_of "${IQN[$c]}" 1; } || return 1
   DEV[$c]=$DISK
