@@ -111,7 +111,7 @@ WORKLOADS=(
 RESULTS="${VM_OUT:-$WORK}"
 RAW="$RESULTS/raw.tsv"
 CLK_TCK=$(getconf CLK_TCK)
-COUNTERS=(work_requests post_calls signaled completions poll_calls channel_wakeups)
+COUNTERS=(work_requests post_calls signaled completions poll_calls channel_wakeups rdma_reads)
 for c in "${CONFIGS[@]}"; do
   must "a ${SIZE_MB} MiB allocated tmpfs file for $c" fallocate -l "${SIZE_MB}M" "$WORK/$c.img"
 done
@@ -198,7 +198,7 @@ write_sampler() {
 }
 
 val() { sed -n "s/^$2=//p" "$1" | tail -1; }
-printf 'round\tworkload\tconfig\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\n' > "$RAW"
+printf 'round\tworkload\tconfig\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\n' > "$RAW"
 declare -A BS=()
 for w in "${WORKLOADS[@]}"; do read -r name _ bs _ <<< "$w"; BS[$name]=$bs; done
 # parse_round ROUND: the fio run's points (terse v3: 3 job name, 5 error;
@@ -217,14 +217,15 @@ parse_round() {
     done
     awk -v r="$r" -v name="$name" -v c="$c" -v bs="${BS[$name]}" -v rkb="${f[5]}" -v rms="${f[8]}" \
         -v wkb="${f[46]}" -v wms="${f[49]}" -v ticks="$cpu" -v hz="$CLK_TCK" \
-        -v wr="${d[0]}" -v posts="${d[1]}" -v sig="${d[2]}" -v comp="${d[3]}" -v polls="${d[4]}" -v wake="${d[5]}" 'BEGIN {
+        -v wr="${d[0]}" -v posts="${d[1]}" -v sig="${d[2]}" -v comp="${d[3]}" -v polls="${d[4]}" -v wake="${d[5]}" -v rd="${d[6]}" 'BEGIN {
       kb = rkb + wkb; ms = rkb > 0 ? rms : wms; ios = kb * 1024 / bs
       cpu = ios == 0 ? "-" : sprintf("%.1f", ticks / hz * 1e6 / ios)
-      if (posts == "-" || posts == 0 || ios == 0) { wpp = spi = cpp = wpi = "-" }
+      if (posts == "-" || posts == 0 || ios == 0) { wpp = spi = cpp = wpi = rpi = "-" }
       else { wpp = sprintf("%.2f", wr / posts); spi = sprintf("%.3f", sig / ios)
-             cpp = polls > 0 ? sprintf("%.2f", comp / polls) : "-"; wpi = sprintf("%.3f", wake / ios) }
-      printf "%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ios, ios / (ms / 1000),
-             kb * 1024 / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi
+             cpp = polls > 0 ? sprintf("%.2f", comp / polls) : "-"; wpi = sprintf("%.3f", wake / ios)
+             rpi = sprintf("%.3f", rd / ios) }
+      printf "%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ios, ios / (ms / 1000),
+             kb * 1024 / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi
     }' >> "$RAW"
   done < "$WORK/round.terse"
 }
@@ -255,19 +256,19 @@ table=$(awk -F'\t' -v order="$order" '
   }
   function median(s,   a, n) { n = sorted(s, a); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
   NR > 1 { k = $2 SUBSEP $3; iops[k] = iops[k] " " $5; mbps[k] = mbps[k] " " $6; cpu[k] = cpu[k] " " $7
-           if ($3 == "rbio") { wpp[$2] = wpp[$2] " " $8; spi[$2] = spi[$2] " " $9; cpp[$2] = cpp[$2] " " $10; wpi[$2] = wpi[$2] " " $11 }
+           if ($3 == "rbio") { wpp[$2] = wpp[$2] " " $8; spi[$2] = spi[$2] " " $9; cpp[$2] = cpp[$2] " " $10; wpi[$2] = wpi[$2] " " $11; rpi[$2] = rpi[$2] " " $12 }
            v[$1, $2, $3] = $5; rounds[$1] = 1 }
   END {
-    print "| workload | stock IOPS | rbio IOPS | stock MB/s | rbio MB/s | rbio/stock | tgtd CPU us/IO stock | rbio | rbio WRs/post | signalled/IO | completions/poll | wake-ups/IO |"
-    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+    print "| workload | stock IOPS | rbio IOPS | stock MB/s | rbio MB/s | rbio/stock | tgtd CPU us/IO stock | rbio | rbio WRs/post | signalled/IO | completions/poll | wake-ups/IO | RDMA READs/IO |"
+    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
     n = split(order, ws, "\n")
     for (i = 1; i <= n; i++) {
       w = ws[i]; rr = ""
       for (r in rounds) rr = rr " " v[r, w, "rbio"] / v[r, w, "stock"]
-      printf "| %s | %.0f | %.0f | %.1f | %.1f | **%.2f** | %.0f | %.0f | %.2f | %.3f | %.2f | %.3f |\n", w,
+      printf "| %s | %.0f | %.0f | %.1f | %.1f | **%.2f** | %.0f | %.0f | %.2f | %.3f | %.2f | %.3f | %.3f |\n", w,
         median(iops[w, "stock"]), median(iops[w, "rbio"]), median(mbps[w, "stock"]), median(mbps[w, "rbio"]),
         median(rr), median(cpu[w, "stock"]), median(cpu[w, "rbio"]),
-        median(wpp[w]), median(spi[w]), median(cpp[w]), median(wpi[w])
+        median(wpp[w]), median(spi[w]), median(cpp[w]), median(wpi[w]), median(rpi[w])
     }
   }' "$RAW")
 { cat "$RESULTS/header.md"; echo; echo "$table"; } > "$RESULTS/results.md"

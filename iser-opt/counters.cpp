@@ -20,6 +20,7 @@ const char* counter_name(Counter c) {
         case Counter::Completions: return "completions";
         case Counter::PollCalls: return "poll_calls";
         case Counter::ChannelWakeups: return "channel_wakeups";
+        case Counter::RdmaReads: return "rdma_reads";
         case Counter::Count_: break;
     }
     return "unknown";

@@ -178,7 +178,9 @@ bool IserEndpoint::rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t
 bool IserEndpoint::rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
                              uint64_t token) {
     if (failed_ || !sq_.has_room()) return false;
-    return sq_.push({WrKind::RdmaRead, {&local, 1}, remote_va, rkey, token, kNoSlot});
+    if (!sq_.push({WrKind::RdmaRead, {&local, 1}, remote_va, rkey, token, kNoSlot})) return false;
+    counters_[Counter::RdmaReads] += 1;
+    return true;
 }
 
 void IserEndpoint::on_release(uint64_t token, uint32_t slot, int status) {

@@ -5,7 +5,8 @@
 # `--lld iser` target bound to `-I ALL` only (stock tgt 1.0.85 refuses every
 # iSER login there); initiator-name ACLs; discovery, login, mkfs and files
 # that survive logout/login, fio crc32c verify jobs (4 KiB random: small
-# writes; 1 MiB sequential: RDMA READs of several bursts); malformed iSER
+# writes, carried as immediate data; 1 MiB sequential: immediate data, then
+# RDMA READs of several bursts); malformed iSER
 # messages (each closes its connection with a log line, tgtd keeps
 # serving); the initiator logging out in the middle of I/O; no queue pair
 # left behind; and the off switch (RBIO_ISER=off leaves tgt's own iSER).
@@ -103,8 +104,17 @@ check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
 must "mount it again" mount "$DISK" "$MNT"
 check "every file reads back with the same checksum" eval '(cd "$MNT" && sha256sum --quiet -c "$WORK/sums")'
 check "unmount again" umount "$MNT"
+# The process totals in the statistics file (published once a second).
+stat_of() { sleep 1.5; sed -n "s/^$1=//p" "$STATE/rbio.stats" | tail -1; }
+reads_before=$(stat_of rdma_reads)
 check "fio 4 KiB random writes, 32 in flight, crc32c verified" \
   fio_job rand4k "$DISK" --rw=randwrite --bs=4k --iodepth=32 --size=32M --runtime=20
+reads_after=$(stat_of rdma_reads)
+echo "  RDMA READs during the 4 KiB writes: $reads_before -> $reads_after"
+check "4 KiB writes come as immediate data: no RDMA READ (tgt's own iSER: one per write)" \
+  test -n "$reads_before" -a "$reads_before" = "$reads_after"
+check "the session negotiated ImmediateData=Yes" \
+  eval 'iscsiadm -m session -P 2 | grep -q "ImmediateData: Yes"'
 check "fio 1 MiB sequential writes, 8 in flight (RDMA READs), crc32c verified" \
   fio_job seq1m "$DISK" --rw=write --bs=1M --iodepth=8 --size=64M --offset=64M
 

@@ -48,6 +48,7 @@
 
 #include "iscsid.h"
 #include "iser.h"
+#include "target.h"
 #include "driver.h"
 #include "work.h"
 
@@ -154,18 +155,33 @@ static uint32_t get_be24(const uint8_t *p)
 /* ---- the receive side: one whole PDU per receive */
 
 /*
- * A login PDU for a target made with `--lld iser`: tgt's core refuses
- * those ("Target is RDMA, but conn is TCP") because its own iSER never
- * goes through it. This connection is RDMA, so the flag is lifted while
- * the core handles the PDU. Returns the target to restore, or NULL.
+ * What a login PDU changes in its target while the core handles it, and
+ * puts back afterwards, so tgtadm keeps showing the admin's settings:
+ *
+ *  - `rdma`, set on targets made with `--lld iser`: tgt's core refuses
+ *    those ("Target is RDMA, but conn is TCP") because its own iSER never
+ *    goes through it. This connection is RDMA, so the flag is lifted.
+ *  - TargetRecvDataSegmentLength, which tgt's targets offer as 256 KiB:
+ *    it bounds what the initiator may SEND (immediate data, text), and our
+ *    receive buffers hold RBIO_ISER_RECV_DATA_MAX. The core copies the
+ *    target's values into the connection on the first login PDU, so a
+ *    lower value there is what gets negotiated.
  */
-static struct iscsi_target *lift_rdma_flag(const uint8_t *bhs, const uint8_t *data, uint32_t len)
+struct login_override {
+	struct iscsi_target *t;
+	int rdma;
+	unsigned int trdsl;
+};
+
+static void login_override_apply(struct login_override *o, const uint8_t *bhs,
+				 const uint8_t *data, uint32_t len)
 {
 	const char key[] = "TargetName=";
 	uint32_t i = 0;
 
+	o->t = NULL;
 	if ((bhs[0] & 0x3f) != ISCSI_OP_LOGIN)
-		return NULL;
+		return;
 	while (i < len) {
 		const char *kv = (const char *)data + i;
 		size_t n = strnlen(kv, len - i);
@@ -173,15 +189,26 @@ static struct iscsi_target *lift_rdma_flag(const uint8_t *bhs, const uint8_t *da
 		if (n < len - i && n > sizeof(key) - 1 && !memcmp(kv, key, sizeof(key) - 1)) {
 			struct iscsi_target *t = target_find_by_name(kv + sizeof(key) - 1);
 
-			if (t && t->rdma) {
-				t->rdma = 0;
-				return t;
-			}
-			return NULL;
+			if (!t)
+				return;
+			o->t = t;
+			o->rdma = t->rdma;
+			o->trdsl = t->session_param[ISCSI_PARAM_TARGET_RDSL].val;
+			t->rdma = 0;
+			if (o->trdsl > RBIO_ISER_RECV_DATA_MAX)
+				t->session_param[ISCSI_PARAM_TARGET_RDSL].val = RBIO_ISER_RECV_DATA_MAX;
+			return;
 		}
 		i += (uint32_t)n + 1;
 	}
-	return NULL;
+}
+
+static void login_override_restore(const struct login_override *o)
+{
+	if (!o->t)
+		return;
+	o->t->rdma = o->rdma;
+	o->t->session_param[ISCSI_PARAM_TARGET_RDSL].val = o->trdsl;
 }
 
 static void run_tx(struct rbio_iser_conn *rc)
@@ -198,7 +225,7 @@ static void run_tx(struct rbio_iser_conn *rc)
 }
 
 /* Hands the current PDU to the core, then lets it send what it produced. */
-static void feed(struct rbio_iser_conn *rc, struct iscsi_target *lifted)
+static void feed(struct rbio_iser_conn *rc, const struct login_override *login)
 {
 	struct iscsi_connection *conn = &rc->iscsi_conn;
 
@@ -209,8 +236,8 @@ static void feed(struct rbio_iser_conn *rc, struct iscsi_target *lifted)
 		if (rc->rx_off == before)
 			break;
 	}
-	if (lifted)
-		lifted->rdma = 1;
+	if (login)
+		login_override_restore(login);
 	if (conn->state != STATE_CLOSE && rc->rx_off < rc->rx_len)
 		conn_fail(rc, "the iSCSI core did not take a whole PDU");
 	rc->rx_len = rc->rx_off = 0;
@@ -221,7 +248,7 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 {
 	struct rbio_iser_conn *rc = ctx;
 	struct iscsi_connection *conn = &rc->iscsi_conn;
-	struct iscsi_target *lifted = NULL;
+	struct login_override login = { NULL, 0, 0 };
 	uint32_t ahs;
 
 	if (conn->state == STATE_CLOSE || conn->closed)
@@ -233,9 +260,10 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 	rc->rx_off = 0;
 	if (conn->state != STATE_SCSI) {
 		ahs = (uint32_t)rx->pdu[4] * 4;
-		lifted = lift_rdma_flag(rx->pdu, rx->pdu + BHS_SIZE + ahs, rx->len - BHS_SIZE - ahs);
+		login_override_apply(&login, rx->pdu, rx->pdu + BHS_SIZE + ahs,
+				     rx->len - BHS_SIZE - ahs);
 	}
-	feed(rc, lifted);
+	feed(rc, &login);
 }
 
 /* An RDMA READ for an R2T is done: the data is in the task's buffer, and
@@ -778,6 +806,26 @@ static int take_over_listeners(void)
 	return n;
 }
 
+static int (*stock_iser_target_create)(struct target *);
+
+/* tgt's iser driver creates its targets with ImmediateData=No, so every
+ * write, however small, waits for an RDMA READ round trip. This transport
+ * takes immediate data (up to RBIO_ISER_RECV_DATA_MAX per command), so its
+ * targets start with tgt's usual Yes; `tgtadm --op update` (and
+ * targets.conf) can still turn it off. */
+static int iser_target_create(struct target *t)
+{
+	struct iscsi_target *target;
+	int err = stock_iser_target_create(t);
+
+	if (err)
+		return err;
+	target = target_find_by_id(t->tid);
+	if (target)
+		target->session_param[ISCSI_PARAM_IMM_DATA_EN].val = 1;
+	return 0;
+}
+
 /* With tgt's own iSER out of the path, its driver's completion callbacks
  * would treat the core's tasks as its own: `--lld iser` targets complete
  * through the iSCSI core's callbacks instead. */
@@ -789,6 +837,10 @@ static int redirect_iser_driver(void)
 		return -1; /* checked before the takeover */
 	tgt_drivers[iser]->cmd_end_notify = tgt_drivers[iscsi]->cmd_end_notify;
 	tgt_drivers[iser]->mgmt_end_notify = tgt_drivers[iscsi]->mgmt_end_notify;
+	if (tgt_drivers[iser]->target_create) {
+		stock_iser_target_create = tgt_drivers[iser]->target_create;
+		tgt_drivers[iser]->target_create = iser_target_create;
+	}
 	return 0;
 }
 

@@ -131,7 +131,7 @@ EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     EndpointConfig c;
     c.peer = PduSender::Initiator;
     c.recv_depth = 256;
-    c.recv_data_max = 8192;     // TargetRecvDataSegmentLength tgt offers
+    c.recv_data_max = RBIO_ISER_RECV_DATA_MAX;
     c.send_slots = 512;
     c.send.depth = 1024;
     c.send.batch = s.coalesce != 0;
@@ -310,14 +310,16 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
     const double posts = double(k[Counter::PostCalls]);
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu work_requests=%llu post_calls=%llu wrs_per_post=%.2f "
-                  "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu",
+                  "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
+                  "rdma_reads=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::WorkRequests],
                   (unsigned long long)k[Counter::PostCalls],
                   posts > 0 ? double(k[Counter::WorkRequests]) / posts : 0.0,
                   (unsigned long long)k[Counter::Signaled],
                   (unsigned long long)k[Counter::Completions], k.completions_per_poll(),
-                  (unsigned long long)k[Counter::ChannelWakeups]);
+                  (unsigned long long)k[Counter::ChannelWakeups],
+                  (unsigned long long)k[Counter::RdmaReads]);
 }
 
 void rbio_iser_ep_publish(rbio_iser_ep* e) { e->publisher.publish(e->counters, rbio::tp::totals()); }

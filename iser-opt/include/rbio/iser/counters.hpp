@@ -31,6 +31,7 @@ enum class Counter : uint8_t {
     Completions,     // work completions reaped (send and receive)
     PollCalls,       // ibv_poll_cq calls
     ChannelWakeups,  // completion-channel events taken (ibv_get_cq_event)
+    RdmaReads,       // RDMA READs posted: one per R2T a write's data did not avoid
     Count_
 };
 

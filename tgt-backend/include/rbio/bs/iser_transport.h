@@ -17,6 +17,11 @@
 extern "C" {
 #endif
 
+/* The largest data segment an initiator may SEND (immediate data, text):
+ * the TargetRecvDataSegmentLength logins negotiate, and what the receive
+ * buffers hold. */
+#define RBIO_ISER_RECV_DATA_MAX 8192u
+
 struct rdma_cm_id;
 struct rbio_tp_settings;
 struct rbio_iser_ep;
