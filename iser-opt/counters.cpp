@@ -21,6 +21,8 @@ const char* counter_name(Counter c) {
         case Counter::PollCalls: return "poll_calls";
         case Counter::ChannelWakeups: return "channel_wakeups";
         case Counter::RdmaReads: return "rdma_reads";
+        case Counter::SpinHits: return "spin_hits";
+        case Counter::SpinMisses: return "spin_misses";
         case Counter::Count_: break;
     }
     return "unknown";

@@ -15,7 +15,7 @@ constexpr unsigned kAckEvery = 64;
 
 CompletionPoller::CompletionPoller(ibv_context* context, int entries, const PollConfig& config,
                                    ConnectionCounters& counters)
-    : config_(config), counters_(counters) {
+    : config_(config), budget_(config.spin_us, config.adaptive), counters_(counters) {
     config_.batch = std::clamp(config_.batch, 1u, kMaxBatch);
     channel_.reset(ibv_create_comp_channel(context));
     if (!channel_) throw_rdma("ibv_create_comp_channel");

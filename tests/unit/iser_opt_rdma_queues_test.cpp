@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rbio/iser/iser_header.hpp"
+#include "rbio/iser/rdma/completion_poller.hpp"
 #include "rbio/iser/rdma/work_queues.hpp"
 
 namespace rbio::iser::rdma {
@@ -220,6 +221,49 @@ TEST(RdmaRecvQueue, RepostsOfAPassLeaveInOneCall) {
     EXPECT_EQ(recv_slot_of(p.ids[5]), 5u);
     EXPECT_EQ(c[Counter::RecvRequests], 20u);
     EXPECT_EQ(c[Counter::RecvPostCalls], 1u);
+}
+
+TEST(SpinBudget, StartsAtTheBoundAndAHitRestoresIt) {
+    SpinBudget b(16, true);
+    EXPECT_EQ(b.next_us(), 16u);
+    b.miss();
+    EXPECT_EQ(b.next_us(), 8u);
+    b.hit();
+    EXPECT_EQ(b.next_us(), 16u);
+}
+
+TEST(SpinBudget, MissesHalveItToNothingThenOnlyRareShortProbesRemain) {
+    SpinBudget b(16, true);
+    for (int i = 0; i < 5; ++i) b.miss();
+    EXPECT_EQ(b.current_us(), 0u);
+    uint32_t spun = 0, probes = 0;
+    for (uint32_t i = 0; i < 10 * SpinBudget::kProbeEvery; ++i)
+        if (uint32_t us = b.next_us()) {
+            spun += us;
+            ++probes;
+            b.miss();
+        }
+    EXPECT_EQ(probes, 10u);
+    EXPECT_EQ(spun, 10u * 2u);  // an eighth of the bound each
+}
+
+TEST(SpinBudget, AProbeThatHitsBringsTheFullSpinBack) {
+    SpinBudget b(16, true);
+    for (int i = 0; i < 5; ++i) b.miss();
+    uint32_t us = 0;
+    while ((us = b.next_us()) == 0) {
+    }
+    EXPECT_EQ(us, 2u);
+    b.hit();
+    EXPECT_EQ(b.next_us(), 16u);
+}
+
+TEST(SpinBudget, ZeroNeverSpinsAndFixedIgnoresOutcomes) {
+    SpinBudget none(0, true);
+    for (uint32_t i = 0; i < 3 * SpinBudget::kProbeEvery; ++i) EXPECT_EQ(none.next_us(), 0u);
+    SpinBudget fixed(10, false);
+    for (int i = 0; i < 8; ++i) fixed.miss();
+    EXPECT_EQ(fixed.next_us(), 10u);
 }
 
 TEST(IserHeader, RoundTripsWithBothStags) {

@@ -105,6 +105,7 @@ EndpointConfig endpoint_config(const Options& o, PduSender peer) {
     c.send.batch = o.batch;
     c.send.signal_every = o.signal_every;
     c.batch_recv = o.batch;
+    if (!o.batch) c.poll.spin_us = 0;  // the unoptimised run: arm at once, as stock does
     c.recv_depth = 2 * o.depth + 8;
     c.send_slots = 2 * o.depth + 2 * o.signal_every + 8;
     c.send.depth = 4 * o.depth + 2 * o.signal_every + 16;

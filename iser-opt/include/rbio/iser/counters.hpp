@@ -32,6 +32,8 @@ enum class Counter : uint8_t {
     PollCalls,       // ibv_poll_cq calls
     ChannelWakeups,  // completion-channel events taken (ibv_get_cq_event)
     RdmaReads,       // RDMA READs posted: one per R2T a write's data did not avoid
+    SpinHits,        // spins on an empty CQ that found a completion (no wake-up)
+    SpinMisses,      // spins that found nothing and armed the channel after all
     Count_
 };
 
