@@ -3,14 +3,19 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 namespace rbio::iser::rdma {
-namespace {
 
 size_t recv_slot_size(const EndpointConfig& c) {
     return kIserHeaderLength + kBhsLength + c.max_ahs + c.recv_data_max;
 }
+
+namespace {
+
+uint32_t recv_cq_entries(const EndpointConfig& c) { return c.srq ? c.srq->depth() : c.recv_depth; }
+
 size_t send_slot_size(const EndpointConfig& c) {
     return kIserHeaderLength + kBhsLength + c.max_ahs + c.send_copy_max;
 }
@@ -22,9 +27,13 @@ ibv_qp_init_attr qp_attr(const EndpointConfig& c, ibv_cq* cq) {
     a.qp_type = IBV_QPT_RC;
     a.sq_sig_all = 0;
     a.cap.max_send_wr = c.send.depth;
-    a.cap.max_recv_wr = c.recv_depth;
     a.cap.max_send_sge = uint32_t(kMaxSge);
-    a.cap.max_recv_sge = 1;
+    if (c.srq) {
+        a.srq = c.srq->get();
+    } else {
+        a.cap.max_recv_wr = c.recv_depth;
+        a.cap.max_recv_sge = 1;
+    }
     a.cap.max_inline_data = c.max_inline;
     return a;
 }
@@ -49,16 +58,21 @@ IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
       release_(std::move(release)),
       pd_(pd),
       id_(std::move(id)),
-      poller_(id_->verbs, int(config.send.depth + config.recv_depth), config.poll, counters),
-      recv_pool_(pd, recv_slot_size(config), config.recv_depth, IBV_ACCESS_LOCAL_WRITE),
+      poller_(id_->verbs, int(config.send.depth + recv_cq_entries(config)), config.poll, counters),
       send_pool_(pd, send_slot_size(config), config.send_slots, IBV_ACCESS_LOCAL_WRITE),
       qp_(make_qp(id_.get(), pd, config, poller_.cq(), config_.send)),
       send_poster_(qp_.get()),
       recv_poster_(qp_.get()),
       sq_(config_.send, send_poster_,
           [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); },
-          counters),
-      rq_(recv_poster_, config.recv_depth, counters, config.batch_recv) {
+          counters) {
+    if (config.srq) {
+        if (config.srq->slot_size() < recv_slot_size(config))
+            throw std::invalid_argument("the shared receive queue's slots are smaller than a message");
+    } else {
+        recv_pool_.emplace(pd, recv_slot_size(config), config.recv_depth, IBV_ACCESS_LOCAL_WRITE);
+        rq_.emplace(recv_poster_, config.recv_depth, counters, config.batch_recv);
+    }
     limits_.max_recv_data_segment_length = config.recv_data_max;
     limits_.max_ahs_length = config.max_ahs;
 }
@@ -66,35 +80,52 @@ IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
 IserEndpoint::~IserEndpoint() { shutdown(); }
 
 void IserEndpoint::shutdown() {
+    if (config_.srq && qp_.get()) {
+        // Shared receives this QP took (completed, or flushed by the error
+        // state) sit in its CQ: they go back to the SRQ before the CQ does.
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE);
+        poller_.drain([this](const ibv_wc& wc) {
+            if (is_recv_wr(wc.wr_id)) config_.srq->repost(recv_slot_of(wc.wr_id));
+        });
+        config_.srq->flush();
+    }
     // With the QP gone nothing touches the slots or the owner's buffers.
     qp_.reset();
     sq_.cancel_all(-ECANCELED);
 }
 
 void IserEndpoint::post_receives() {
-    for (uint32_t i = recv_pool_.available(); i > 0; --i) repost(recv_pool_.acquire());
+    if (config_.srq) return;  // the device's queue is posted already
+    for (uint32_t i = recv_pool_->available(); i > 0; --i) repost(recv_pool_->acquire());
     flush();
 }
 
+void IserEndpoint::give_back(uint32_t slot) {
+    if (config_.srq) config_.srq->repost(slot);
+    else recv_pool_->release(slot);
+}
+
 void IserEndpoint::repost(uint32_t slot) {
-    if (failed_) {
-        recv_pool_.release(slot);
+    if (failed_ || config_.srq) {
+        give_back(slot);
         return;
     }
-    int rc = rq_.repost(slot, reinterpret_cast<uintptr_t>(recv_pool_.data(slot)),
-                        uint32_t(recv_pool_.slot_size()), recv_pool_.lkey());
+    int rc = rq_->repost(slot, reinterpret_cast<uintptr_t>(recv_pool_->data(slot)),
+                         uint32_t(recv_pool_->slot_size()), recv_pool_->lkey());
     if (rc != 0) fail(std::string("ibv_post_recv refused: ") + std::strerror(rc));
 }
 
 void IserEndpoint::flush() {
     if (int rc = sq_.flush(); rc != 0 && !failed_)
         fail(std::string("ibv_post_send refused: ") + std::strerror(rc));
-    if (int rc = rq_.flush(); rc != 0 && !failed_)
+    if (int rc = config_.srq ? config_.srq->flush() : rq_->flush(); rc != 0 && !failed_)
         fail(std::string("ibv_post_recv refused: ") + std::strerror(rc));
 }
 
 bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
-    const uint8_t* p = recv_pool_.data(slot);
+    const uint8_t* p = recv_data(slot);
     std::string why;
     auto iser = IserHeader::decode({p, bytes}, why);
     if (!iser) {

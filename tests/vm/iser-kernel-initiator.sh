@@ -31,11 +31,14 @@ wait_lun() { wait_disk_of "$@" || wait_disk_of "$@"; }
 iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
 iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
-# A connection registers two slot pools: 256 receive slots and 512 send
-# slots of 8524 bytes (iSER header, BHS, 256 B of AHS, 8 KiB of data; see
-# endpoint_config() in tgt-backend/transport/iser_c_api.cpp). Data buffers
-# stay registered in tgtd's pool and are not counted.
-conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (2182144|4364288)( |$)" || true; }
+# A connection registers its 512 send slots of 8524 bytes (iSER header,
+# BHS, 256 B of AHS, 8 KiB of data; see endpoint_config() in
+# tgt-backend/transport/iser_c_api.cpp); the device's shared receive queue
+# (iser_srq_depth, 1024 such slots) is registered while it has connections.
+# Data buffers stay registered in tgtd's pool and are not counted.
+tgtd_mrs_of() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen $1( |\$)" || true; }
+conn_mrs() { tgtd_mrs_of 4364288; }
+srq_mrs() { tgtd_mrs_of 8728576; }
 
 BACKING="$WORK/disk.img" BACKING2="$WORK/disk2.img"
 truncate -s 256M "$BACKING"
@@ -81,7 +84,8 @@ must "login over iSER to the -I ALL target (stock tgt refuses it)" iadm "$IQN" -
 must "its LUN appears as a SCSI disk" wait_lun "$IQN" 1
 check "the disk has the LUN's size (256 MiB)" test "$(blockdev --getsize64 "$DISK")" -eq $((256 << 20))
 check "one tgtd queue pair for the session" test "$(tgtd_qps)" -eq 1
-check "the session's two slot pools are registered" test "$(conn_mrs)" -eq 2
+check "the session's send slots are registered" test "$(conn_mrs)" -eq 1
+check "the device's shared receive queue is registered" test "$(srq_mrs)" -eq 1
 
 must "mkfs.ext4 on the disk" mkfs.ext4 -q -F "$DISK"
 must "mount it" mount "$DISK" "$MNT"
@@ -98,6 +102,7 @@ check "unmount" umount "$MNT"
 check "logout" iadm "$IQN" --logout
 check "no tgtd queue pair is left after logout" test "$(tgtd_qps)" -eq 0
 check "no connection's registration is left after logout" test "$(conn_mrs)" -eq 0
+check "the shared receive queue went with the last connection" test "$(srq_mrs)" -eq 0
 must "login again" iadm "$IQN" --login
 must "the LUN appears again" wait_lun "$IQN" 1
 check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
@@ -128,7 +133,7 @@ check "logout while 16 I/Os are in flight" iadm "$IQN" --logout
 wait "$FIO_PID" 2>/dev/null || true
 check "tgtd is alive after it" tgtd_alive
 check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
-check "no connection's registration is left behind" test "$(conn_mrs)" -eq 0
+check "no connection's registration is left behind" test "$(conn_mrs)" -eq 0 -a "$(srq_mrs)" -eq 0
 must "login once more" iadm "$IQN" --login
 must "the LUN appears once more" wait_lun "$IQN" 1
 check "fio 4 KiB random reads and writes, 32 in flight, crc32c verified" \
@@ -140,6 +145,8 @@ check "write an 8 MiB pattern at 224 MiB (read back later under tgt's own iSER)"
 # --- initiator-name ACLs --------------------------------------------------------
 check "login to the target bound to this initiator's name" iadm "$IQN_ACL" --login
 check "its LUN appears" wait_lun "$IQN_ACL" 1
+check "two sessions, two queue pairs" test "$(tgtd_qps)" -eq 2
+check "the two sessions share one receive queue" test "$(srq_mrs)" -eq 1 -a "$(conn_mrs)" -eq 2
 refused() {
   iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o new >/dev/null &&
   iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o update \

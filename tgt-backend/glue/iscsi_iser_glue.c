@@ -73,8 +73,8 @@ struct iser_task_prefix {
 	int read_valid, write_valid;
 	uint32_t read_stag, write_stag;
 	uint64_t read_va, write_va;
-	uint64_t pad; /* keeps the task 16-byte aligned */
-};
+	int read_slot; /* 1 + index of its RDMA READ in flight, or 0 */
+} __attribute__((aligned(16))); /* so is the task that follows */
 
 struct read_op {
 	struct iscsi_task *task; /* NULL: free, or orphaned by the core */
@@ -105,6 +105,7 @@ struct rbio_iser_conn {
 	uint64_t tx_parts;             /* ep_write_begin and ep_write_end calls */
 	struct read_op reads[RBIO_ISER_MAX_READS];
 	int reads_in_use;
+	uint16_t free_reads[RBIO_ISER_MAX_READS]; /* a stack of free indexes */
 	char peer[INET6_ADDRSTRLEN + 16];
 
 	struct iscsi_connection iscsi_conn;
@@ -113,6 +114,11 @@ struct rbio_iser_conn {
 static struct rbio_iser_conn *RC(struct iscsi_connection *conn)
 {
 	return container_of(conn, struct rbio_iser_conn, iscsi_conn);
+}
+
+static struct iser_task_prefix *prefix_of(struct iscsi_task *task)
+{
+	return (struct iser_task_prefix *)task - 1;
 }
 
 static struct iscsi_transport rbio_iser;
@@ -281,7 +287,10 @@ static void on_done(void *ctx, uint64_t token, int status)
 	if (!op->in_use)
 		return;
 	op->in_use = 0;
+	rc->free_reads[RBIO_ISER_MAX_READS - rc->reads_in_use] = (uint16_t)(token - 1);
 	rc->reads_in_use--;
+	if (op->task)
+		prefix_of(op->task)->read_slot = 0;
 	if (status) {
 		if (status != -ECANCELED)
 			conn_fail(rc, "an RDMA READ of the initiator's data failed");
@@ -352,11 +361,6 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 	return nbytes;
 }
 
-static struct iser_task_prefix *prefix_of(struct iscsi_task *task)
-{
-	return (struct iser_task_prefix *)task - 1;
-}
-
 /* The SCSI Response that a Data-In with status stands for (RFC 7145:
  * no Data-In crosses the wire, the status comes in a response). */
 static int send_status_of(struct rbio_iser_conn *rc, const uint8_t *din)
@@ -383,8 +387,7 @@ static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
 	uint32_t offset = get_be32(r2t + 40), len = get_be32(r2t + 44);
 	const uint8_t *cmd = (const uint8_t *)&task->req;
 	uint32_t edtl = get_be32(cmd + 20), unsol;
-	struct read_op *op = NULL;
-	int i;
+	struct read_op *op;
 
 	if (!p->write_valid)
 		return -1;
@@ -398,13 +401,9 @@ static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
 	}
 	if (offset < unsol || offset + len > edtl || offset + len < offset)
 		return -1;
-	for (i = 0; i < RBIO_ISER_MAX_READS; i++)
-		if (!rc->reads[i].in_use) {
-			op = &rc->reads[i];
-			break;
-		}
-	if (!op)
+	if (rc->reads_in_use == RBIO_ISER_MAX_READS)
 		return -1;
+	op = &rc->reads[rc->free_reads[RBIO_ISER_MAX_READS - 1 - rc->reads_in_use]];
 	op->in_use = 1;
 	op->task = task;
 	memcpy(op->lun, r2t + 8, 8);
@@ -418,6 +417,7 @@ static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
 		return -1;
 	}
 	rc->reads_in_use++;
+	p->read_slot = (int)(op - rc->reads) + 1;
 	return 0;
 }
 
@@ -613,14 +613,8 @@ static void tp_free_task(struct iscsi_task *task)
 
 	/* An RDMA READ may still land in its buffer (deferred by the data
 	 * buffer's release); its completion must not reach the task. */
-	if (task->conn) {
-		struct rbio_iser_conn *rc = RC(task->conn);
-		int i;
-
-		for (i = 0; rc->reads_in_use && i < RBIO_ISER_MAX_READS; i++)
-			if (rc->reads[i].in_use && rc->reads[i].task == task)
-				rc->reads[i].task = NULL;
-	}
+	if (p->read_slot && task->conn)
+		RC(task->conn)->reads[p->read_slot - 1].task = NULL;
 	if (p->pooled) {
 		p->next_free = task_pool;
 		task_pool = p;
@@ -696,6 +690,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	struct rdma_cm_id *id = ev->id;
 	struct rbio_iser_conn *rc;
 	char err[256];
+	int i;
 
 	if (!is_system_available() || list_empty(&iscsi_targets_list))
 		return -1;
@@ -703,6 +698,8 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	if (!rc)
 		return -1;
 	describe_peer(id, rc->peer, sizeof(rc->peer));
+	for (i = 0; i < RBIO_ISER_MAX_READS; i++)
+		rc->free_reads[i] = (uint16_t)(RBIO_ISER_MAX_READS - 1 - i);
 	rc->id = id;
 	rc->ep = rbio_iser_ep_new(id, &settings, on_done, rc, err, sizeof(err));
 	if (!rc->ep) {

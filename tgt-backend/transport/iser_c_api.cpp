@@ -127,6 +127,36 @@ ibv_pd* pd_for(ibv_context* ctx) {
     return pds.back().second.get();
 }
 
+// ---- one shared receive queue per device, while it has connections
+//
+// Made by the first connection on a device, destroyed with the last one, so
+// an idle tgtd holds no receive buffers and a receive lost by a QP torn
+// down mid-flight is not lost for good.
+struct DeviceReceives {
+    DeviceReceives(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch)
+        : queue(pd, depth, slot_size, batch) {}
+    ~DeviceReceives() { publish(); }
+    void publish() { publisher.publish(queue.counters(), rbio::tp::totals()); }
+
+    SharedReceiveQueue queue;
+    CounterPublisher publisher;
+};
+
+std::shared_ptr<DeviceReceives> receives_for(ibv_context* ctx, ibv_pd* pd, const EndpointConfig& c,
+                                             uint32_t depth) {
+    static std::vector<std::pair<ibv_context*, std::weak_ptr<DeviceReceives>>> devices;
+    for (auto& [dev, weak] : devices)
+        if (dev == ctx) {
+            if (auto shared = weak.lock()) return shared;
+            auto fresh = std::make_shared<DeviceReceives>(pd, depth, recv_slot_size(c), c.batch_recv);
+            weak = fresh;
+            return fresh;
+        }
+    auto fresh = std::make_shared<DeviceReceives>(pd, depth, recv_slot_size(c), c.batch_recv);
+    devices.emplace_back(ctx, fresh);
+    return fresh;
+}
+
 EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     EndpointConfig c;
     c.peer = PduSender::Initiator;
@@ -137,6 +167,12 @@ EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     c.send.batch = s.coalesce != 0;
     c.batch_recv = s.batch_reads != 0;
     c.send.signal_every = s.coalesce ? 16 : 1;
+    c.poll.spin_us = s.coalesce ? s.iser_spin_us : 0;
+    return c;
+}
+
+EndpointConfig with_srq(EndpointConfig c, DeviceReceives* r) {
+    c.srq = r ? &r->queue : nullptr;
     return c;
 }
 
@@ -151,7 +187,9 @@ struct rbio_iser_ep {
         : pd(pd_for(id->verbs)),
           done(done_fn),
           done_ctx(ctx),
-          ep(std::move(id), pd, endpoint_config(s), counters,
+          receives(s.iser_srq_depth ? receives_for(id->verbs, pd, endpoint_config(s), s.iser_srq_depth)
+                                    : nullptr),
+          ep(std::move(id), pd, with_srq(endpoint_config(s), receives.get()), counters,
              [this](uint64_t token, int status) { done(done_ctx, token, status); }) {}
 
     void release_deferred(bool all) {
@@ -183,6 +221,7 @@ struct rbio_iser_ep {
     void* done_ctx;
     ConnectionCounters counters;
     CounterPublisher publisher;
+    std::shared_ptr<DeviceReceives> receives;  // outlives ep, whose QP uses it
     std::vector<Deferred> deferred = std::vector<Deferred>(1024);
     size_t deferred_head = 0;
     size_t deferred_count = 0;
@@ -311,7 +350,7 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu work_requests=%llu post_calls=%llu wrs_per_post=%.2f "
                   "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
-                  "rdma_reads=%llu",
+                  "rdma_reads=%llu spin_hits=%llu spin_misses=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::WorkRequests],
                   (unsigned long long)k[Counter::PostCalls],
@@ -319,10 +358,15 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
                   (unsigned long long)k[Counter::Signaled],
                   (unsigned long long)k[Counter::Completions], k.completions_per_poll(),
                   (unsigned long long)k[Counter::ChannelWakeups],
-                  (unsigned long long)k[Counter::RdmaReads]);
+                  (unsigned long long)k[Counter::RdmaReads],
+                  (unsigned long long)k[Counter::SpinHits],
+                  (unsigned long long)k[Counter::SpinMisses]);
 }
 
-void rbio_iser_ep_publish(rbio_iser_ep* e) { e->publisher.publish(e->counters, rbio::tp::totals()); }
+void rbio_iser_ep_publish(rbio_iser_ep* e) {
+    e->publisher.publish(e->counters, rbio::tp::totals());
+    if (e->receives) e->receives->publish();
+}
 
 void* rbio_iser_data_alloc(rbio_iser_ep* e, size_t size) {
     try {

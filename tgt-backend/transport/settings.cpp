@@ -31,7 +31,7 @@ bool parse_switch(std::string_view v, const std::string& where) {
     throw SettingsError(where + ": '" + std::string(v) + "' is not on or off");
 }
 
-uint32_t parse_kib(std::string_view v, uint32_t min, uint32_t max, const std::string& where) {
+uint32_t parse_uint(std::string_view v, uint32_t min, uint32_t max, const std::string& where) {
     std::string s(v);
     char* end = nullptr;
     errno = 0;
@@ -66,15 +66,19 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
     else if (key == "send_inline")
         s.send_inline = parse_switch(value, w);
     else if (key == "direct_read_kib")
-        s.direct_read_kib = parse_kib(value, 4, 16384, w);
+        s.direct_read_kib = parse_uint(value, 4, 16384, w);
     else if (key == "rx_buffer_kib")
-        s.rx_buffer_kib = parse_kib(value, 16, 65536, w);
+        s.rx_buffer_kib = parse_uint(value, 16, 65536, w);
     else if (key == "max_queued_kib")
-        s.max_queued_kib = parse_kib(value, 64, 1048576, w);
+        s.max_queued_kib = parse_uint(value, 64, 1048576, w);
+    else if (key == "iser_spin_us")
+        s.iser_spin_us = parse_uint(value, 0, 1000, w);
+    else if (key == "iser_srq_depth")
+        s.iser_srq_depth = parse_uint(value, 0, 16384, w);
     else
         throw SettingsError(where + ": unknown key '" + std::string(key) +
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
-                            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib)");
+                            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth)");
 }
 
 void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
@@ -107,6 +111,8 @@ void load(rbio_tp_settings& s) {
     s.direct_read_kib = 64;
     s.rx_buffer_kib = 256;
     s.max_queued_kib = 4096;
+    s.iser_spin_us = 16;
+    s.iser_srq_depth = 1024;
     std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");
     std::snprintf(s.source, sizeof(s.source), "defaults");
 
@@ -149,11 +155,11 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
     std::snprintf(out, len,
                   "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
-                  "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u (from %s)",
+                  "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u iser_spin_us=%u iser_srq_depth=%u (from %s)",
                   s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
                   s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
                   s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
-                  s->max_queued_kib, s->source);
+                  s->max_queued_kib, s->iser_spin_us, s->iser_srq_depth, s->source);
 }
 
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {

@@ -32,6 +32,8 @@ struct rbio_tp_settings {
     uint32_t direct_read_kib;  /* data reads at least this large skip the buffer */
     uint32_t rx_buffer_kib;    /* receive buffer per connection */
     uint32_t max_queued_kib;   /* queued response bytes that force a send */
+    uint32_t iser_spin_us;     /* iSER: longest spin on an empty CQ (adaptive); 0: never */
+    uint32_t iser_srq_depth;   /* iSER: receives shared by a device's connections; 0: per connection */
     char source[4200];       /* where the settings came from, for the log */
 };
 

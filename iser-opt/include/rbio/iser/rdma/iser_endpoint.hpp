@@ -20,6 +20,7 @@
 //                                // every PDU, post everything once,
 //                                // re-arm only when nothing is left
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -28,13 +29,18 @@
 #include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rdma/completion_poller.hpp"
 #include "rbio/iser/rdma/registered_pool.hpp"
+#include "rbio/iser/rdma/shared_receive_queue.hpp"
 #include "rbio/iser/rdma/verbs.hpp"
 #include "rbio/iser/rdma/work_queues.hpp"
 
 namespace rbio::iser::rdma {
 
 struct EndpointConfig {
-    uint32_t recv_depth = 128;       // receive buffers posted
+    uint32_t recv_depth = 128;       // receive buffers posted (without an SRQ)
+    // The device's shared receive queue, whose slots must hold
+    // recv_slot_size(); it must outlive the endpoint. Null: the connection
+    // posts recv_depth buffers of its own.
+    SharedReceiveQueue* srq = nullptr;
     uint32_t recv_data_max = 8192;   // largest data segment the peer may SEND us
     uint32_t max_ahs = 256;          // AHS bytes accepted and sent
     uint32_t send_slots = 256;       // header slots (PDUs in flight)
@@ -48,6 +54,9 @@ struct EndpointConfig {
     bool cover_every_pass = false;
     PduSender peer = PduSender::Initiator;  // who sends what we receive
 };
+
+// Bytes a receive slot needs: iSER header, BHS, AHS and data segment.
+size_t recv_slot_size(const EndpointConfig& c);
 
 // One received PDU; the views are valid until the handler returns.
 struct IserRx {
@@ -143,11 +152,11 @@ private:
         if (is_recv_wr(wc.wr_id)) {
             const uint32_t slot = recv_slot_of(wc.wr_id);
             if (wc.status != IBV_WC_SUCCESS) {
-                recv_pool_.release(slot);
+                give_back(slot);
                 fail_wc("receive", wc);
                 return;
             }
-            IserRx rx{{}, BhsView(recv_pool_.data(slot)), {}, {}};
+            IserRx rx{{}, BhsView(recv_data(slot)), {}, {}};
             if (!failed_ && parse(slot, wc.byte_len, rx)) handle(static_cast<const IserRx&>(rx));
             repost(slot);
             return;
@@ -157,6 +166,12 @@ private:
     }
     bool parse(uint32_t slot, uint32_t bytes, IserRx& rx);
     void repost(uint32_t slot);
+    // A receive slot that will not be reposted on this QP: back to its
+    // pool, or (SRQ) back on the shared queue, which other QPs still use.
+    void give_back(uint32_t slot);
+    const uint8_t* recv_data(uint32_t slot) const {
+        return config_.srq ? config_.srq->data(slot) : recv_pool_->data(slot);
+    }
     bool queue_send(const IserHeader& iser, std::span<const uint8_t> header,
                     std::span<const uint8_t> copy, const ibv_sge* data, uint64_t token);
     void fail(std::string why);
@@ -169,13 +184,13 @@ private:
     ibv_pd* pd_;
     CmIdPtr id_;
     CompletionPoller poller_;
-    RegisteredPool recv_pool_;
+    std::optional<RegisteredPool> recv_pool_;  // without an SRQ
     RegisteredPool send_pool_;
     CmQp qp_;
     QpSendPoster send_poster_;
     QpRecvPoster recv_poster_;
     SendQueue sq_;
-    RecvQueue rq_;
+    std::optional<RecvQueue> rq_;  // without an SRQ
     PduLimits limits_{};
     bool failed_ = false;
     std::string error_;

@@ -1,0 +1,37 @@
+#include "rbio/iser/rdma/shared_receive_queue.hpp"
+
+#include <cerrno>
+#include <string>
+
+namespace rbio::iser::rdma {
+namespace {
+
+SrqPtr make_srq(ibv_pd* pd, uint32_t depth) {
+    ibv_srq_init_attr a{};
+    a.attr.max_wr = depth;
+    a.attr.max_sge = 1;
+    SrqPtr srq(ibv_create_srq(pd, &a));
+    if (!srq) throw_rdma("ibv_create_srq of " + std::to_string(depth) + " receives");
+    return srq;
+}
+
+}  // namespace
+
+SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch)
+    : pool_(pd, slot_size, depth, IBV_ACCESS_LOCAL_WRITE),
+      srq_(make_srq(pd, depth)),
+      poster_(srq_.get()),
+      rq_(poster_, depth, counters_, batch) {
+    for (uint32_t slot = pool_.acquire(); slot != RegisteredPool::kNone; slot = pool_.acquire())
+        if (int rc = repost(slot); rc != 0) throw_rdma("ibv_post_srq_recv", rc);
+    if (int rc = flush(); rc != 0) throw_rdma("ibv_post_srq_recv", rc);
+}
+
+int SharedReceiveQueue::repost(uint32_t slot) {
+    return rq_.repost(slot, reinterpret_cast<uintptr_t>(pool_.data(slot)), uint32_t(pool_.slot_size()),
+                      pool_.lkey());
+}
+
+int SharedReceiveQueue::flush() { return rq_.flush(); }
+
+}  // namespace rbio::iser::rdma
