@@ -306,6 +306,10 @@ void Engine::flush() noexcept {
 
 void Engine::on_event() noexcept {
     ++counters_.event_wakeups;
+    // The eventfd is watched level-triggered (see c_api.h): reset it before
+    // reaping, so it stays readable only while completions posted after this
+    // reap are waiting.
+    ring_.clear_event();
     pump(true);
 }
 

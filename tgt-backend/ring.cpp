@@ -1,6 +1,9 @@
 #include "rbio/bs/ring.hpp"
 
 #include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "rbio/bs/error.hpp"
 
@@ -37,6 +40,14 @@ int Ring::submit() {
     for (;;) {
         int rc = io_uring_submit(&ring_);
         if (rc != -EINTR) return rc;
+    }
+}
+
+void Ring::clear_event() {
+    uint64_t count;
+    // Non-blocking: EAGAIN means the counter was already zero. A failed
+    // read leaves the eventfd readable, which costs a spurious wake-up only.
+    while (::read(event_fd_.get(), &count, sizeof count) < 0 && errno == EINTR) {
     }
 }
 

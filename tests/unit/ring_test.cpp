@@ -42,6 +42,6 @@ TEST(Ring, EventFdIsValidAndWatchable) {
     rbio::UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
     ASSERT_TRUE(ep);
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLET;
+    ev.events = EPOLLIN;  // level-triggered, as tgtd watches it
     EXPECT_EQ(epoll_ctl(ep.get(), EPOLL_CTL_ADD, ring.event_fd(), &ev), 0);
 }

@@ -137,10 +137,16 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	}
 	tgt_init_sched_event(&priv->flush_ev, rbio_flush_handler, priv);
 
-	/* Edge-triggered: the engine reaps every completion on each wake-up,
-	 * so the eventfd counter never needs a read() system call. */
+	/* Level-triggered, never EPOLLET: when a handler removes a watched fd
+	 * (tgt_event_del, e.g. a connection closing), tgtd's event_loop
+	 * discards the rest of that epoll_wait batch. An edge-triggered
+	 * wake-up discarded that way is never reported again, and commands
+	 * whose completions sit in the ring hang until the LU gets new work
+	 * (seen as a stalled initiator in integration.hostile-input). The
+	 * engine resets the eventfd on each wake-up, so it stays readable only
+	 * while completions wait. */
 	priv->event_fd = rbio_bs_lu_event_fd(priv->engine);
-	if (tgt_event_add(priv->event_fd, EPOLLIN | EPOLLET, rbio_event_handler, priv)) {
+	if (tgt_event_add(priv->event_fd, EPOLLIN, rbio_event_handler, priv)) {
 		log_error("rbio: tid:%d lun:%" PRIu64 ": cannot watch the completion eventfd\n",
 			  lu->tgt->tid, lu->lun);
 		rbio_bs_lu_destroy(priv->engine);

@@ -77,7 +77,11 @@ int rbio_bs_lu_open(struct rbio_bs_lu *lu, const char *path, int oflags, int *fd
 /* Finishes in-flight I/O on the file and closes it. */
 void rbio_bs_lu_close(struct rbio_bs_lu *lu);
 
-/* The eventfd to watch (EPOLLIN | EPOLLET) for completions. */
+/* The eventfd to watch for completions: level-triggered (EPOLLIN, not
+ * EPOLLET). rbio_bs_on_event() resets it, so it stays readable exactly while
+ * completions wait. tgtd's event loop drops the rest of an epoll_wait batch
+ * whenever a handler removes a watched fd (a connection closing); an edge
+ * lost that way would never come back and leave commands hanging. */
 int rbio_bs_lu_event_fd(const struct rbio_bs_lu *lu);
 /* Whether the options asked to advertise thin provisioning. */
 int rbio_bs_lu_thin(const struct rbio_bs_lu *lu);
@@ -87,7 +91,7 @@ int rbio_bs_lu_thin(const struct rbio_bs_lu *lu);
 int rbio_bs_submit(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* End of an event-loop pass: submit what was gathered, reap what is done. */
 void rbio_bs_flush(struct rbio_bs_lu *lu);
-/* The eventfd fired: reap completions. */
+/* The eventfd is readable: reset it, then reap completions. */
 void rbio_bs_on_event(struct rbio_bs_lu *lu);
 
 /* One line of counters for logs and the bench. */

@@ -63,7 +63,8 @@ public:
     int submit(const rbio_bs_cmd& c) noexcept;
     // End of an event-loop pass.
     void flush() noexcept;
-    // The eventfd fired.
+    // The eventfd is readable: resets it, then reaps (it is watched
+    // level-triggered; see c_api.h).
     void on_event() noexcept;
     // Blocks until nothing is queued or in flight.
     void drain() noexcept;

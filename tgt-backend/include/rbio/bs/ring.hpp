@@ -48,6 +48,10 @@ public:
 
     // The eventfd the kernel signals for every completion it posts.
     int event_fd() const { return event_fd_.get(); }
+    // Resets the eventfd's counter (one read; nothing to do when it is
+    // already zero). Called before reaping, so that the eventfd is readable
+    // again only for completions posted after the reap looked at the CQ.
+    void clear_event();
     uint64_t enter_calls() const { return enter_calls_; }
     uint32_t entries() const { return entries_; }
 
