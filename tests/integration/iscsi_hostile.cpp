@@ -17,6 +17,10 @@
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
 //   idle            connect and send nothing; hold the connection
+//   churn           connect and close at once, over and over, for --hold-ms:
+//                   the target removes a closed connection's fd from its
+//                   event loop many times while other initiators' I/O is
+//                   in flight
 //   flood           log in, send --count READ(10) of --kib KiB each, never
 //                   read the responses; hold the connection
 //
@@ -30,8 +34,8 @@
 //                        malformed PDU (default 1000)
 //   --expect-close       exit 1 unless the target closes (or resets) the
 //                        connection within --wait-ms
-//   --hold-ms N          idle/flood: hold the connection at least this long
-//                        (default 3000)
+//   --hold-ms N          idle/flood: hold the connection at least this long;
+//                        churn: how long to keep connecting (default 3000)
 //   --release FILE       idle/flood: after --hold-ms, hold until FILE exists
 //   --max-hold-ms N      idle/flood: never hold longer (default 60000)
 //   --count N, --kib N   flood: commands and KiB per command (64, 1024)
@@ -615,6 +619,18 @@ int case_idle(const Options& o) {
     return 0;
 }
 
+int case_churn(const Options& o) {
+    const auto t0 = Clock::now();
+    unsigned long n = 0;
+    while (ms_since(t0) < o.hold_ms) {
+        Conn c(o.port);
+        c.close();
+        ++n;
+    }
+    std::printf("churn: %lu connections opened and closed at once in %d ms\n", n, ms_since(t0));
+    return 0;
+}
+
 int case_flood(const Options& o) {
     Session s = ready_session(o);
     const uint32_t blocks = o.kib * 2;  // 512-byte blocks
@@ -642,7 +658,7 @@ int case_flood(const Options& o) {
 
 [[noreturn]] void usage(int status) {
     std::fprintf(status ? stderr : stdout,
-                 "usage: iscsi_hostile random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|flood\n"
+                 "usage: iscsi_hostile random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood\n"
                  "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
                  "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
                  "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N]\n"
@@ -704,6 +720,7 @@ int main(int argc, char** argv) {
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);
         if (c == "idle") return case_idle(o);
+        if (c == "churn") return case_churn(o);
         if (c == "flood") return case_flood(o);
         throw SetupError("unknown case '" + c + "'");
     } catch (const SetupError& e) {
