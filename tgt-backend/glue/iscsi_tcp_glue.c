@@ -151,10 +151,11 @@ struct rbio_conn {
 	int writable_event;            /* this pass runs for EPOLLOUT */
 	int epollout_armed;
 	uint64_t rx_served;            /* bytes ep_read handed to the core */
-	uint64_t tx_parts;             /* ep_write_begin calls: the core's
-					* send handler may stop after any
-					* part of a PDU and wants calling
-					* again */
+	uint64_t tx_parts;             /* ep_write_begin and ep_write_end
+					* calls: the core's send handler may
+					* stop after any part of a PDU, or
+					* end one writing nothing, and wants
+					* calling again */
 	int bhs_have;                  /* bytes of the current BHS handed over */
 	struct rbio_block *deferred, *deferred_tail;
 	char peer[RBIO_PEER_LEN];
@@ -437,6 +438,7 @@ static void tp_write_end(struct iscsi_connection *conn)
 	struct rbio_conn *rc = RC(conn);
 	int hd = 0, dd = 0;
 
+	rc->tx_parts++; /* progress, though nothing is written (see tx_parts) */
 	if (conn->state == STATE_SCSI) {
 		hd = conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C;
 		dd = conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C;
