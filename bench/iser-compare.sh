@@ -1,45 +1,64 @@
 #!/usr/bin/env bash
-# iser-compare.sh: stock tgt's iSER against rbio's iSER transport, with the
-# kernel's iSER initiator (open-iscsi iface iser) over soft-RoCE (rdma_rxe)
-# in ONE qemu guest, side by side.
+# iser-compare.sh: stock tgt's iSER against rbio's iSER transport over
+# soft-RoCE (rdma_rxe) in ONE qemu guest, side by side, with two
+# initiators: the kernel's iSER initiator (open-iscsi iface iser, fio) and
+# rbio's userspace one (`rbio bench --transport iser`).
 #
 #   bench/iser-compare.sh [--rounds R] [--seconds S] [--size-mb N]
-#                         [--bstype rdwr|rbio] [--quick] [--out DIR]
+#                         [--bstype rdwr|rbio] [--initiators LIST]
+#                         [--quick] [--out DIR]
 #
-#   --rounds R    interleaved rounds; the table gives medians (default 3)
+#   --rounds R    interleaved rounds; the tables give medians (default 3)
 #   --seconds S   seconds per point (default 6)
 #   --size-mb N   size of each tmpfs backing file (default 256)
 #   --bstype B    backing store of both targets (default rdwr, so that only
 #                 the transport differs; rbio's store does small tmpfs I/O
 #                 inline in tgtd's one thread, which under TCG costs more
 #                 than rdwr's 16 threads)
+#   --initiators LIST  comma-separated, from kernel and rbio (default
+#                 kernel,rbio): which initiators run the workloads
 #   --quick       smoke run: 1 round of 3 s per point
-#   --out DIR     keep the guest run's files in DIR (results.md, raw.tsv)
+#   --out DIR     keep the guest run's files in DIR (results.md, raw.tsv,
+#                 rbio-bench/: each `rbio bench` run's report and samples)
 #
 # Targets, each a `--lld iser` target exporting a fallocated tmpfs file of
 # the same size, over 10.99.0.1:3260 (an rxe device on a veth):
 #   stock  tgtd with RBIO_TRANSPORT=off RBIO_ISER=off: tgt's own iSER
-#          driver; bound to -I ALL and to this initiator's IQN (tgt 1.0.85
-#          refuses iSER logins otherwise);
+#          driver; bound to -I ALL and to both initiators' IQNs (tgt
+#          1.0.85 refuses iSER logins otherwise);
 #   rbio   tgtd with bs_rbio.so's iSER transport, bound to -I ALL.
+# Both tgtds run with `--iser pool_sz_mb=128,buf_sz_kb=1024`: stock's iSER
+# moves at most buf_sz_kb per command and drops the connection on more; the
+# kernel initiator splits I/O at 512 KiB, the rbio initiator sends 1 MiB.
 # Both listen on the iSER port 3260 (tgtd 1.0.85's `--iser port=N` is
 # unusable: it tests a stale errno and refuses any port), so they take
-# turns: each round starts one tgtd, logs in, runs every workload, logs out
-# and stops it, then the other; the first of the two alternates by round.
-# Workloads (fio, libaio, direct=1, raw disks): 4 KiB random read and write
-# with 1 and 32 in flight, 1 MiB sequential read and write with 8 in flight.
+# turns: each round starts one tgtd, runs every workload with the kernel
+# initiator (one login, one fio run, logout), then with the rbio initiator
+# (one `rbio bench` per workload, each its own session), and stops it, then
+# the other; the first of the two tgtds alternates by round.
+# Workloads: 4 KiB random read and write with 1 and 32 in flight, 1 MiB
+# sequential read and write with 8 in flight; kernel: fio, libaio,
+# direct=1, raw disks; rbio: `rbio bench --rw R --bs B --iodepth Q --time S`
+# on LUN 1 (its own login, TEST UNIT READY, READ CAPACITY, SYNCHRONIZE
+# CACHE and logout fall inside its point's CPU and counter samples).
 #
-# Columns: IOPS and MB/s per target, rbio/stock (median of per-round
-# ratios), tgtd CPU time per I/O (utime+stime from /proc/PID/stat), and
-# rbio's counters per point from its statistics file: work requests per
-# ibv_post_send call, signalled completions per I/O, completions per
-# ibv_poll_cq call, completion-channel wake-ups per I/O. Issue 6's goals:
-# >= 8 work requests per post and <= 0.25 signalled per I/O at 32 in
-# flight; >= 1.5x stock IOPS at 4 KiB, 32 in flight.
+# Tables in results.md, one per initiator: IOPS and MB/s per target,
+# rbio/stock (median of per-round ratios), tgtd CPU time per I/O
+# (utime+stime from /proc/PID/stat), and rbio's counters per point from
+# its statistics file: work requests per ibv_post_send call, signalled
+# completions per I/O, completions per ibv_poll_cq call, completion-channel
+# wake-ups per I/O, RDMA READs per I/O. A third table gives the rbio
+# initiator's own counters (as `rbio bench` prints them) against each
+# target, and its latency percentiles. Issue 6's goals: >= 8 work
+# requests per post and <= 0.25 signalled per I/O at 32 in flight; >= 1.5x
+# stock IOPS at 4 KiB, 32 in flight.
 #
 # Run time: about 40 s of boot and set-up, then per round and target about
-# 40 s of start-up and login plus 6 points x (S + about 4) s; the default
-# takes about 10 minutes, --quick about 4.
+# 40 s of start-up and login plus 6 points x (S + about 4) s for the kernel
+# initiator and 6 x (S + 2 to 6) s for the rbio one (a process and a login
+# per point; on rbio's tgtd also a fresh statistics file before and after
+# each); the default takes about 15 minutes (about 10 with --initiators
+# kernel), --quick 4-4.5 (measured), not counting a wait for another guest.
 # Under TCG every instruction is emulated, rxe included: absolute numbers
 # measure CPU cost per I/O, not a wire; read the ratios. Run it by hand on
 # an otherwise idle machine; it is not part of ctest.
@@ -50,7 +69,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 die() { printf 'iser-compare: error: %s\n' "$*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
-ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0 BS_ALL=rdwr
+ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0 BS_ALL=rdwr INITIATOR_LIST=kernel,rbio
 args=("$@")
 while (( $# )); do
   case $1 in
@@ -58,6 +77,7 @@ while (( $# )); do
     --seconds) SECONDS_PER=${2:-}; shift 2 ;;
     --size-mb) SIZE_MB=${2:-}; shift 2 ;;
     --bstype) BS_ALL=${2:-}; shift 2 ;;
+    --initiators) INITIATOR_LIST=${2:-}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --out) OUT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
@@ -66,6 +86,14 @@ while (( $# )); do
 done
 if (( QUICK )); then ROUNDS=1 SECONDS_PER=3; fi
 [[ $BS_ALL == rdwr || $BS_ALL == rbio ]] || die "--bstype takes rdwr or rbio (got '$BS_ALL')"
+IFS=, read -ra INITIATORS <<< "$INITIATOR_LIST"
+(( ${#INITIATORS[@]} )) || die "--initiators takes kernel, rbio or kernel,rbio"
+declare -A WANT=()
+for i in "${INITIATORS[@]}"; do
+  [[ $i == kernel || $i == rbio ]] || die "--initiators takes kernel, rbio or kernel,rbio (got '$INITIATOR_LIST')"
+  [[ -z ${WANT[$i]:-} ]] || die "--initiators names $i twice"
+  WANT[$i]=1
+done
 for v in ROUNDS SECONDS_PER SIZE_MB; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "$v must be a positive integer (got '${!v}')"
 done
@@ -73,9 +101,12 @@ done
 # ------------------------------------------------------------ on the host
 if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   [[ $(id -u) -eq 0 ]] || die "run as root (it boots a qemu guest)"
-  [[ -f ${RBIO_BUILD_DIR:-$ROOT/build}/modules/bs_rbio.so ]] \
-    || die "no build: cmake -S . -B build && cmake --build build"
-  limit=$(( 400 + ROUNDS * 12 * (SECONDS_PER + 10) ))
+  build=${RBIO_BUILD_DIR:-$ROOT/build}
+  [[ -f $build/modules/bs_rbio.so && ( -z ${WANT[rbio]:-} || -x $build/initiator/rbio ) ]] \
+    || die "no build in $build: cmake -S . -B build && cmake --build build"
+  # 12 points (6 workloads, 2 targets) per initiator and round; an rbio
+  # bench point costs a few seconds more than a fio one (see Run time).
+  limit=$(( 400 + ROUNDS * 12 * (${WANT[kernel]:-0} * (SECONDS_PER + 10) + ${WANT[rbio]:-0} * (SECONDS_PER + 15)) ))
   mem=$(( 1536 + 2 * SIZE_MB ))
   run=(--timeout "$limit" --mem "$mem")
   [[ -n $OUT ]] && run+=(--out "$OUT")
@@ -99,6 +130,8 @@ declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_ISER=off" [rbio]="RBIO_ISER=on
 declare -A IQN=() DEV=() TGTD_PID=() STATS=()
 for c in "${CONFIGS[@]}"; do IQN[$c]=iqn.2026-11.io.rbio:iser-$c; done
 MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
+RBIO_IQN=iqn.2026-11.io.rbio:iser-bench   # the rbio initiator's name
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 PORTAL=$RXE_ADDR:3260
 WORKLOADS=(
   "4k-randread-qd1 randread 4096 1"
@@ -110,35 +143,51 @@ WORKLOADS=(
 )
 RESULTS="${VM_OUT:-$WORK}"
 RAW="$RESULTS/raw.tsv"
+BENCH_OUT="$RESULTS/rbio-bench"
 CLK_TCK=$(getconf CLK_TCK)
-COUNTERS=(work_requests post_calls signaled completions poll_calls channel_wakeups rdma_reads)
+# What `rbio bench` reports of the initiator's own side (its "iser:" and
+# "latency_us:" lines), in raw.tsv's last columns.
+RBIO_FIELDS=(wrs_per_post signaled_per_io completions_per_poll channel_wakeups_per_io p50 p99)
 for c in "${CONFIGS[@]}"; do
   must "a ${SIZE_MB} MiB allocated tmpfs file for $c" fallocate -l "${SIZE_MB}M" "$WORK/$c.img"
 done
-modprobe -a ib_iser sd_mod || die "cannot load ib_iser"
-setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
-ISCSID_PID=$!
+if [[ -n ${WANT[kernel]:-} ]]; then
+  modprobe -a ib_iser sd_mod || die "cannot load ib_iser"
+  setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
+  ISCSID_PID=$!
+fi
 
-# up CONFIG: its tgtd, target and session; sets DEV[CONFIG], TGTD_PID[CONFIG].
-up() {
-  local c=$1 state="$WORK/tgtd-$1" ctl=${CTLPORT[$1]}
+# tgtd_up CONFIG: its tgtd and target; sets TGTD_PID[CONFIG], STATS[CONFIG].
+tgtd_up() {
+  local c=$1 state="$WORK/tgtd-$1" ctl=${CTLPORT[$1]} q
   STATS[$c]=$state/rbio.stats
   # shellcheck disable=SC2086  # ENVS holds env(1) arguments
   env ${ENVS[$c]} RBIO_STATS_FILE="${STATS[$c]}" "$SANDBOX" start "$state" --modules "$MODULES" \
-    --control-port "$ctl" --portal "127.0.0.1:${TCP_PORT[$c]}" -- --iser pool_sz_mb=128 || return 1
+    --control-port "$ctl" --portal "127.0.0.1:${TCP_PORT[$c]}" -- --iser pool_sz_mb=128,buf_sz_kb=1024 \
+    || return 1
   TGTD_PID[$c]=$(cat "$state/tgtd.pid")
   tgtadm -C "$ctl" --lld iser --op new --mode target --tid 1 -T "${IQN[$c]}" &&
   tgtadm -C "$ctl" --lld iser --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/$c.img" \
     --bstype "${BSTYPE[$c]}" &&
   tgtadm -C "$ctl" --lld iser --op bind --mode target --tid 1 -I ALL || return 1
   if [[ $c == stock ]]; then
-    tgtadm -C "$ctl" --lld iser --op bind --mode target --tid 1 -Q "$MY_IQN" || return 1
+    for q in "$MY_IQN" "$RBIO_IQN"; do
+      tgtadm -C "$ctl" --lld iser --op bind --mode target --tid 1 -Q "$q" || return 1
+    done
     grep -q "rbio: iser: transport off" "$state/tgtd.log" || { echo "stock: rbio took iSER"; return 1; }
   else
     grep -q "served by rbio's transport" "$state/tgtd.log" || { echo "rbio: no takeover"; return 1; }
   fi
+}
+tgtd_down() {
+  local c=$1
+  grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$WORK/tgtd-$c/tgtd.log" | tail -1
+  "$SANDBOX" stop "$WORK/tgtd-$c"
+}
+# kernel_login CONFIG: the kernel initiator's session; sets DEV[CONFIG].
+kernel_login() {
+  local c=$1 i
   # iscsid may still be starting on the first round: retry discovery.
-  local i
   for (( i = 0; i < 20; i++ )); do
     iscsiadm -m discovery -t st -p "$PORTAL" -I iser 2>/dev/null | grep -q " ${IQN[$c]}\$" && break
     sleep 0.5
@@ -148,19 +197,19 @@ up() {
   { wait_disk_of "${IQN[$c]}" 1 || wait_disk_of "${IQN[$c]}" 1; } || return 1
   DEV[$c]=$DISK
 }
-down() {
+kernel_logout() {
   local c=$1
   iscsiadm -m node -T "${IQN[$c]}" -p "$PORTAL" -I iser --logout > /dev/null || return 1
-  grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$WORK/tgtd-$c/tgtd.log" | tail -1
-  "$SANDBOX" stop "$WORK/tgtd-$c"
   iscsiadm -m node -T "${IQN[$c]}" -p "$PORTAL" -I iser -o delete > /dev/null 2>&1 || true
 }
 VM_CLEANUP_HOOKS+=('for c in stock rbio; do "$SANDBOX" stop "$WORK/tgtd-$c" 2>/dev/null; done')
 {
-  echo "# iSER: stock tgt vs rbio's transport, kernel iSER initiator, soft-RoCE"
+  echo "# iSER: stock tgt vs rbio's transport, soft-RoCE; initiators: ${INITIATORS[*]}"
   echo
   echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null);"
-  echo "fio $(fio --version), libaio, direct=1; ${ROUNDS} round(s) of ${SECONDS_PER} s per point, medians;"
+  [[ -n ${WANT[kernel]:-} ]] && echo "kernel initiator: ib_iser, fio $(fio --version), libaio, direct=1;"
+  [[ -n ${WANT[rbio]:-} ]] && echo "rbio initiator: \`rbio bench --transport iser\`, one session per point;"
+  echo "${ROUNDS} round(s) of ${SECONDS_PER} s per point, medians;"
   echo "each target: a ${SIZE_MB} MiB fallocated tmpfs file, bs $BS_ALL; stock: tgt's iSER driver, rbio: rbio's iSER transport;"
   echo "the two tgtds take turns on port 3260 (one session at a time)."
 } > "$RESULTS/header.md"
@@ -197,67 +246,122 @@ write_sampler() {
   chmod +x "$SAMPLER"
 }
 
-val() { sed -n "s/^$2=//p" "$1" | tail -1; }
-printf 'round\tworkload\tconfig\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\n' > "$RAW"
+printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\n' > "$RAW"
 declare -A BS=()
 for w in "${WORKLOADS[@]}"; do read -r name _ bs _ <<< "$w"; BS[$name]=$bs; done
-# parse_round ROUND: the fio run's points (terse v3: 3 job name, 5 error;
+# record_point ROUND WORKLOAD CONFIG INITIATOR IOS MS PRE POST [FIELD...]:
+# one row of $RAW from a point's I/Os done in MS milliseconds and the
+# samples taken before (PRE) and after (POST) it; the FIELDs (the
+# initiator's own, RBIO_FIELDS) default to "-". One awk reads both samples:
+# under TCG every extra process costs tens of milliseconds.
+record_point() {
+  local r=$1 name=$2 c=$3 ini=$4 ios=$5 ms=$6 pre=$7 post=$8 own
+  shift 8
+  own=("$@")
+  (( ${#own[@]} )) || own=(- - - - - -)
+  awk -F= -v r="$r" -v name="$name" -v c="$c" -v ini="$ini" -v bs="${BS[$name]}" -v ios="$ios" -v ms="$ms" \
+      -v hz="$CLK_TCK" -v own="${own[*]}" '
+    FNR == NR { a[$1] = $2; next }
+    { b[$1] = $2 }
+    END {
+      for (k in b) d[k] = b[k] - a[k]
+      cpu = ios == 0 ? "-" : sprintf("%.1f", d["cpu"] / hz * 1e6 / ios)
+      if (c != "rbio" || d["post_calls"] == 0 || ios == 0) { wpp = spi = cpp = wpi = rpi = "-" }
+      else { wpp = sprintf("%.2f", d["work_requests"] / d["post_calls"]); spi = sprintf("%.3f", d["signaled"] / ios)
+             cpp = d["poll_calls"] > 0 ? sprintf("%.2f", d["completions"] / d["poll_calls"]) : "-"
+             wpi = sprintf("%.3f", d["channel_wakeups"] / ios); rpi = sprintf("%.3f", d["rdma_reads"] / ios) }
+      gsub(/ /, "\t", own)
+      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
+             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own
+    }' "$pre" "$post" >> "$RAW"
+}
+
+# parse_fio ROUND: the fio run's points (terse v3: 3 job name, 5 error;
 # read: 6 KiB, 9 runtime ms; write: 47 KiB, 50 runtime ms) into $RAW.
-parse_round() {
-  local r=$1 f job name c pre post cpu d k
+parse_fio() {
+  local r=$1 f job name c ms
   while IFS=';' read -ra f; do
     [[ ${#f[@]} -gt 50 && ${f[0]} == 3 ]] || continue
     job=${f[2]} name=${job%@*} c=${job#*@}
     (( f[4] == 0 )) || die "fio reported error ${f[4]} for $name on $c"
-    pre="$WORK/$job.prerun.txt" post="$WORK/$job.postrun.txt"
-    cpu=$(( $(val "$post" cpu) - $(val "$pre" cpu) ))
-    d=()
-    for k in "${COUNTERS[@]}"; do
-      if [[ $c == rbio ]]; then d+=($(( $(val "$post" "$k") - $(val "$pre" "$k") ))); else d+=(-); fi
-    done
-    awk -v r="$r" -v name="$name" -v c="$c" -v bs="${BS[$name]}" -v rkb="${f[5]}" -v rms="${f[8]}" \
-        -v wkb="${f[46]}" -v wms="${f[49]}" -v ticks="$cpu" -v hz="$CLK_TCK" \
-        -v wr="${d[0]}" -v posts="${d[1]}" -v sig="${d[2]}" -v comp="${d[3]}" -v polls="${d[4]}" -v wake="${d[5]}" -v rd="${d[6]}" 'BEGIN {
-      kb = rkb + wkb; ms = rkb > 0 ? rms : wms; ios = kb * 1024 / bs
-      cpu = ios == 0 ? "-" : sprintf("%.1f", ticks / hz * 1e6 / ios)
-      if (posts == "-" || posts == 0 || ios == 0) { wpp = spi = cpp = wpi = rpi = "-" }
-      else { wpp = sprintf("%.2f", wr / posts); spi = sprintf("%.3f", sig / ios)
-             cpp = polls > 0 ? sprintf("%.2f", comp / polls) : "-"; wpi = sprintf("%.3f", wake / ios)
-             rpi = sprintf("%.3f", rd / ios) }
-      printf "%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ios, ios / (ms / 1000),
-             kb * 1024 / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi
-    }' >> "$RAW"
+    if (( f[5] > 0 )); then ms=${f[8]}; else ms=${f[49]}; fi
+    record_point "$r" "$name" "$c" kernel $(( (f[5] + f[46]) * 1024 / ${BS[$name]} )) "$ms" \
+      "$WORK/$job.prerun.txt" "$WORK/$job.postrun.txt"
   done < "$WORK/round.terse"
 }
-echo "measuring: ${#WORKLOADS[@]} workloads x ${#CONFIGS[@]} targets x $ROUNDS round(s) x $SECONDS_PER s" >&2
+# run_kernel ROUND CONFIG: every workload through the kernel initiator: one
+# login, one fio run (jobs back to back, each sampled by fio's
+# exec_prerun/exec_postrun), logout.
+run_kernel() {
+  local r=$1 c=$2
+  must "round $r: kernel initiator logged in to $c" kernel_login "$c"
+  write_sampler
+  jobs_for "$c" > "$WORK/round.fio"
+  rm -f "$WORK"/*.prerun.txt "$WORK"/*.postrun.txt
+  (cd "$WORK" && fio --output-format=terse --terse-version=3 --output="$WORK/round.terse" round.fio) \
+    || { cat "$WORK/round.terse" >&2; die "fio failed in round $r on $c"; }
+  parse_fio "$r"
+  must "round $r: kernel initiator logged out of $c" kernel_logout "$c"
+}
+
+# bench_field FILE KEY: KEY's value in a `rbio bench` report (KEY=VALUE
+# words; "time=3.00s" gives 3.00).
+bench_field() {
+  awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) {
+    v = substr($i, length(k) + 2); sub(/s$/, "", v); print v; exit } }' "$1"
+}
+# run_rbio ROUND CONFIG: every workload through the rbio initiator, one
+# `rbio bench` (its own session) per workload, sampled right before and
+# after it as fio's jobs are.
+run_rbio() {
+  local r=$1 c=$2 w name rw bs qd out k v own
+  mkdir -p "$BENCH_OUT"
+  for w in "${WORKLOADS[@]}"; do
+    read -r name rw bs qd <<< "$w"
+    out="$BENCH_OUT/round$r-$name@$c"
+    sample "$c" > "$out.pre"
+    timeout $(( SECONDS_PER + 120 )) "$RBIO" bench --transport iser -T "${IQN[$c]}" -p "$PORTAL" --lun 1 \
+      --initiator-name "$RBIO_IQN" --rw "$rw" --bs "$bs" --iodepth "$qd" --time "$SECONDS_PER" \
+      > "$out.out" 2> "$out.err" \
+      || { cat "$out.out" >&2; tail -5 "$out.err" >&2; die "rbio bench $name failed in round $r on $c"; }
+    sample "$c" > "$out.post"
+    own=()
+    for k in "${RBIO_FIELDS[@]}"; do v=$(bench_field "$out.out" "$k"); own+=("${v:--}"); done
+    record_point "$r" "$name" "$c" rbio "$(bench_field "$out.out" ios)" \
+      "$(awk -v s="$(bench_field "$out.out" time)" 'BEGIN { print s * 1000 }')" "$out.pre" "$out.post" "${own[@]}"
+  done
+}
+
+echo "measuring: ${#WORKLOADS[@]} workloads x ${#CONFIGS[@]} targets x ${#INITIATORS[@]} initiator(s) x $ROUNDS round(s) x $SECONDS_PER s" >&2
 for (( r = 1; r <= ROUNDS; r++ )); do
   for (( k = 0; k < ${#CONFIGS[@]}; k++ )); do
     c=${CONFIGS[$(( (k + r) % ${#CONFIGS[@]} ))]}
-    must "round $r: $c up (tgtd, target, iSER login)" up "$c"
-    write_sampler
-    jobs_for "$c" > "$WORK/round.fio"
-    rm -f "$WORK"/*.prerun.txt "$WORK"/*.postrun.txt
-    (cd "$WORK" && fio --output-format=terse --terse-version=3 --output="$WORK/round.terse" round.fio) \
-      || { cat "$WORK/round.terse" >&2; die "fio failed in round $r on $c"; }
-    parse_round "$r"
-    must "round $r: $c down (logout, tgtd stopped)" down "$c"
+    must "round $r: $c up (tgtd, target)" tgtd_up "$c"
+    if [[ -n ${WANT[kernel]:-} ]]; then run_kernel "$r" "$c"; fi
+    if [[ -n ${WANT[rbio]:-} ]]; then run_rbio "$r" "$c"; fi
+    must "round $r: $c down (tgtd stopped)" tgtd_down "$c"
   done
-  awk -F'\t' -v r="$r" '$1 == r { printf "  round %s  %-18s %-5s %7s IOPS %7s MB/s  tgtd %8s us/IO  wrs/post %s signaled/IO %s\n", $1, $2, $3, $5, $6, $7, $8, $9 }' "$RAW" >&2
-  (( $(awk -F'\t' -v r="$r" '$1 == r' "$RAW" | wc -l) == ${#WORKLOADS[@]} * ${#CONFIGS[@]} )) \
-    || die "round $r: fio reported fewer results than jobs"
+  awk -F'\t' -v r="$r" '$1 == r { printf "  round %s  %-18s %-5s %-6s %7s IOPS %7s MB/s  tgtd %8s us/IO  wrs/post %s signaled/IO %s\n", $1, $2, $3, $4, $6, $7, $8, $9, $10 }' "$RAW" >&2
+  (( $(awk -F'\t' -v r="$r" '$1 == r' "$RAW" | wc -l) == ${#WORKLOADS[@]} * ${#CONFIGS[@]} * ${#INITIATORS[@]} )) \
+    || die "round $r: fewer results than points"
 done
 
 order=$(for w in "${WORKLOADS[@]}"; do echo "${w%% *}"; done)
-table=$(awk -F'\t' -v order="$order" '
+MEDIAN_AWK='
   function sorted(s, a,   n, i, j, t) {
     n = split(s, a, " ")
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
     return n
   }
-  function median(s,   a, n) { n = sorted(s, a); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  NR > 1 { k = $2 SUBSEP $3; iops[k] = iops[k] " " $5; mbps[k] = mbps[k] " " $6; cpu[k] = cpu[k] " " $7
-           if ($3 == "rbio") { wpp[$2] = wpp[$2] " " $8; spi[$2] = spi[$2] " " $9; cpp[$2] = cpp[$2] " " $10; wpi[$2] = wpi[$2] " " $11; rpi[$2] = rpi[$2] " " $12 }
-           v[$1, $2, $3] = $5; rounds[$1] = 1 }
+  function median(s,   a, n) { n = sorted(s, a); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }'
+# target_table INITIATOR: stock against rbio's transport with that initiator
+# (medians over the rounds; the ratio is the median of per-round ratios).
+target_table() {
+  awk -F'\t' -v order="$order" -v ini="$1" "$MEDIAN_AWK"'
+  NR > 1 && $4 == ini {
+           k = $2 SUBSEP $3; iops[k] = iops[k] " " $6; mbps[k] = mbps[k] " " $7; cpu[k] = cpu[k] " " $8
+           if ($3 == "rbio") { wpp[$2] = wpp[$2] " " $9; spi[$2] = spi[$2] " " $10; cpp[$2] = cpp[$2] " " $11; wpi[$2] = wpi[$2] " " $12; rpi[$2] = rpi[$2] " " $13 }
+           v[$1, $2, $3] = $6; rounds[$1] = 1 }
   END {
     print "| workload | stock IOPS | rbio IOPS | stock MB/s | rbio MB/s | rbio/stock | tgtd CPU us/IO stock | rbio | rbio WRs/post | signalled/IO | completions/poll | wake-ups/IO | RDMA READs/IO |"
     print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
@@ -270,9 +374,35 @@ table=$(awk -F'\t' -v order="$order" '
         median(rr), median(cpu[w, "stock"]), median(cpu[w, "rbio"]),
         median(wpp[w]), median(spi[w]), median(cpp[w]), median(wpi[w]), median(rpi[w])
     }
-  }' "$RAW")
-{ cat "$RESULTS/header.md"; echo; echo "$table"; } > "$RESULTS/results.md"
-echo "$table"
+  }' "$RAW"
+}
+# initiator_table: the rbio initiator's own counters against each target.
+initiator_table() {
+  awk -F'\t' -v order="$order" "$MEDIAN_AWK"'
+  NR > 1 && $4 == "rbio" { k = $2 SUBSEP $3; for (f = 14; f <= 19; f++) m[k, f] = m[k, f] " " $f }
+  END {
+    print "| workload | target | initiator WRs/post | signalled/IO | completions/poll | wake-ups/IO | latency p50 us | p99 us |"
+    print "|---|---|--:|--:|--:|--:|--:|--:|"
+    n = split(order, ws, "\n")
+    for (i = 1; i <= n; i++)
+      for (t = 1; t <= 2; t++) {
+        c = t == 1 ? "stock" : "rbio"; k = ws[i] SUBSEP c
+        printf "| %s | %s | %.2f | %.3f | %.2f | %.3f | %.0f | %.0f |\n", ws[i], c,
+          median(m[k, 14]), median(m[k, 15]), median(m[k, 16]), median(m[k, 17]), median(m[k, 18]), median(m[k, 19])
+      }
+  }' "$RAW"
+}
+{
+  if [[ -n ${WANT[kernel]:-} ]]; then
+    printf '\n## Kernel iSER initiator (ib_iser, fio)\n\n'; target_table kernel
+  fi
+  if [[ -n ${WANT[rbio]:-} ]]; then
+    printf '\n## rbio initiator (`rbio bench --transport iser`)\n\n'; target_table rbio
+    printf "\nThe rbio initiator's own counters, per point (medians):\n\n"; initiator_table
+  fi
+} > "$RESULTS/tables.md"
+cat "$RESULTS/header.md" "$RESULTS/tables.md" > "$RESULTS/results.md"
+cat "$RESULTS/tables.md"
 echo
 awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "iser-compare: done in %.0f s (in the guest)\n", b - a }'
 finish
