@@ -55,9 +55,10 @@ EndpointConfig endpoint_config() {
     c.send_slots = 512;
     c.send.depth = 1024;
     c.send_copy_max = IserConnection::kRecvDataMax;
-    // The session has no timer of its own: cover a quiet tail of
-    // unsignalled sends at the end of each pass.
-    c.cover_every_pass = true;
+    // The session covers a tail of unsignalled sends itself, when it has
+    // no command in flight (flush(true)): while commands are out, their
+    // responses bring more sends and signalled completions anyway, and a
+    // cover per pass would cost a signalled work request per I/O.
     return c;
 }
 

@@ -69,7 +69,12 @@ public:
         return ep_.send_pdu(ih, bhs, data, 0);
     }
     bool has_room(uint32_t pdus) const { return ep_.has_room(pdus); }
-    void flush() { ep_.end_pass(); }
+    // Posts what is queued; `quiet` (no command in flight): also releases
+    // what unsignalled sends still hold, as nothing else will.
+    void flush(bool quiet) {
+        ep_.flush();
+        if (quiet) ep_.cover_quiet_tail();
+    }
 
     // Handles every completion (handler(const IserRx&) per PDU received).
     // False once the connection failed (error() says why).

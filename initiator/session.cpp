@@ -333,7 +333,7 @@ void Session::Impl::step(Clock::time_point wait_until, bool nowait) {
 void Session::Impl::pass(Clock::time_point wait_until, bool nowait) {
     pump();
     if (iser_) {
-        iser_->flush();
+        iser_->flush(tasks_.empty());
         bool more = !pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_) && room();
         int timeout_ms = 0;
         if (!nowait && !more) {
@@ -411,7 +411,6 @@ void Session::Impl::receive_iser() {
     const bool ok = iser_->run([this](const iser::rdma::IserRx& rx) {
         if (rx_error_) return;  // the session ends with the first error
         try {
-            counters_[iser::Counter::PdusIn]++;
             dispatch(iser::RxPdu{rx.bhs.bytes(), rx.ahs, rx.data});
         } catch (...) {
             rx_error_ = std::current_exception();
