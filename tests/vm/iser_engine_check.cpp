@@ -114,6 +114,48 @@ EndpointConfig endpoint_config(const Options& o, PduSender peer) {
     return c;
 }
 
+// The initiator's side before its endpoint: the target's address and route
+// resolved, and a protection domain on the device that reaches it.
+struct Resolved {
+    EventChannelPtr ch;
+    CmIdPtr id;
+    PdPtr pd;
+};
+
+Resolved resolve_target(const Options& o) {
+    Resolved r;
+    r.ch.reset(rdma_create_event_channel());
+    if (!r.ch) throw_rdma("rdma_create_event_channel");
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(r.ch.get(), &raw, nullptr, RDMA_PS_TCP)) throw_rdma("rdma_create_id");
+    r.id.reset(raw);
+    sockaddr_in a = address(o);
+    if (rdma_resolve_addr(r.id.get(), nullptr, reinterpret_cast<sockaddr*>(&a), 5000))
+        throw_rdma("rdma_resolve_addr");
+    expect_event(r.ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED);
+    if (rdma_resolve_route(r.id.get(), 5000)) throw_rdma("rdma_resolve_route");
+    expect_event(r.ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED);
+    r.pd.reset(ibv_alloc_pd(r.id->verbs));
+    if (!r.pd) throw_rdma("ibv_alloc_pd");
+    return r;
+}
+
+// Posts the endpoint's receives and connects with iSER's CM private data.
+void connect_endpoint(IserEndpoint& ep, rdma_event_channel* ch) {
+    ep.post_receives();
+    std::array<uint8_t, kIserCmPrivateLength> priv{};
+    IserCmRequest{}.encode(priv);
+    rdma_conn_param p{};
+    p.private_data = priv.data();
+    p.private_data_len = uint8_t(priv.size());
+    p.responder_resources = 4;
+    p.initiator_depth = 4;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    if (rdma_connect(ep.id(), &p)) throw_rdma("rdma_connect");
+    expect_event(ch, RDMA_CM_EVENT_ESTABLISHED);
+}
+
 Bhs scsi_response(uint32_t itt, uint8_t status) {
     Bhs r(Opcode::ScsiResponse);
     r.set_final(true).set_itt(itt);
@@ -208,32 +250,10 @@ void run_target(const Options& o) {
 // Connects to a real target, sends one malformed message, and waits for the
 // target to drop the connection.
 int run_hostile(const Options& o) {
-    EventChannelPtr ch(rdma_create_event_channel());
-    if (!ch) throw_rdma("rdma_create_event_channel");
-    rdma_cm_id* raw = nullptr;
-    if (rdma_create_id(ch.get(), &raw, nullptr, RDMA_PS_TCP)) throw_rdma("rdma_create_id");
-    CmIdPtr id(raw);
-    sockaddr_in a = address(o);
-    if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&a), 5000)) throw_rdma("rdma_resolve_addr");
-    expect_event(ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED);
-    if (rdma_resolve_route(id.get(), 5000)) throw_rdma("rdma_resolve_route");
-    expect_event(ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED);
-    PdPtr pd(ibv_alloc_pd(id->verbs));
-    if (!pd) throw_rdma("ibv_alloc_pd");
+    Resolved r = resolve_target(o);
     ConnectionCounters counters;
-    IserEndpoint ep(std::move(id), pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
-    ep.post_receives();
-    std::array<uint8_t, kIserCmPrivateLength> priv{};
-    IserCmRequest{}.encode(priv);
-    rdma_conn_param p{};
-    p.private_data = priv.data();
-    p.private_data_len = uint8_t(priv.size());
-    p.responder_resources = 4;
-    p.initiator_depth = 4;
-    p.retry_count = 7;
-    p.rnr_retry_count = 7;
-    if (rdma_connect(ep.id(), &p)) throw_rdma("rdma_connect");
-    expect_event(ch.get(), RDMA_CM_EVENT_ESTABLISHED);
+    IserEndpoint ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
+    connect_endpoint(ep, r.ch.get());
 
     IserHeader ih;
     Bhs login;
@@ -257,11 +277,11 @@ int run_hostile(const Options& o) {
     if (!ep.send_pdu(ih, login.bytes(), data, 0)) die("hostile: cannot queue the message");
     ep.flush();
     // The target's answer is to disconnect; nothing else is acceptable.
-    pollfd f{ch->fd, POLLIN, 0};
+    pollfd f{r.ch->fd, POLLIN, 0};
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < until) {
         if (poll(&f, 1, 200) > 0) {
-            CmEvent e = next_cm_event(ch.get());
+            CmEvent e = next_cm_event(r.ch.get());
             if (e && e->event == RDMA_CM_EVENT_DISCONNECTED) {
                 std::printf("hostile %s: the target disconnected\n", o.hostile.c_str());
                 return 0;
@@ -311,34 +331,12 @@ int main(int argc, char** argv) {
         while (!target_ready) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
         // The initiator side.
-        EventChannelPtr ch(rdma_create_event_channel());
-        if (!ch) throw_rdma("rdma_create_event_channel");
-        rdma_cm_id* raw = nullptr;
-        if (rdma_create_id(ch.get(), &raw, nullptr, RDMA_PS_TCP)) throw_rdma("rdma_create_id");
-        CmIdPtr id(raw);
-        sockaddr_in a = address(o);
-        if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&a), 5000)) throw_rdma("rdma_resolve_addr");
-        expect_event(ch.get(), RDMA_CM_EVENT_ADDR_RESOLVED);
-        if (rdma_resolve_route(id.get(), 5000)) throw_rdma("rdma_resolve_route");
-        expect_event(ch.get(), RDMA_CM_EVENT_ROUTE_RESOLVED);
-        PdPtr pd(ibv_alloc_pd(id->verbs));
-        if (!pd) throw_rdma("ibv_alloc_pd");
-        RegisteredPool data(pd.get(), o.size, o.depth,
+        Resolved r = resolve_target(o);
+        RegisteredPool data(r.pd.get(), o.size, o.depth,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
         ConnectionCounters counters;
-        IserEndpoint ep(std::move(id), pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
-        ep.post_receives();
-        std::array<uint8_t, kIserCmPrivateLength> priv{};
-        IserCmRequest{}.encode(priv);
-        rdma_conn_param p{};
-        p.private_data = priv.data();
-        p.private_data_len = uint8_t(priv.size());
-        p.responder_resources = 4;
-        p.initiator_depth = 4;
-        p.retry_count = 7;
-        p.rnr_retry_count = 7;
-        if (rdma_connect(ep.id(), &p)) throw_rdma("rdma_connect");
-        expect_event(ch.get(), RDMA_CM_EVENT_ESTABLISHED);
+        IserEndpoint ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
+        connect_endpoint(ep, r.ch.get());
 
         std::vector<uint32_t> seq_of(o.depth);
         uint32_t issued = 0, done = 0, bad = 0;
