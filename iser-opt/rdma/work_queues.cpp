@@ -102,6 +102,15 @@ int SendQueue::flush() {
 
 int SendQueue::cover() {
     if (!needs_cover() || !has_room()) return 0;
+    return post_empty_write();
+}
+
+int SendQueue::probe() {
+    if (queued() != 0 || in_flight() != 0) return 0;  // those complete or fail by themselves
+    return post_empty_write();
+}
+
+int SendQueue::post_empty_write() {
     Entry& e = at(next_);
     e.token = 0;
     e.slot = kNoSlot;

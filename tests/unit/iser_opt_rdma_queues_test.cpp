@@ -1,7 +1,7 @@
 // The send-queue policy of the RDMA backend, against a recording poster (the
 // verbs call is the only thing replaced; the VM test runs it on soft-RoCE):
 // doorbell batching, selective signalling, in-order release of what
-// unsignalled sends hold, covering a quiet tail, and failure handling.
+// unsignalled sends hold, covering a quiet tail, the idle probe, and failure handling.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -119,6 +119,30 @@ TEST(RdmaSendQueue, AQuietTailIsCoveredByOneZeroLengthWrite) {
     EXPECT_EQ(f.released.size(), 6u);
     EXPECT_EQ(f.q.in_flight(), 0u);
     EXPECT_FALSE(f.q.needs_cover());
+}
+
+TEST(RdmaSendQueue, AProbeGoesOutOnlyWhenNothingIsQueuedOrInFlight) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    f.push_sends(3);
+    EXPECT_EQ(f.q.probe(), 0);  // queued: those will complete or fail
+    EXPECT_TRUE(f.poster.posted.empty());
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_EQ(f.q.probe(), 0);  // in flight
+    ASSERT_EQ(f.poster.posted.size(), 3u);
+    ASSERT_EQ(f.q.cover(), 0);
+    f.complete_signaled();
+    ASSERT_EQ(f.q.in_flight(), 0u);
+    ASSERT_EQ(f.q.probe(), 0);
+    ASSERT_EQ(f.poster.posted.size(), 5u);
+    const Posted& p = f.poster.posted.back();
+    EXPECT_EQ(p.opcode, IBV_WR_RDMA_WRITE);
+    EXPECT_TRUE(p.signaled);
+    EXPECT_EQ(f.q.in_flight(), 1u);
+    // Its failure is reported like any send's.
+    f.released.clear();
+    ASSERT_TRUE(f.q.on_completion(f.poster.posted.back().wr_id, -EIO));
+    ASSERT_EQ(f.released.size(), 1u);
+    EXPECT_EQ(f.released[0], std::make_pair(uint64_t(0), -EIO));
 }
 
 TEST(RdmaSendQueue, RdmaReadsAreAlwaysSignalled) {

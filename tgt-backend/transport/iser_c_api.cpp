@@ -157,6 +157,13 @@ std::shared_ptr<DeviceReceives> receives_for(ibv_context* ctx, ibv_pd* pd, const
     return fresh;
 }
 
+// tgt's core sends no NOP-In on these connections, so a peer that vanished
+// without a disconnect reaching us (link down, crashed host) would keep its
+// QP, slot pools and tasks for ever: after this many of the glue's
+// once-a-second calls for a quiet connection in a row, the idle QP gets a
+// liveness probe (IserEndpoint::probe_idle()), whose failure ends it.
+constexpr unsigned kQuietSecondsBeforeProbe = 5;
+
 EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     EndpointConfig c;
     c.peer = PduSender::Initiator;
@@ -225,6 +232,7 @@ struct rbio_iser_ep {
     std::vector<Deferred> deferred = std::vector<Deferred>(1024);
     size_t deferred_head = 0;
     size_t deferred_count = 0;
+    unsigned quiet_seconds = 0;  // rbio_iser_ep_cover() calls since the last pass
     IserEndpoint ep;
 };
 
@@ -275,6 +283,7 @@ void rbio_iser_ep_disconnect(rbio_iser_ep* e) { rdma_disconnect(e->ep.id()); }
 int rbio_iser_ep_fd(const rbio_iser_ep* e) { return e->ep.fd(); }
 
 int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, size_t errlen) {
+    e->quiet_seconds = 0;
     try {
         bool ok = e->ep.run_pass([&](const IserRx& r) {
             rbio_iser_rx c{};
@@ -302,7 +311,16 @@ int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, 
     return -1;
 }
 
-void rbio_iser_ep_cover(rbio_iser_ep* e) { e->ep.cover_quiet_tail(); }
+void rbio_iser_ep_cover(rbio_iser_ep* e) {
+    e->ep.cover_quiet_tail();
+    // Not before the first send: until then the QP may still wait for the
+    // CM's RTU (not ready to send, the post would be refused), and a
+    // connection that never completes is ended by the CM's own events.
+    if (++e->quiet_seconds >= kQuietSecondsBeforeProbe && e->ep.sends_queued_total() > 0) {
+        e->quiet_seconds = 0;
+        e->ep.probe_idle();
+    }
+}
 
 void rbio_iser_ep_flush(rbio_iser_ep* e) {
     e->ep.end_pass();

@@ -116,6 +116,15 @@ public:
     void cover_quiet_tail() {
         if (!failed_ && sq_.needs_cover() && sq_.cover() != 0) fail("ibv_post_send (cover) refused");
     }
+    // An idle connection has no work request that could fail when its peer
+    // vanishes without a disconnect (a crashed host, a link that went down):
+    // one signalled zero-length RDMA WRITE, acknowledged by the peer's
+    // adapter alone, fails instead (retry count exceeded, or a local error
+    // while the link is down) and the next pass reports the failure. No-op
+    // while anything is queued or in flight.
+    void probe_idle() {
+        if (!failed_ && sq_.probe() != 0) fail("ibv_post_send (probe) refused");
+    }
 
     // ---- receive side
     // The channel fd was readable, or the owner wants to make progress:

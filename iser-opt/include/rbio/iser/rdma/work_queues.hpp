@@ -118,6 +118,13 @@ public:
     // either end) so the requests before it are released when it completes.
     // 0, or the post's errno; nothing when !needs_cover() or without room.
     int cover();
+    // Posts the same signalled zero-length RDMA WRITE when nothing at all is
+    // queued or in flight: a liveness probe. The peer's adapter acknowledges
+    // it without its software seeing anything; a peer that is gone (its QP
+    // destroyed without a disconnect reaching us, the link down) makes it
+    // complete with an error, which is how an idle connection learns it is
+    // dead. 0 (also when nothing was posted), or the post's errno.
+    int probe();
     // Releases everything queued and in flight with `status`; for a QP that
     // is destroyed or flushed, when no completion will come any more.
     void cancel_all(int status);
@@ -140,6 +147,7 @@ private:
     };
     Entry& at(uint64_t seq) { return ring_[seq % ring_.size()]; }
     bool wants_signal(const Entry& e, uint64_t covered) const;
+    int post_empty_write();
 
     SendConfig config_;
     SendPoster& poster_;
