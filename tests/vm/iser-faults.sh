@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Faults on iSER connections served by rbio's iSER transport inside stock
+# tgtd, on soft-RoCE (rdma_rxe on a veth pair) in a qemu guest. What the
+# target must guarantee each time: the broken connection ends (a log line,
+# its queue pair and its two slot-pool registrations gone), tgtd stays up
+# and serves the next session, and the data reads back.
+#
+#  1. The rbio initiator killed with SIGKILL with 32 commands in flight
+#     (64 KiB reads and writes), and again during 1 MiB writes (the target's
+#     RDMA READs of the dead process's memory): the kernel tears the
+#     process's QP down, the target's work requests fail or a disconnect
+#     arrives; then a new session writes and verifies data.
+#  2. The link under soft-RoCE goes down (`ip link set DEV down`) under two
+#     kernel iSER sessions, one running a fio verify job, one idle, and
+#     comes back up. The idle one's target side gets no work completion and
+#     no disconnect from a peer that vanished this way, and tgt's core sends
+#     no NOP-In on iSER: the transport probes a connection that has been
+#     quiet for 5 s (one zero-length RDMA WRITE), and that probe's failure
+#     ends it. Checked while the link is still down: no tgtd queue pair or
+#     slot pool is left. Then a new session (through a second soft-RoCE
+#     device: see below why not the first) reads back what was written
+#     before and verifies new data. The busy session is also the kernel
+#     initiator's own session torn down hard in the middle of I/O: its
+#     connection fails with I/O in flight and no logout.
+# Malformed iSER messages and a logout with I/O in flight are in
+# vm.iser-kernel-initiator.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [[ -z ${RBIO_VM_GUEST:-} ]]; then
+  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/iser-faults.sh" "$@"
+fi
+
+source "$HERE/lib-rxe.sh"
+rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }  # before tgtd: its iSER listens only with a device
+source "$HERE/lib.sh"
+PORTAL=$RXE_ADDR:3260
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+[[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
+IQN=iqn.2026-11.io.rbio:faults
+ME=iqn.2026-11.io.rbio:faults-initiator
+iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
+iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
+tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
+# A connection's two slot pools (sizes as in vm.iser-kernel-initiator; see
+# endpoint_config() in tgt-backend/transport/iser_c_api.cpp). Pooled data
+# buffers stay registered and are not counted.
+conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (2182144|4364288)( |$)" || true; }
+ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
+stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
+# wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.
+wait_for() {
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do
+    (( SECONDS < end )) || return 1
+    sleep 0.5
+  done
+}
+qps_are() { [[ $(tgtd_qps) -eq $1 ]]; }
+mrs_are() { [[ $(conn_mrs) -eq $1 ]]; }
+
+BACKING="$WORK/disk.img"
+truncate -s 256M "$BACKING"
+must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
+must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
+# iser_target TID IQN FILE: a --lld iser target bound to -I ALL, LUN 1 on FILE.
+iser_target() {
+  iser_adm --op new --mode target --tid "$1" -T "$2" &&
+  iser_adm --op bind --mode target --tid "$1" -I ALL &&
+  iser_adm --op new --mode logicalunit --tid "$1" --lun 1 -b "$3" --bstype rbio
+}
+must "a --lld iser target bound to -I ALL, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
+
+# --- 1. the rbio initiator killed in the middle of I/O -----------------------
+BENCH_PID=""
+VM_CLEANUP_HOOKS+=('[[ -n $BENCH_PID ]] && kill -9 "$BENCH_PID" 2>/dev/null')
+# kill_mid_io NAME ARGS...: a long rbio bench over iSER, SIGKILLed once its
+# commands flow (tgtd's counters grow), then the target's side of it checked.
+kill_mid_io() {
+  local name=$1; shift
+  local ended_before pdus0 pdus1 i
+  ended_before=$(ended)
+  "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 1 --initiator-name "$ME" \
+    --time 120 --timeout 60 "$@" > "$WORK/$name.out" 2>&1 &
+  BENCH_PID=$!
+  check "$name: the session is up (one tgtd queue pair)" wait_for 30 qps_are 1
+  # The statistics file is rewritten every second with the live
+  # connections' counters: PDUs still coming in means commands in flight.
+  pdus0=$(stat_of pdus_in); pdus0=${pdus0:-0}
+  for (( i = 0; i < 10; i++ )); do
+    sleep 1
+    pdus1=$(stat_of pdus_in); pdus1=${pdus1:-0}
+    (( pdus1 > pdus0 + 16 )) && break
+  done
+  check "$name: commands are flowing when it is killed (pdus_in $pdus0 -> $pdus1)" \
+    eval '(( pdus1 > pdus0 + 16 )) && kill -0 "$BENCH_PID"'
+  kill -9 "$BENCH_PID"
+  wait "$BENCH_PID" 2>/dev/null || true
+  BENCH_PID=""
+  check "$name: tgtd logs the connection's end" \
+    wait_for 30 eval '(( $(ended) > ended_before ))'
+  grep "rbio: iser: " "$STATE/tgtd.log" | tail -n +2 | tail -2 | sed 's/^/  /'
+  check "$name: its queue pair is gone" wait_for 15 qps_are 0
+  check "$name: its slot-pool registrations are gone" mrs_are 0
+  check "$name: tgtd is alive" tgtd_alive
+}
+kill_mid_io kill-rw64k --rw rw --bs 64k --iodepth 32 --size 64M
+kill_mid_io kill-write1m --rw write --bs 1M --iodepth 8 --size 128M
+
+# bench NAME ARGS...: a verified rbio bench run over iSER.
+bench() {
+  local name=$1; shift
+  timeout 300 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 1 --initiator-name "$ME" \
+    --time 3 --timeout 60 --verify "$@" > "$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out"; return 1; }
+  grep -q "RDMAExtensions=Yes" "$WORK/$name.out" &&
+  grep -q "verify: [1-9][0-9]* blocks read back and matched" "$WORK/$name.out" ||
+    { cat "$WORK/$name.out"; return 1; }
+}
+check "a new session: 4 KiB random writes, 32 in flight, read back and verified" \
+  bench after-kill-4k --rw randwrite --bs 4k --iodepth 32 --size 16M
+check "a new session: 1 MiB writes, 8 in flight, read back and verified" \
+  bench after-kill-1m --rw write --bs 1M --iodepth 8 --size 32M
+check "no tgtd queue pair is left" wait_for 15 qps_are 0
+
+# --- 2. the link under soft-RoCE goes down and up ---------------------------
+echo "(part 1 took $SECONDS s)"
+# Soft-RoCE in Debian's 6.1 kernel does not survive this on the device
+# whose link went down: afterwards no RDMA CM connection on that device
+# completes, whoever makes it (iscsid's reconnects, a new `rbio bench`,
+# rping with no iSCSI and no tgtd at all: the test prints a note with
+# rping's result). Likely cause, not pinned down further: the connections
+# torn down while the link is down send CM messages (DREQ) that rxe cannot
+# route, which fails its management queue pair (QP1). So the kernel
+# initiator cannot log in again there, and what is checked is what the
+# target owes: both dead connections end while the link is still down (the
+# busy one by a failed work request or the probe, the idle one only by the
+# probe), nothing is left registered, tgtd stays up, and a new session
+# through a second soft-RoCE device on another veth pair reads back what
+# was written before the link went down and verifies new data. A note says
+# whether the old session came back, in case a later kernel recovers.
+RXE2_ADDR=10.99.1.1
+rxe2_up() {
+  ip link add rbio-veth2 type veth peer name rbio-veth3 &&
+  ip addr add "$RXE2_ADDR/24" dev rbio-veth2 &&
+  ip link set rbio-veth2 up && ip link set rbio-veth3 up &&
+  rdma link add rbio-rxe1 type rxe netdev rbio-veth2 &&
+  wait_for 5 eval 'rdma link show rbio-rxe1/1 | grep -q "state ACTIVE"'
+}
+must "a second soft-RoCE device (rbio-rxe1, $RXE2_ADDR)" rxe2_up
+BACKING2="$WORK/disk2.img"
+truncate -s 64M "$BACKING2"
+IQN2=iqn.2026-11.io.rbio:faults-idle
+must "a second target, for a session that stays idle" iser_target 2 "$IQN2" "$BACKING2"
+must "the kernel's iSER initiator loads" modprobe -a ib_iser sd_mod
+setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
+ISCSID_PID=$!
+disc() { iscsiadm -m discovery -t sendtargets -p "$1" -I iser > "$WORK/discovery" 2>&1 || { cat "$WORK/discovery"; return 1; }; }
+must "iSER discovery" wait_for 20 disc "$PORTAL"
+# Fast detection and short timeouts; the idle session sends no NOP-Out, so
+# neither end has anything in flight when the link goes.
+for t in "$IQN" "$IQN2"; do
+  iadm "$t" -o update -n node.session.initial_login_retry_max -v 1
+  iadm "$t" -o update -n node.conn[0].timeo.login_timeout -v 5
+  iadm "$t" -o update -n node.session.timeo.replacement_timeout -v 30
+done
+iadm "$IQN" -o update -n node.conn[0].timeo.noop_out_interval -v 2
+iadm "$IQN" -o update -n node.conn[0].timeo.noop_out_timeout -v 2
+iadm "$IQN2" -o update -n node.conn[0].timeo.noop_out_interval -v 0
+iadm "$IQN2" -o update -n node.conn[0].timeo.noop_out_timeout -v 0
+must "login over iSER (the busy session)" iadm "$IQN" --login
+must "its LUN appears" wait_disk_of "$IQN" 1
+DISK_A=$DISK
+must "login over iSER (the idle session)" iadm "$IQN2" --login
+must "its LUN appears" wait_disk_of "$IQN2" 1
+check "two tgtd queue pairs, four slot-pool registrations" eval 'qps_are 2 && mrs_are 4'
+head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
+must "write an 8 MiB pattern at 200 MiB before the link goes down" \
+  dd if="$WORK/pattern" of="$DISK_A" oflag=direct bs=1M seek=200 status=none
+fio --name=flap --filename="$DISK_A" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
+  --iodepth=16 --size=16M --verify=crc32c --verify_fatal=1 > "$WORK/fio-flap.log" 2>&1 &
+FIO_PID=$!
+VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
+sleep 3
+check "fio is writing when the link goes down" kill -0 "$FIO_PID"
+ended_before=$(ended)
+ip link set rbio-veth0 down
+t_down=$SECONDS
+check "while the link is down, the target ends both dead connections" wait_for 30 qps_are 0
+echo "  (after $((SECONDS - t_down)) s)"
+check "... with a log line each" eval '(( $(ended) >= ended_before + 2 ))'
+grep "rbio: iser: .*closing connection" "$STATE/tgtd.log" | tail -2 | sed 's/^/  /'
+check "... and no slot-pool registration left" mrs_are 0
+check "tgtd is alive" tgtd_alive
+ip link set rbio-veth0 up
+t_up=$SECONDS
+must "the link is back (rbio-rxe0 ACTIVE)" wait_for 10 eval 'rdma link show rbio-rxe0/1 | grep -q "state ACTIVE"'
+# Notes only (see the comment above): does the old session come back, and
+# does a plain RDMA CM connection (rping, no iSCSI, no tgtd) work on rxe0?
+rping -s -a "$RXE_ADDR" -p 7471 > /dev/null 2>&1 &
+RPING_PID=$!
+VM_CLEANUP_HOOKS+=('kill "$RPING_PID" 2>/dev/null')
+rping_rc=0
+(sleep 0.5; exec timeout 10 rping -c -a "$RXE_ADDR" -p 7471 -C 1) > "$WORK/rping.log" 2>&1 &
+RPING_C=$!
+if wait_for 10 eval 'grep -q LOGGED_IN "$(session_of "$IQN")/state"'; then
+  echo "note: the busy session logged in again on rbio-rxe0"
+else
+  echo "note: the busy session did not log in again on rbio-rxe0 within 10 s" \
+       "(state $(cat "$(session_of "$IQN")/state" 2>/dev/null)); see the comment above"
+fi
+wait "$RPING_C" || rping_rc=$?
+kill "$RPING_PID" 2>/dev/null || true
+echo "note: rping on rbio-rxe0 after the link came back: exit $rping_rc" \
+     "$( ((rping_rc == 0)) && echo '(works)' || echo '(fails; 124: timed out)')"
+# Logging out of the dead sessions waits for the kernel's CM teardown on
+# rxe0 (tens of seconds); it runs while the new session works.
+iscsiadm -m node -p "$PORTAL" --logout > "$WORK/logout-old.log" 2>&1 &
+LOGOUT_PID=$!
+t_logout=$SECONDS
+
+# A new session through the second device.
+must "iSER discovery through rbio-rxe1" wait_for 20 disc "$RXE2_ADDR:3260"
+iscsiadm -m node -T "$IQN" -p "$RXE2_ADDR:3260" -I iser -o update -n node.session.initial_login_retry_max -v 1
+must "a new login to the same target through rbio-rxe1" \
+  iscsiadm -m node -T "$IQN" -p "$RXE2_ADDR:3260" -I iser --login
+# The disk of the logged-in session (the old one may still be on its way out).
+new_disk() {
+  local s d
+  for s in /sys/class/iscsi_session/session*; do
+    [[ $(< "$s/targetname") == "$IQN" && $(< "$s/state") == LOGGED_IN ]] || continue
+    for d in "$s"/device/target*/*:*:*:1/block/*; do
+      [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
+    done
+  done
+  return 1
+}
+must "its LUN appears" wait_for 60 new_disk
+check "the pattern written before the link went down reads back" \
+  cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=200 count=8 status=none)
+check "fio 4 KiB random writes, 16 in flight, crc32c verified" \
+  fio_job after-flap "$DISK" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=32M
+check "the old sessions' logout ends" wait "$LOGOUT_PID"
+echo "  (it took $((SECONDS - t_logout)) s; link up $((SECONDS - t_up)) s ago)"
+wait "$FIO_PID" 2>/dev/null || true
+check "one tgtd queue pair and its two registrations" eval 'qps_are 1 && mrs_are 2'
+check "logout" iscsiadm -m node --logoutall=all
+check "no tgtd queue pair is left" wait_for 15 qps_are 0
+check "tgtd is alive" tgtd_alive
+echo "(the guest script ran $SECONDS s)"
+finish
