@@ -171,6 +171,7 @@ must "its LUN appears" wait_disk_of "$IQN" 1
 DISK_A=$DISK
 must "login over iSER (the idle session)" iadm "$IQN2" --login
 must "its LUN appears" wait_disk_of "$IQN2" 1
+DISK_B=$DISK
 check "two tgtd queue pairs, four slot-pool registrations" eval 'qps_are 2 && mrs_are 4'
 head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
 must "write an 8 MiB pattern at 200 MiB before the link goes down" \
@@ -191,7 +192,6 @@ grep "rbio: iser: .*closing connection" "$STATE/tgtd.log" | tail -2 | sed 's/^/ 
 check "... and no slot-pool registration left" mrs_are 0
 check "tgtd is alive" tgtd_alive
 ip link set rbio-veth0 up
-t_up=$SECONDS
 must "the link is back (rbio-rxe0 ACTIVE)" wait_for 10 eval 'rdma link show rbio-rxe0/1 | grep -q "state ACTIVE"'
 # Notes only (see the comment above): does the old session come back, and
 # does a plain RDMA CM connection (rping, no iSCSI, no tgtd) work on rxe0?
@@ -211,11 +211,15 @@ wait "$RPING_C" || rping_rc=$?
 kill "$RPING_PID" 2>/dev/null || true
 echo "note: rping on rbio-rxe0 after the link came back: exit $rping_rc" \
      "$( ((rping_rc == 0)) && echo '(works)' || echo '(fails; 124: timed out)')"
-# Logging out of the dead sessions waits for the kernel's CM teardown on
-# rxe0 (tens of seconds); it runs while the new session works.
-iscsiadm -m node -p "$PORTAL" --logout > "$WORK/logout-old.log" 2>&1 &
-LOGOUT_PID=$!
-t_logout=$SECONDS
+# The old sessions are not logged out: their teardown waits for the
+# kernel's CM on rxe0 (over a minute on 6.1), which is not the target's
+# business. iscsid is stopped at the end instead, and the guest is thrown
+# away. Their disks' write cache is declared off (in the kernel only: no
+# command goes out), or the power-off would wait over a minute for their
+# SYNCHRONIZE CACHE to fail.
+for d in "$DISK_A" "$DISK_B"; do
+  echo "temporary write through" > /sys/block/"${d#/dev/}"/device/scsi_disk/*/cache_type || true
+done
 
 # A new session through the second device.
 must "iSER discovery through rbio-rxe1" wait_for 20 disc "$RXE2_ADDR:3260"
@@ -238,12 +242,13 @@ check "the pattern written before the link went down reads back" \
   cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=200 count=8 status=none)
 check "fio 4 KiB random writes, 16 in flight, crc32c verified" \
   fio_job after-flap "$DISK" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=32M
-check "the old sessions' logout ends" wait "$LOGOUT_PID"
-echo "  (it took $((SECONDS - t_logout)) s; link up $((SECONDS - t_up)) s ago)"
-wait "$FIO_PID" 2>/dev/null || true
 check "one tgtd queue pair and its two registrations" eval 'qps_are 1 && mrs_are 2'
-check "logout" iscsiadm -m node --logoutall=all
+check "logout of the new session" iscsiadm -m node -T "$IQN" -p "$RXE2_ADDR:3260" --logout
 check "no tgtd queue pair is left" wait_for 15 qps_are 0
 check "tgtd is alive" tgtd_alive
+# Without iscsid the guest's cleanup does not try to log the old sessions
+# out either (iscsiadm finds no daemon and returns at once).
+kill "$ISCSID_PID" 2>/dev/null || true
+ISCSID_PID=""
 echo "(the guest script ran $SECONDS s)"
 finish
