@@ -2,7 +2,7 @@
 # Faults on iSER connections served by rbio's iSER transport inside stock
 # tgtd, on soft-RoCE (rdma_rxe on a veth pair) in a qemu guest. What the
 # target must guarantee each time: the broken connection ends (a log line,
-# its queue pair and its two slot-pool registrations gone), tgtd stays up
+# its queue pair and its registrations gone), tgtd stays up
 # and serves the next session, and the data reads back.
 #
 #  1. The rbio initiator killed with SIGKILL with 32 commands in flight
@@ -41,10 +41,11 @@ ME=iqn.2026-11.io.rbio:faults-initiator
 iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
 iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
-# A connection's two slot pools (sizes as in vm.iser-kernel-initiator; see
+# A connection's send slots, and the shared receive queue of a device that
+# has connections (sizes as in vm.iser-kernel-initiator; see
 # endpoint_config() in tgt-backend/transport/iser_c_api.cpp). Pooled data
 # buffers stay registered and are not counted.
-conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (2182144|4364288)( |$)" || true; }
+conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (4364288|8728576)( |$)" || true; }
 ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
 stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
 # wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.
@@ -172,7 +173,7 @@ DISK_A=$DISK
 must "login over iSER (the idle session)" iadm "$IQN2" --login
 must "its LUN appears" wait_disk_of "$IQN2" 1
 DISK_B=$DISK
-check "two tgtd queue pairs, four slot-pool registrations" eval 'qps_are 2 && mrs_are 4'
+check "two tgtd queue pairs, two send-slot pools and one shared receive queue" eval 'qps_are 2 && mrs_are 3'
 head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
 must "write an 8 MiB pattern at 200 MiB before the link goes down" \
   dd if="$WORK/pattern" of="$DISK_A" oflag=direct bs=1M seek=200 status=none
@@ -242,7 +243,7 @@ check "the pattern written before the link went down reads back" \
   cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=200 count=8 status=none)
 check "fio 4 KiB random writes, 16 in flight, crc32c verified" \
   fio_job after-flap "$DISK" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=32M
-check "one tgtd queue pair and its two registrations" eval 'qps_are 1 && mrs_are 2'
+check "one tgtd queue pair, its send slots and its device's receive queue" eval 'qps_are 1 && mrs_are 2'
 check "logout of the new session" iscsiadm -m node -T "$IQN" -p "$RXE2_ADDR:3260" --logout
 check "no tgtd queue pair is left" wait_for 15 qps_are 0
 check "tgtd is alive" tgtd_alive
