@@ -64,9 +64,15 @@ struct BufferPool {
         munmap(reinterpret_cast<uint8_t*>(payload_of(h)) - kPage, h->mapped);
     }
 };
-BufferPool& pool() {
-    static BufferPool p;
-    return p;
+// One pool per protection domain (so per device): a pooled buffer keeps its
+// registration, and a host with several RDMA devices does not re-register
+// buffers that move between them.
+BufferPool& pool_for(ibv_pd* pd) {
+    static std::vector<std::pair<ibv_pd*, std::unique_ptr<BufferPool>>> pools;
+    for (auto& [owner, p] : pools)
+        if (owner == pd) return *p;
+    pools.emplace_back(pd, std::make_unique<BufferPool>());
+    return *pools.back().second;
 }
 
 int size_class(size_t size) {
@@ -76,7 +82,11 @@ int size_class(size_t size) {
 }
 
 void release_buffer(BufHeader* h) {
-    BufferPool& p = pool();
+    if (!h->mr) {
+        BufferPool::destroy(h);
+        return;
+    }
+    BufferPool& p = pool_for(h->mr->pd);
     if (h->cls >= 0 && p.pooled + h->size <= kPooledMax) {
         h->next = p.free[h->cls];
         p.free[h->cls] = h;
@@ -87,7 +97,7 @@ void release_buffer(BufHeader* h) {
 }
 
 void* alloc_buffer(ibv_pd* pd, size_t size) {
-    BufferPool& p = pool();
+    BufferPool& p = pool_for(pd);
     const int cls = size_class(size);
     BufHeader* h = nullptr;
     if (cls >= 0 && p.free[cls]) {
@@ -103,9 +113,8 @@ void* alloc_buffer(ibv_pd* pd, size_t size) {
         h = reinterpret_cast<BufHeader*>(static_cast<uint8_t*>(m) + kPage - sizeof(BufHeader));
         *h = BufHeader{kMagic, cls, usable, mapped, nullptr, nullptr};
     }
-    // Registered once per buffer and device; pooled buffers keep theirs.
-    if (!h->mr || h->mr->pd != pd) {
-        if (h->mr) ibv_dereg_mr(h->mr);
+    // Registered once, when the buffer is made; pooled buffers keep theirs.
+    if (!h->mr) {
         h->mr = ibv_reg_mr(pd, payload_of(h), h->size + 4, IBV_ACCESS_LOCAL_WRITE);
         if (!h->mr) {
             BufferPool::destroy(h);
