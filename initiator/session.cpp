@@ -167,6 +167,22 @@ void Session::Impl::pump() {
     }
 }
 
+// The SCSI Command PDU of a task, with the next CmdSN (not consumed here:
+// over iSER the send may still be refused).
+iser::Bhs Session::Impl::command_bhs(const Task& t, uint8_t flags, uint32_t immediate, uint32_t edtl) const {
+    const ScsiCommand& c = t.cmd;
+    iser::Bhs b(Opcode::ScsiCommand);
+    b.set_flags(flags)
+        .set_data_segment_length(immediate)
+        .set_lun(encode_lun(c.lun))
+        .set_itt(t.itt)
+        .set_expected_data_transfer_length(edtl)
+        .set_cmd_sn(cmd_sn_)
+        .set_exp_stat_sn(exp_stat_sn_)
+        .set_cdb(std::span<const uint8_t>(c.cdb.data(), c.cdb_length));
+    return b;
+}
+
 void Session::Impl::start_command(Task& t) {
     const ScsiCommand& c = t.cmd;
     const NegotiatedParams& p = params_;
@@ -183,17 +199,9 @@ void Session::Impl::start_command(Task& t) {
     if (c.direction == DataDirection::Read) flags |= 0x40;
     if (write) flags |= 0x20;
     if (unsolicited_end == immediate) flags |= 0x80;  // no unsolicited Data-Out follows
-    iser::Bhs b(Opcode::ScsiCommand);
-    b.set_flags(flags)
-        .set_data_segment_length(immediate)
-        .set_lun(encode_lun(c.lun))
-        .set_itt(t.itt)
-        .set_expected_data_transfer_length(edtl)
-        .set_cmd_sn(cmd_sn_++)
-        .set_exp_stat_sn(exp_stat_sn_)
-        .set_cdb(std::span<const uint8_t>(c.cdb.data(), c.cdb_length));
+    const iser::Bhs b = command_bhs(t, flags, immediate, edtl);
     t.sent = true;
-    t.cmd_sn = cmd_sn_ - 1;
+    t.cmd_sn = cmd_sn_++;
     t.data_sent = unsolicited_end;
     queue_pdu(b, {}, t.itt, std::span<const uint8_t>(c.buffer.data(), immediate));
     if (unsolicited_end > immediate)
@@ -230,15 +238,7 @@ bool Session::Impl::start_iser_command(Task& t) {
     uint8_t flags = 0x81;  // F (no unsolicited Data-Out follows), ATTR simple
     if (read) flags |= 0x40;
     if (write) flags |= 0x20;
-    iser::Bhs b(Opcode::ScsiCommand);
-    b.set_flags(flags)
-        .set_data_segment_length(immediate)
-        .set_lun(encode_lun(c.lun))
-        .set_itt(t.itt)
-        .set_expected_data_transfer_length(edtl)
-        .set_cmd_sn(cmd_sn_)
-        .set_exp_stat_sn(exp_stat_sn_)
-        .set_cdb(std::span<const uint8_t>(c.cdb.data(), c.cdb_length));
+    const iser::Bhs b = command_bhs(t, flags, immediate, edtl);
     if (!iser_->send(ih, b.bytes(), std::span<const uint8_t>(c.buffer.data(), immediate))) {
         release_bounce(t);
         return false;

@@ -129,6 +129,7 @@ private:
     void step(Clock::time_point wait_until, bool nowait);
     void pump();
     bool room() const;
+    iser::Bhs command_bhs(const Task& t, uint8_t flags, uint32_t immediate, uint32_t edtl) const;
     void start_command(Task& t);
     // iSER: sends the command with its buffer advertised; false (nothing
     // sent) when the send queue or the bounce slots are full.

@@ -38,7 +38,6 @@ RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 [[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
 IQN=iqn.2026-11.io.rbio:faults
 ME=iqn.2026-11.io.rbio:faults-initiator
-iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
 iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection's send slots, and the shared receive queue of a device that
@@ -61,14 +60,7 @@ mrs_are() { [[ $(conn_mrs) -eq $1 ]]; }
 
 BACKING="$WORK/disk.img"
 truncate -s 256M "$BACKING"
-must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
-must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
-# iser_target TID IQN FILE: a --lld iser target bound to -I ALL, LUN 1 on FILE.
-iser_target() {
-  iser_adm --op new --mode target --tid "$1" -T "$2" &&
-  iser_adm --op bind --mode target --tid "$1" -I ALL &&
-  iser_adm --op new --mode logicalunit --tid "$1" --lun 1 -b "$3" --bstype rbio
-}
+start_tgtd_rbio_iser
 must "a --lld iser target bound to -I ALL, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
 
 # --- 1. the rbio initiator killed in the middle of I/O -----------------------

@@ -23,7 +23,6 @@ RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 [[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
 IQN=iqn.2026-11.io.rbio:iser-init
 ME=iqn.2026-11.io.rbio:iser-initiator
-iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
 BACKING="$WORK/disk.img"
 truncate -s 128M "$BACKING"
 
@@ -58,12 +57,8 @@ runs() {
 
 # --- rbio's iSER transport (skipped with the argument "stock") --------------
 if [[ ${1:-} != stock ]]; then
-must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
-must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
-must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '
-  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
-  iser_adm --op bind --mode target --tid 1 -I ALL &&
-  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+start_tgtd_rbio_iser
+must "a --lld iser target bound to -I ALL only, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
 runs rbio
 # A defect fixed on 2026-11-30 left a response queued until the next
 # completion: a write's status came tens of seconds late, or only after the
@@ -106,10 +101,7 @@ fi
 stock_start() { RBIO_ISER=off tgtd_start -- --iser pool_sz_mb=128,buf_sz_kb=1024; }
 must "tgtd starts with RBIO_ISER=off" stock_start
 check "the log says iSER stays with tgt's driver" log_has "rbio: iser: transport off"
-must "the target under tgt's own iSER, bound to -I ALL only" eval '
-  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
-  iser_adm --op bind --mode target --tid 1 -I ALL &&
-  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+must "the target under tgt's own iSER, bound to -I ALL only" iser_target 1 "$IQN" "$BACKING"
 refused() {
   local rc=0
   timeout 60 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --initiator-name "$ME" \

@@ -28,7 +28,6 @@ MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
 # The SCSI scan after a login can take more than lib.sh's 30 s when the
 # host is busy (TCG): wait up to twice that.
 wait_lun() { wait_disk_of "$@" || wait_disk_of "$@"; }
-iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
 iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection registers its 512 send slots of 8524 bytes (iSER header,
@@ -43,12 +42,8 @@ srq_mrs() { tgtd_mrs_of 8728576; }
 BACKING="$WORK/disk.img" BACKING2="$WORK/disk2.img"
 truncate -s 256M "$BACKING"
 truncate -s 64M "$BACKING2"
-must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
-must "rbio's transport takes over tgt's iSER listeners" log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
-must "a --lld iser target bound to -I ALL only, with an rbio LUN" eval '
-  iser_adm --op new --mode target --tid 1 -T "$IQN" &&
-  iser_adm --op bind --mode target --tid 1 -I ALL &&
-  iser_adm --op new --mode logicalunit --tid 1 --lun 1 -b "$BACKING" --bstype rbio'
+start_tgtd_rbio_iser
+must "a --lld iser target bound to -I ALL only, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
 must "a target bound to this initiator's name only" eval '
   tadm --op new --mode target --tid 2 -T "$IQN_ACL" &&
   tadm --op bind --mode target --tid 2 -Q "$MY_IQN" &&

@@ -17,3 +17,19 @@ rxe_up() {
   done
   echo "rxe: rbio-rxe0 did not become ACTIVE" >&2; rdma link >&2; return 1
 }
+
+# For the tests of rbio's iSER transport (called after lib.sh is sourced):
+# tgtadm on tgt's iser driver, tgtd with the build's module taking over its
+# iSER listeners, and a --lld iser target.
+iser_adm() { tgtadm -C "$CTL" --lld iser "$@"; }
+start_tgtd_rbio_iser() {
+  must "tgtd starts with the build's module and its iSER driver" tgtd_start -- --iser pool_sz_mb=128
+  must "rbio's transport takes over tgt's iSER listeners" \
+    log_has "rbio: iser: .* iSER listener(s) served by rbio's transport"
+}
+# iser_target TID IQN FILE: a --lld iser target bound to -I ALL only, LUN 1 on FILE (bs rbio).
+iser_target() {
+  iser_adm --op new --mode target --tid "$1" -T "$2" &&
+  iser_adm --op bind --mode target --tid "$1" -I ALL &&
+  iser_adm --op new --mode logicalunit --tid "$1" --lun 1 -b "$3" --bstype rbio
+}
