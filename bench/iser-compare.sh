@@ -6,7 +6,7 @@
 #
 #   bench/iser-compare.sh [--rounds R] [--seconds S] [--size-mb N]
 #                         [--bstype rdwr|rbio] [--initiators LIST]
-#                         [--quick] [--out DIR]
+#                         [--mtu N] [--quick] [--out DIR]
 #
 #   --rounds R    interleaved rounds; the tables give medians (default 3)
 #   --seconds S   seconds per point (default 6)
@@ -17,6 +17,9 @@
 #                 than rdwr's 16 threads)
 #   --initiators LIST  comma-separated, from kernel and rbio (default
 #                 kernel,rbio): which initiators run the workloads
+#   --mtu N       the veth pair's MTU under rxe (default: the veth's 1500,
+#                 so rxe's RoCE MTU is 1024; 9000 makes it 4096 and a 4 KiB
+#                 RDMA WRITE one packet instead of four)
 #   --quick       smoke run: 1 round of 3 s per point
 #   --out DIR     keep the guest run's files in DIR (results.md, raw.tsv,
 #                 rbio-bench/: each `rbio bench` run's report and samples)
@@ -69,7 +72,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 die() { printf 'iser-compare: error: %s\n' "$*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
-ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0 BS_ALL=rdwr INITIATOR_LIST=kernel,rbio
+ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0 BS_ALL=rdwr INITIATOR_LIST=kernel,rbio MTU=""
 args=("$@")
 while (( $# )); do
   case $1 in
@@ -78,6 +81,7 @@ while (( $# )); do
     --size-mb) SIZE_MB=${2:-}; shift 2 ;;
     --bstype) BS_ALL=${2:-}; shift 2 ;;
     --initiators) INITIATOR_LIST=${2:-}; shift 2 ;;
+    --mtu) MTU=${2:-}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --out) OUT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
@@ -97,6 +101,8 @@ done
 for v in ROUNDS SECONDS_PER SIZE_MB; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "$v must be a positive integer (got '${!v}')"
 done
+[[ -z $MTU || ( $MTU =~ ^[0-9]+$ && $MTU -ge 1280 && $MTU -le 9000 ) ]] \
+  || die "--mtu takes 1280 to 9000 (got '$MTU')"
 
 # ------------------------------------------------------------ on the host
 if [[ -z ${RBIO_VM_GUEST:-} ]]; then
@@ -119,7 +125,7 @@ fi
 
 # ------------------------------------------------------------ in the guest
 source "$ROOT/tests/vm/lib-rxe.sh"
-rxe_up || die "soft-RoCE did not come up"
+RXE_MTU=$MTU rxe_up || die "soft-RoCE did not come up"
 source "$ROOT/tests/vm/lib.sh"
 VM_CLEANUP_HOOKS+=('iscsiadm -m node --logoutall=all >/dev/null 2>&1')
 T0=$EPOCHREALTIME
@@ -206,7 +212,7 @@ VM_CLEANUP_HOOKS+=('for c in stock rbio; do "$SANDBOX" stop "$WORK/tgtd-$c" 2>/d
 {
   echo "# iSER: stock tgt vs rbio's transport, soft-RoCE; initiators: ${INITIATORS[*]}"
   echo
-  echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null);"
+  echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair (MTU $(cat /sys/class/net/rbio-veth0/mtu)); tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null);"
   [[ -n ${WANT[kernel]:-} ]] && echo "kernel initiator: ib_iser, fio $(fio --version), libaio, direct=1;"
   [[ -n ${WANT[rbio]:-} ]] && echo "rbio initiator: \`rbio bench --transport iser\`, one session per point;"
   echo "${ROUNDS} round(s) of ${SECONDS_PER} s per point, medians;"
@@ -217,10 +223,17 @@ cat "$RESULTS/header.md"; echo
 
 # A sample: tgtd's utime+stime, then (rbio) the counters. The statistics
 # file is rewritten once a second: wait for a fresh one.
+# With it, the guest's busy and total jiffies over all vCPUs and per vCPU
+# (/proc/stat: user nice system idle iowait irq softirq steal): how much of
+# the guest's CPU an I/O costs besides tgtd's (initiator, rxe, fio), and
+# whether one vCPU was saturated while the other had time to spare.
 sample() {  # sample CONFIG
   local c=$1
   [[ $c == rbio ]] && sleep 1.2
-  awk '{ print "cpu=" $14 + $15 }' "/proc/${TGTD_PID[$c]}/stat"
+  awk 'FNR == NR { print "cpu=" $14 + $15; next }
+       /^cpu/ { print "guest_busy" substr($1, 4) "=" $2 + $3 + $4 + $7 + $8 + $9
+                print "guest_all" substr($1, 4) "=" $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
+    "/proc/${TGTD_PID[$c]}/stat" /proc/stat
   [[ $c == rbio ]] && cat "${STATS[$c]}"
   true
 }
@@ -246,7 +259,7 @@ write_sampler() {
   chmod +x "$SAMPLER"
 }
 
-printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\n' > "$RAW"
+printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\tguest_cpu_us_per_io\tguest_busy_pct\tbusiest_vcpu_pct\n' > "$RAW"
 declare -A BS=()
 for w in "${WORKLOADS[@]}"; do read -r name _ bs _ <<< "$w"; BS[$name]=$bs; done
 # record_point ROUND WORKLOAD CONFIG INITIATOR IOS MS PRE POST [FIELD...]:
@@ -270,9 +283,15 @@ record_point() {
       else { wpp = sprintf("%.2f", d["work_requests"] / d["post_calls"]); spi = sprintf("%.3f", d["signaled"] / ios)
              cpp = d["poll_calls"] > 0 ? sprintf("%.2f", d["completions"] / d["poll_calls"]) : "-"
              wpi = sprintf("%.3f", d["channel_wakeups"] / ios); rpi = sprintf("%.3f", d["rdma_reads"] / ios) }
+      gcpu = ios == 0 ? "-" : sprintf("%.1f", d["guest_busy"] / hz * 1e6 / ios)
+      gbusy = d["guest_all"] > 0 ? sprintf("%.0f", 100 * d["guest_busy"] / d["guest_all"]) : "-"
+      top = -1
+      for (k in d) if (k ~ /^guest_busy[0-9]+$/) {
+        n = substr(k, 11); if (d["guest_all" n] > 0 && 100 * d[k] / d["guest_all" n] > top) top = 100 * d[k] / d["guest_all" n] }
+      gtop = top < 0 ? "-" : sprintf("%.0f", top)
       gsub(/ /, "\t", own)
-      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
-             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own
+      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
+             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own, gcpu, gbusy, gtop
     }' "$pre" "$post" >> "$RAW"
 }
 
@@ -376,6 +395,29 @@ target_table() {
     }
   }' "$RAW"
 }
+# cpu_table INITIATOR: where the guest's CPU goes per I/O. When the guest
+# is CPU-bound (busy near 100 %), no target can gain more than the stock
+# point's guest CPU over what is left without its tgtd: that is the
+# ceiling, rbio's IOPS if its tgtd cost nothing (median of per-round ones).
+# A busiest vCPU near 100 % with the whole guest well below says one
+# thread's path (tgtd's, or the softirq work it carries) is the bound.
+cpu_table() {
+  awk -F'\t' -v order="$order" -v ini="$1" "$MEDIAN_AWK"'
+  NR > 1 && $4 == ini && $20 != "-" {
+           k = $2 SUBSEP $3; g[k] = g[k] " " $20; busy[k] = busy[k] " " $21; top[k] = top[k] " " $22
+           if ($3 == "stock" && $20 > $8) { share[$2] = share[$2] " " $8 / $20; ceil[$2] = ceil[$2] " " $20 / ($20 - $8) } }
+  END {
+    print "| workload | guest CPU us/IO stock | rbio | guest busy % stock | rbio | busiest vCPU % stock | rbio | stock tgtd share | ceiling (tgtd free) |"
+    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+    n = split(order, ws, "\n")
+    for (i = 1; i <= n; i++) {
+      w = ws[i]
+      printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2fx |\n", w, median(g[w, "stock"]), median(g[w, "rbio"]),
+        median(busy[w, "stock"]), median(busy[w, "rbio"]), median(top[w, "stock"]), median(top[w, "rbio"]),
+        median(share[w]), median(ceil[w])
+    }
+  }' "$RAW"
+}
 # initiator_table: the rbio initiator's own counters against each target.
 initiator_table() {
   awk -F'\t' -v order="$order" "$MEDIAN_AWK"'
@@ -395,9 +437,11 @@ initiator_table() {
 {
   if [[ -n ${WANT[kernel]:-} ]]; then
     printf '\n## Kernel iSER initiator (ib_iser, fio)\n\n'; target_table kernel
+    printf "\nThe guest's CPU per I/O (all vCPUs, /proc/stat):\n\n"; cpu_table kernel
   fi
   if [[ -n ${WANT[rbio]:-} ]]; then
     printf '\n## rbio initiator (`rbio bench --transport iser`)\n\n'; target_table rbio
+    printf "\nThe guest's CPU per I/O (all vCPUs, /proc/stat):\n\n"; cpu_table rbio
     printf "\nThe rbio initiator's own counters, per point (medians):\n\n"; initiator_table
   fi
 } > "$RESULTS/tables.md"

@@ -1,11 +1,17 @@
 # Soft-RoCE inside the guest (sourced by VM tests): a veth pair with an
 # address and an rxe device on it, as ../shared/docs/ENVIRONMENT.md describes.
 # Sets RXE_ADDR. The guest is thrown away afterwards, so nothing is undone.
+# RXE_MTU, if set, is the veth pair's MTU (rxe's RoCE MTU follows it, up to
+# 4096: jumbo frames, as RoCE fabrics are usually set up).
 RXE_ADDR=10.99.0.1
 rxe_up() {
   modprobe -a veth rdma_rxe ib_uverbs rdma_ucm || { echo "rxe: modprobe failed" >&2; return 1; }
   ip link add rbio-veth0 type veth peer name rbio-veth1
   ip addr add "$RXE_ADDR/24" dev rbio-veth0
+  if [[ -n ${RXE_MTU:-} ]]; then
+    ip link set rbio-veth0 mtu "$RXE_MTU" && ip link set rbio-veth1 mtu "$RXE_MTU" ||
+      { echo "rxe: cannot set MTU $RXE_MTU on the veth pair" >&2; return 1; }
+  fi
   ip link set rbio-veth0 up
   ip link set rbio-veth1 up
   ip link set lo up
