@@ -226,14 +226,20 @@ cat "$RESULTS/header.md"; echo
 # With it, the guest's busy and total jiffies over all vCPUs and per vCPU
 # (/proc/stat: user nice system idle iowait irq softirq steal): how much of
 # the guest's CPU an I/O costs besides tgtd's (initiator, rxe, fio), and
-# whether one vCPU was saturated while the other had time to spare.
+# whether one vCPU was saturated while the other had time to spare; and
+# tgtd's read- and write-family system calls (/proc/PID/io syscr+syscw, all
+# threads): rxe's verbs (post send, arm a CQ) are write()s on the uverbs
+# fd, completion-channel and eventfd wake-ups are read()s, and each one
+# under TCG is costly, so what batching saves shows up there.
 sample() {  # sample CONFIG
   local c=$1
   [[ $c == rbio ]] && sleep 1.2
-  awk 'FNR == NR { print "cpu=" $14 + $15; next }
+  awk 'FILENAME ~ /stat$/ && FNR == NR { print "cpu=" $14 + $15; next }
+       $1 == "syscr:" || $1 == "syscw:" { rw += $2 }
+       $1 == "syscw:" { print "tgtd_rw_syscalls=" rw }
        /^cpu/ { print "guest_busy" substr($1, 4) "=" $2 + $3 + $4 + $7 + $8 + $9
                 print "guest_all" substr($1, 4) "=" $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
-    "/proc/${TGTD_PID[$c]}/stat" /proc/stat
+    "/proc/${TGTD_PID[$c]}/stat" "/proc/${TGTD_PID[$c]}/io" /proc/stat
   [[ $c == rbio ]] && cat "${STATS[$c]}"
   true
 }
@@ -259,7 +265,7 @@ write_sampler() {
   chmod +x "$SAMPLER"
 }
 
-printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\tguest_cpu_us_per_io\tguest_busy_pct\tbusiest_vcpu_pct\n' > "$RAW"
+printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\tguest_cpu_us_per_io\tguest_busy_pct\tbusiest_vcpu_pct\ttgtd_rw_syscalls_per_io\n' > "$RAW"
 declare -A BS=()
 for w in "${WORKLOADS[@]}"; do read -r name _ bs _ <<< "$w"; BS[$name]=$bs; done
 # record_point ROUND WORKLOAD CONFIG INITIATOR IOS MS PRE POST [FIELD...]:
@@ -289,9 +295,10 @@ record_point() {
       for (k in d) if (k ~ /^guest_busy[0-9]+$/) {
         n = substr(k, 11); if (d["guest_all" n] > 0 && 100 * d[k] / d["guest_all" n] > top) top = 100 * d[k] / d["guest_all" n] }
       gtop = top < 0 ? "-" : sprintf("%.0f", top)
+      sys = ios == 0 ? "-" : sprintf("%.2f", d["tgtd_rw_syscalls"] / ios)
       gsub(/ /, "\t", own)
-      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
-             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own, gcpu, gbusy, gtop
+      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
+             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own, gcpu, gbusy, gtop, sys
     }' "$pre" "$post" >> "$RAW"
 }
 
@@ -404,16 +411,17 @@ target_table() {
 cpu_table() {
   awk -F'\t' -v order="$order" -v ini="$1" "$MEDIAN_AWK"'
   NR > 1 && $4 == ini && $20 != "-" {
-           k = $2 SUBSEP $3; g[k] = g[k] " " $20; busy[k] = busy[k] " " $21; top[k] = top[k] " " $22
+           k = $2 SUBSEP $3; g[k] = g[k] " " $20; busy[k] = busy[k] " " $21; top[k] = top[k] " " $22; sys[k] = sys[k] " " $23
            if ($3 == "stock" && $20 > $8) { share[$2] = share[$2] " " $8 / $20; ceil[$2] = ceil[$2] " " $20 / ($20 - $8) } }
   END {
-    print "| workload | guest CPU us/IO stock | rbio | guest busy % stock | rbio | busiest vCPU % stock | rbio | stock tgtd share | ceiling (tgtd free) |"
-    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+    print "| workload | guest CPU us/IO stock | rbio | guest busy % stock | rbio | busiest vCPU % stock | rbio | tgtd syscalls/IO stock | rbio | stock tgtd share | ceiling (tgtd free) |"
+    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
     n = split(order, ws, "\n")
     for (i = 1; i <= n; i++) {
       w = ws[i]
-      printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2fx |\n", w, median(g[w, "stock"]), median(g[w, "rbio"]),
+      printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2fx |\n", w, median(g[w, "stock"]), median(g[w, "rbio"]),
         median(busy[w, "stock"]), median(busy[w, "rbio"]), median(top[w, "stock"]), median(top[w, "rbio"]),
+        median(sys[w, "stock"]), median(sys[w, "rbio"]),
         median(share[w]), median(ceil[w])
     }
   }' "$RAW"
