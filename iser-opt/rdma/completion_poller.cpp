@@ -32,20 +32,23 @@ CompletionPoller::~CompletionPoller() {
     if (cq_ && unacked_ > 0) ibv_ack_cq_events(cq_.get(), unacked_);
 }
 
+// An armed CQ raises one event and is then disarmed, and arm() does nothing
+// while armed_: so the channel holds at most one event, and only while
+// armed_. One read() takes it; a loop until EAGAIN would cost a second,
+// failing read() per wake-up, and a pass run without the fd being readable
+// would pay one for nothing.
 bool CompletionPoller::on_channel_event() {
-    bool got = false;
+    if (!armed_) return false;
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
-    while (ibv_get_cq_event(channel_.get(), &cq, &ctx) == 0) {
-        got = true;
-        armed_ = false;
-        counters_[Counter::ChannelWakeups] += 1;
-        if (++unacked_ >= kAckEvery) {
-            ibv_ack_cq_events(cq_.get(), unacked_);
-            unacked_ = 0;
-        }
+    if (ibv_get_cq_event(channel_.get(), &cq, &ctx) != 0) return false;
+    armed_ = false;
+    counters_[Counter::ChannelWakeups] += 1;
+    if (++unacked_ >= kAckEvery) {
+        ibv_ack_cq_events(cq_.get(), unacked_);
+        unacked_ = 0;
     }
-    return got;
+    return true;
 }
 
 int CompletionPoller::poll_once() {

@@ -79,8 +79,9 @@ public:
     ibv_cq* cq() const { return cq_.get(); }
     int fd() const { return channel_->fd; }
 
-    // The channel fd was readable: takes its events (acknowledged in bulk).
-    // False when there was none (a spurious wake-up).
+    // The channel fd was readable: takes its event (acknowledged in bulk)
+    // with one read(), none when not armed. False when there was none (a
+    // spurious wake-up, or a pass run without one).
     bool on_channel_event();
 
     // Polls until the CQ is empty; `handle(const ibv_wc&)` runs per
