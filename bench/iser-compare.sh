@@ -231,15 +231,19 @@ cat "$RESULTS/header.md"; echo
 # threads): rxe's verbs (post send, arm a CQ) are write()s on the uverbs
 # fd, completion-channel and eventfd wake-ups are read()s, and each one
 # under TCG is costly, so what batching saves shows up there.
-sample() {  # sample CONFIG
-  local c=$1
-  [[ $c == rbio ]] && sleep 1.2
+# The statistics file's wait comes before the pre sample and after the
+# post one's /proc readings, so that the guest's busy share covers the
+# point and not an idle second.
+sample() {  # sample CONFIG pre|post
+  local c=$1 when=$2
+  [[ $c == rbio && $when == pre ]] && sleep 1.2
   awk 'FILENAME ~ /stat$/ && FNR == NR { print "cpu=" $14 + $15; next }
        $1 == "syscr:" || $1 == "syscw:" { rw += $2 }
        $1 == "syscw:" { print "tgtd_rw_syscalls=" rw }
        /^cpu/ { print "guest_busy" substr($1, 4) "=" $2 + $3 + $4 + $7 + $8 + $9
                 print "guest_all" substr($1, 4) "=" $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
     "/proc/${TGTD_PID[$c]}/stat" "/proc/${TGTD_PID[$c]}/io" /proc/stat
+  [[ $c == rbio && $when == post ]] && sleep 1.2
   [[ $c == rbio ]] && cat "${STATS[$c]}"
   true
 }
@@ -251,7 +255,7 @@ jobs_for() {  # jobs_for CONFIG: its fio job file on stdout
   for w in "${WORKLOADS[@]}"; do
     read -r name rw bs qd <<< "$w"
     printf '\n[%s@%s]\nfilename=%s\nrw=%s\nbs=%s\niodepth=%s\n' "$name" "$c" "${DEV[$c]}" "$rw" "$bs" "$qd"
-    printf 'exec_prerun=%s\nexec_postrun=%s\n' "$SAMPLER $c" "$SAMPLER $c"
+    printf 'exec_prerun=%s\nexec_postrun=%s\n' "$SAMPLER $c pre" "$SAMPLER $c post"
   done
 }
 SAMPLER="$WORK/sample.sh"
@@ -260,7 +264,7 @@ write_sampler() {
     echo '#!/bin/bash'
     declare -p TGTD_PID STATS
     declare -f sample
-    echo 'sample "$1"'
+    echo 'sample "$1" "$2"'
   } > "$SAMPLER"
   chmod +x "$SAMPLER"
 }
@@ -345,12 +349,12 @@ run_rbio() {
   for w in "${WORKLOADS[@]}"; do
     read -r name rw bs qd <<< "$w"
     out="$BENCH_OUT/round$r-$name@$c"
-    sample "$c" > "$out.pre"
+    sample "$c" pre > "$out.pre"
     timeout $(( SECONDS_PER + 120 )) "$RBIO" bench --transport iser -T "${IQN[$c]}" -p "$PORTAL" --lun 1 \
       --initiator-name "$RBIO_IQN" --rw "$rw" --bs "$bs" --iodepth "$qd" --time "$SECONDS_PER" \
       > "$out.out" 2> "$out.err" \
       || { cat "$out.out" >&2; tail -5 "$out.err" >&2; die "rbio bench $name failed in round $r on $c"; }
-    sample "$c" > "$out.post"
+    sample "$c" post > "$out.post"
     own=()
     for k in "${RBIO_FIELDS[@]}"; do v=$(bench_field "$out.out" "$k"); own+=("${v:--}"); done
     record_point "$r" "$name" "$c" rbio "$(bench_field "$out.out" ios)" \
