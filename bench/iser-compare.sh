@@ -5,16 +5,16 @@
 # rbio's userspace one (`rbio bench --transport iser`).
 #
 #   bench/iser-compare.sh [--rounds R] [--seconds S] [--size-mb N]
-#                         [--bstype rdwr|rbio] [--initiators LIST]
+#                         [--bstype B|S,R] [--initiators LIST]
 #                         [--mtu N] [--quick] [--out DIR]
 #
 #   --rounds R    interleaved rounds; the tables give medians (default 3)
 #   --seconds S   seconds per point (default 6)
 #   --size-mb N   size of each tmpfs backing file (default 256)
-#   --bstype B    backing store of both targets (default rdwr, so that only
-#                 the transport differs; rbio's store does small tmpfs I/O
-#                 inline in tgtd's one thread, which under TCG costs more
-#                 than rdwr's 16 threads)
+#   --bstype B|S,R  backing store of both targets, or of stock's and of
+#                 rbio's (default rdwr, so that only the transport differs;
+#                 rdwr,rbio compares the whole stacks: stock tgt as it ships
+#                 against rbio's transport over its io_uring store)
 #   --initiators LIST  comma-separated, from kernel and rbio (default
 #                 kernel,rbio): which initiators run the workloads
 #   --mtu N       the veth pair's MTU under rxe (default: the veth's 1500,
@@ -89,7 +89,12 @@ while (( $# )); do
   esac
 done
 if (( QUICK )); then ROUNDS=1 SECONDS_PER=3; fi
-[[ $BS_ALL == rdwr || $BS_ALL == rbio ]] || die "--bstype takes rdwr or rbio (got '$BS_ALL')"
+IFS=, read -r BS_STOCK BS_RBIO extra <<< "$BS_ALL"
+BS_RBIO=${BS_RBIO:-$BS_STOCK}
+for b in "$BS_STOCK" "$BS_RBIO"; do
+  [[ -z $extra && ( $b == rdwr || $b == rbio ) ]] \
+    || die "--bstype takes rdwr or rbio, or two of them as STOCK,RBIO (got '$BS_ALL')"
+done
 IFS=, read -ra INITIATORS <<< "$INITIATOR_LIST"
 (( ${#INITIATORS[@]} )) || die "--initiators takes kernel, rbio or kernel,rbio"
 declare -A WANT=()
@@ -131,7 +136,7 @@ VM_CLEANUP_HOOKS+=('iscsiadm -m node --logoutall=all >/dev/null 2>&1')
 T0=$EPOCHREALTIME
 CONFIGS=(stock rbio)
 declare -A CTLPORT=([stock]=5701 [rbio]=5702)
-declare -A TCP_PORT=([stock]=3271 [rbio]=3272) BSTYPE=([stock]=$BS_ALL [rbio]=$BS_ALL)
+declare -A TCP_PORT=([stock]=3271 [rbio]=3272) BSTYPE=([stock]=$BS_STOCK [rbio]=$BS_RBIO)
 declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_ISER=off" [rbio]="RBIO_ISER=on")
 declare -A IQN=() DEV=() TGTD_PID=() STATS=()
 for c in "${CONFIGS[@]}"; do IQN[$c]=iqn.2026-11.io.rbio:iser-$c; done
@@ -216,7 +221,7 @@ VM_CLEANUP_HOOKS+=('for c in stock rbio; do "$SANDBOX" stop "$WORK/tgtd-$c" 2>/d
   [[ -n ${WANT[kernel]:-} ]] && echo "kernel initiator: ib_iser, fio $(fio --version), libaio, direct=1;"
   [[ -n ${WANT[rbio]:-} ]] && echo "rbio initiator: \`rbio bench --transport iser\`, one session per point;"
   echo "${ROUNDS} round(s) of ${SECONDS_PER} s per point, medians;"
-  echo "each target: a ${SIZE_MB} MiB fallocated tmpfs file, bs $BS_ALL; stock: tgt's iSER driver, rbio: rbio's iSER transport;"
+  echo "each target: a ${SIZE_MB} MiB fallocated tmpfs file; backing store: stock bs $BS_STOCK, rbio bs $BS_RBIO; stock: tgt's iSER driver, rbio: rbio's iSER transport;"
   echo "the two tgtds take turns on port 3260 (one session at a time)."
 } > "$RESULTS/header.md"
 cat "$RESULTS/header.md"; echo
