@@ -94,12 +94,31 @@ IserConnection::Resolved IserConnection::resolve(const Portal& portal, std::chro
     return r;
 }
 
+void IserConnection::restrict_offer(LoginOffer& offer) {
+    offer.rdma_extensions = true;
+    offer.initial_r2t = true;
+    offer.header_digest = offer.data_digest = DigestPolicy::None;
+    offer.initiator_recv_data_segment_length = kRecvDataMax;
+    offer.target_recv_data_segment_length = kRecvDataMax;
+}
+
+void IserConnection::check_buffer(std::span<const uint8_t> buffer, const std::vector<std::span<uint8_t>>& regions) {
+    if (buffer.size() <= kBounceSlotBytes || std::any_of(regions.begin(), regions.end(), [&](std::span<uint8_t> r) {
+            return buffer.data() >= r.data() && buffer.data() + buffer.size() <= r.data() + r.size();
+        }))
+        return;
+    throw std::invalid_argument("SCSI command over iSER: a buffer of " + std::to_string(buffer.size()) +
+                                " bytes outside SessionOptions::iser_regions (at most " +
+                                std::to_string(kBounceSlotBytes) + " bytes go through a bounce slot)");
+}
+
 std::unique_ptr<IserConnection> IserConnection::connect(const Portal& portal, std::chrono::milliseconds timeout,
                                                         const std::vector<std::span<uint8_t>>& regions,
-                                                        iser::ConnectionCounters& counters) {
+                                                        iser::ConnectionCounters& counters,
+                                                        ConnectionEvents& events) {
     try {
         return std::unique_ptr<IserConnection>(
-            new IserConnection(resolve(portal, timeout), portal, timeout, regions, counters));
+            new IserConnection(resolve(portal, timeout), portal, timeout, regions, counters, events));
     } catch (const RdmaError& e) {
         unreachable(portal, e.what());
     } catch (const std::invalid_argument& e) {
@@ -109,8 +128,11 @@ std::unique_ptr<IserConnection> IserConnection::connect(const Portal& portal, st
 
 IserConnection::IserConnection(Resolved r, const Portal& portal, std::chrono::milliseconds timeout,
                                const std::vector<std::span<uint8_t>>& regions,
-                               iser::ConnectionCounters& counters)
-    : channel_(std::move(r.channel)),
+                               iser::ConnectionCounters& counters, ConnectionEvents& events)
+    : portal_(portal.to_string()),
+      counters_(counters),
+      events_(events),
+      channel_(std::move(r.channel)),
       pd_(std::move(r.pd)),
       regions_(regions),
       bounce_(pd_.get(), kBounceSlotBytes, kBounceSlots, kAccess),
@@ -164,12 +186,6 @@ std::string IserConnection::poll_cm() {
     }
 }
 
-bool IserConnection::needs_bounce(std::span<uint8_t> buffer) const {
-    for (std::span<uint8_t> reg : regions_)
-        if (buffer.data() >= reg.data() && buffer.data() + buffer.size() <= reg.data() + reg.size()) return false;
-    return true;
-}
-
 bool IserConnection::place(std::span<uint8_t> buffer, bool write, Placement& out) {
     for (size_t i = 0; i < regions_.size(); ++i) {
         std::span<uint8_t> reg = regions_[i];
@@ -187,14 +203,88 @@ bool IserConnection::place(std::span<uint8_t> buffer, bool write, Placement& out
     return true;
 }
 
-void IserConnection::finish(const Placement& p, std::span<uint8_t> buffer, uint32_t bytes, bool read) {
-    if (p.slot == kNoSlot) return;
-    if (read && bytes) std::memcpy(buffer.data(), bounce_.data(p.slot), std::min<size_t>(bytes, buffer.size()));
-    bounce_.release(p.slot);
+void IserConnection::lost(const std::string& why) const {
+    fail(ErrorKind::ConnectionLost, "target " + portal_ + ": " + why);
 }
 
-void IserConnection::release(uint32_t slot) {
-    if (slot != kNoSlot) bounce_.release(slot);
+void IserConnection::send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, std::span<const uint8_t> ext,
+                              uint32_t) {
+    const std::span<const uint8_t> d = ext.empty() ? std::span<const uint8_t>(data) : ext;
+    if (d.size() > max_send_data_)
+        throw std::logic_error("initiator: iSER PDU data beyond TargetRecvDataSegmentLength");
+    if (!ep_.send_pdu(iser::IserHeader{}, bhs.bytes(), d, 0))
+        lost(std::string("iSER send queue full (") + iser::opcode_name(bhs.bytes()[0]) + ")");
+}
+
+bool IserConnection::send_command(const iser::Bhs& bhs, uint32_t, std::span<uint8_t> buffer, DataDirection dir,
+                                  uint32_t immediate, uint32_t& slot) {
+    const bool write = dir == DataDirection::Write;
+    const bool read = dir == DataDirection::Read;
+    // Immediate data travels in the command's SEND; the rest the target
+    // RDMA READs from the advertised buffer, past the immediate bytes (no
+    // unsolicited Data-Out: InitialR2T=Yes).
+    iser::IserHeader ih;
+    Placement where;
+    if ((read || write) && buffer.size() > immediate) {
+        if (!place(buffer, write, where)) return false;  // no bounce slot free
+        if (read) {
+            ih.read_stag_valid = true;
+            ih.read_stag = where.stag;
+            ih.read_va = where.va;
+        } else {
+            ih.write_stag_valid = true;
+            ih.write_stag = where.stag;
+            ih.write_va = where.va + immediate;
+        }
+    }
+    if (!ep_.send_pdu(ih, bhs.bytes(), buffer.first(immediate), 0)) {
+        release_slot(where.slot);
+        return false;
+    }
+    slot = where.slot;
+    return true;
+}
+
+void IserConnection::finish_command(uint32_t slot, std::span<uint8_t> buffer, uint32_t bytes, bool read) {
+    if (slot == kNoSlot) return;
+    if (read && bytes) std::memcpy(buffer.data(), bounce_.data(slot), std::min<size_t>(bytes, buffer.size()));
+    bounce_.release(slot);
+}
+
+void IserConnection::enter_full_feature(const NegotiatedParams& params) {
+    max_send_data_ = params.target_max_recv_data_segment_length;
+}
+
+bool IserConnection::wait_and_receive(int timeout_ms, int wake_fd, bool more) {
+    pollfd fds[3] = {{ep_.fd(), POLLIN, 0}, {channel_->fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int n = ::poll(fds, wake_fd >= 0 ? 3 : 2, timeout_ms);
+    if (n < 0) {
+        if (errno == EINTR) return false;
+        fail(ErrorKind::ConnectionLost, std::string("poll: ") + std::strerror(errno));
+    }
+    // Completions first: a response that arrived before a disconnect counts.
+    bool heard = false;
+    if (fds[0].revents || more) heard = receive();
+    if (fds[1].revents)
+        if (std::string why = poll_cm(); !why.empty()) lost(why);
+    return heard;
+}
+
+bool IserConnection::receive() {
+    const uint64_t before = counters_[iser::Counter::Completions];
+    const bool ok = ep_.run_pass([this](const iser::rdma::IserRx& rx) {
+        if (rx_error_) return;  // the session ends with the first error
+        try {
+            events_.on_pdu(iser::RxPdu{rx.bhs.bytes(), rx.ahs, rx.data});
+        } catch (...) {
+            // Not through the endpoint's pass: it must repost the receive
+            // and keep its queues consistent.
+            rx_error_ = std::current_exception();
+        }
+    });
+    if (rx_error_) std::rethrow_exception(std::exchange(rx_error_, nullptr));
+    if (!ok) lost("iSER: " + ep_.error());
+    return counters_[iser::Counter::Completions] != before;
 }
 
 }  // namespace rbio::initiator

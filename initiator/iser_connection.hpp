@@ -1,8 +1,8 @@
 #pragma once
-// The iSER connection of a session (RFC 7145): rdma_cm connection
-// management around iser-opt's IserEndpoint. Every PDU leaves as a SEND
-// ([iSER header][BHS][data]); a SCSI command advertises its buffer in the
-// iSER header (read STag/VA: the target RDMA WRITEs the data there; write
+// The iSER backend of Connection (connection.hpp, RFC 7145): rdma_cm
+// connection management around iser-opt's IserEndpoint. Every PDU leaves as
+// a SEND ([iSER header][BHS][data]); a SCSI command advertises its buffer in
+// the iSER header (read STag/VA: the target RDMA WRITEs the data there; write
 // STag/VA: the target RDMA READs it), so no Data-In, R2T or solicited
 // Data-Out PDU ever travels.
 //
@@ -13,20 +13,22 @@
 // Nothing is registered per I/O.
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "connection.hpp"
 #include "rbio/initiator/session.hpp"
 #include "rbio/iser/counters.hpp"
 #include "rbio/iser/rdma/iser_endpoint.hpp"
 
 namespace rbio::initiator {
 
-class IserConnection {
+class IserConnection final : public Connection {
 public:
-    static constexpr uint32_t kNoSlot = iser::rdma::RegisteredPool::kNone;
+    static_assert(kNoSlot == iser::rdma::RegisteredPool::kNone, "a command's slot is a bounce slot");
     // Largest command buffer a bounce slot takes; larger ones must be registered.
     static constexpr uint32_t kBounceSlotBytes = 256u << 10;
     static constexpr uint32_t kBounceSlots = 16;
@@ -34,19 +36,65 @@ public:
     // (InitiatorRecvDataSegmentLength), and that login requests carry at most.
     static constexpr uint32_t kRecvDataMax = 8192;
 
+    // What a session offers at login over iSER (RFC 7145):
+    // RDMAExtensions=Yes, no digests, no unsolicited Data-Out PDUs
+    // (InitialR2T=Yes), immediate data within TargetRecvDataSegmentLength.
+    static void restrict_offer(LoginOffer& offer);
+    // Throws std::invalid_argument for a command buffer that neither lies in
+    // one of `regions` nor fits a bounce slot. (Checked at submission, when
+    // there may be no connection yet.)
+    static void check_buffer(std::span<const uint8_t> buffer, const std::vector<std::span<uint8_t>>& regions);
+
     // Resolves the portal's address and route, creates the QP with its
     // receives posted, and connects with the iSER CM private data; the
     // regions are registered with the connection's protection domain.
+    // `counters` and `events` must outlive the connection.
     // Throws InitiatorError(Unreachable) naming the portal and the step.
     static std::unique_ptr<IserConnection> connect(const Portal& portal, std::chrono::milliseconds timeout,
                                                    const std::vector<std::span<uint8_t>>& regions,
-                                                   iser::ConnectionCounters& counters);
-    ~IserConnection();
+                                                   iser::ConnectionCounters& counters, ConnectionEvents& events);
+    ~IserConnection() override;
     IserConnection(const IserConnection&) = delete;
     IserConnection& operator=(const IserConnection&) = delete;
 
-    int completion_fd() const { return ep_.fd(); }
-    int cm_fd() const { return channel_->fd; }
+    // ---- Connection
+    bool rdma_data() const override { return true; }
+    // Copied into a registered send slot (at most kRecvDataMax bytes):
+    // nothing is held. A full send queue loses the connection.
+    void send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, std::span<const uint8_t> ext,
+                  uint32_t itt) override;
+    // Advertises the buffer in the iSER header (read STag/VA: the target
+    // RDMA WRITEs the data there; write STag/VA: it RDMA READs what the
+    // command's SEND does not carry). False when the send queue or the
+    // bounce slots are full.
+    bool send_command(const iser::Bhs& bhs, uint32_t itt, std::span<uint8_t> buffer, DataDirection dir,
+                      uint32_t immediate, uint32_t& slot) override;
+    void finish_command(uint32_t slot, std::span<uint8_t> buffer, uint32_t bytes, bool read) override;
+    void release_slot(uint32_t slot) override {
+        if (slot != kNoSlot) bounce_.release(slot);
+    }
+    // Keeps a few send slots for NOP-Out answers and task management.
+    bool room() const override { return ep_.has_room(8); }
+    void enter_full_feature(const NegotiatedParams& params) override;
+    // Posts what is queued; `quiet` (no command in flight): also releases
+    // what unsignalled sends still hold, as nothing else will.
+    bool flush(bool quiet) override {
+        ep_.flush();
+        if (quiet) ep_.cover_quiet_tail();
+        return false;
+    }
+    bool wait_and_receive(int timeout_ms, int wake_fd, bool more) override;
+
+private:
+    struct Resolved {
+        iser::rdma::EventChannelPtr channel;
+        iser::rdma::CmIdPtr id;
+        iser::rdma::PdPtr pd;
+    };
+    static Resolved resolve(const Portal& portal, std::chrono::milliseconds timeout);
+    IserConnection(Resolved r, const Portal& portal, std::chrono::milliseconds timeout,
+                   const std::vector<std::span<uint8_t>>& regions, iser::ConnectionCounters& counters,
+                   ConnectionEvents& events);
 
     // Where the target finds `buffer`: a registered region's rkey and the
     // buffer's address, or a bounce slot (slot != kNoSlot, data copied in
@@ -57,51 +105,26 @@ public:
         uint32_t slot = kNoSlot;
     };
     bool place(std::span<uint8_t> buffer, bool write, Placement& out);
-    // Copies a read's `bytes` out of its bounce slot (if any) and frees it.
-    void finish(const Placement& p, std::span<uint8_t> buffer, uint32_t bytes, bool read);
-    // Frees a bounce slot without copying (command re-sent or dropped).
-    void release(uint32_t slot);
-    bool needs_bounce(std::span<uint8_t> buffer) const;
-
-    // Queues a PDU (data copied into the send slot, at most kRecvDataMax
-    // bytes). False when the send queue or its slots are full.
-    bool send(const iser::IserHeader& ih, std::span<const uint8_t> bhs, std::span<const uint8_t> data) {
-        return ep_.send_pdu(ih, bhs, data, 0);
-    }
-    bool has_room(uint32_t pdus) const { return ep_.has_room(pdus); }
-    // Posts what is queued; `quiet` (no command in flight): also releases
-    // what unsignalled sends still hold, as nothing else will.
-    void flush(bool quiet) {
-        ep_.flush();
-        if (quiet) ep_.cover_quiet_tail();
-    }
-
-    // Handles every completion (handler(const IserRx&) per PDU received).
-    // False once the connection failed (error() says why).
-    template <class Handler>
-    bool run(Handler&& h) {
-        return ep_.run_pass(std::forward<Handler>(h));
-    }
-    const std::string& error() const { return ep_.error(); }
+    // Handles every completion; a PDU goes to events_.on_pdu. Returns true
+    // when anything completed.
+    bool receive();
     // Takes pending CM events; a non-empty string says why the connection ended.
     std::string poll_cm();
+    [[noreturn]] void lost(const std::string& why) const;
 
-private:
-    struct Resolved {
-        iser::rdma::EventChannelPtr channel;
-        iser::rdma::CmIdPtr id;
-        iser::rdma::PdPtr pd;
-    };
-    static Resolved resolve(const Portal& portal, std::chrono::milliseconds timeout);
-    IserConnection(Resolved r, const Portal& portal, std::chrono::milliseconds timeout,
-                   const std::vector<std::span<uint8_t>>& regions, iser::ConnectionCounters& counters);
-
+    const std::string portal_;
+    iser::ConnectionCounters& counters_;
+    ConnectionEvents& events_;
     iser::rdma::EventChannelPtr channel_;
     iser::rdma::PdPtr pd_;
     std::vector<iser::rdma::MrPtr> mrs_;  // the caller's regions
     std::vector<std::span<uint8_t>> regions_;
     iser::rdma::RegisteredPool bounce_;
     iser::rdma::IserEndpoint ep_;
+    // TargetRecvDataSegmentLength from the full feature phase on; login
+    // PDUs are only bounded by the send slots.
+    uint32_t max_send_data_ = UINT32_MAX;
+    std::exception_ptr rx_error_;  // thrown by a PDU handler inside a pass
     bool connected_ = false;
 };
 

@@ -5,7 +5,10 @@
 
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
+#include "iser_connection.hpp"
 #include "session_impl.hpp"
+#include "socket.hpp"
+#include "tcp_connection.hpp"
 
 namespace rbio::initiator {
 
@@ -89,21 +92,19 @@ void Session::Impl::connect_and_login(const Portal& start, std::chrono::millisec
     Portal p = start;
     for (int hop = 0;; ++hop) {
         portal_ = p;
-        if (options_.transport == Transport::Iser) {
-            iser_.reset();
-            iser_ = IserConnection::connect(p, connect_timeout, options_.iser_regions, counters_);
-        } else {
-            fd_ = connect_tcp(p, connect_timeout);
-            make_transport();
-        }
+        // The one place that picks the backend; the old connection goes first.
+        conn_.reset();
+        if (options_.transport == Transport::Iser)
+            conn_ = IserConnection::connect(p, connect_timeout, options_.iser_regions, counters_, events());
+        else
+            conn_ = std::make_unique<TcpConnection>(connect_tcp(p, connect_timeout), p, options_, counters_, events());
         tsih_ = 0;
         exp_stat_sn_ = 0;
         try {
             login();
             return;
         } catch (const LoginRedirect& r) {
-            fd_ = UniqueFd();
-            iser_.reset();
+            conn_.reset();
             RBIO_LOG(Info, "login to " << options_.target_name << " at " << p.to_string() << " redirected "
                                        << (r.permanent ? "permanently" : "temporarily") << " to "
                                        << r.to.to_string());

@@ -83,13 +83,10 @@ void Session::Impl::connection_failed(const InitiatorError& error) {
     const Clock::time_point now = Clock::now();
     // Dropping queued PDUs releases the buffers they point into: commands
     // that already have their status complete here.
-    tx_->cancel_all(-ECONNRESET);
-    outq_.clear();
+    // Slots (iSER bounce slots) go with the connection's registrations.
+    for (auto& [itt, t] : tasks_) t.slot = Connection::kNoSlot;
+    conn_.reset();
     dataout_.clear();
-    fd_ = UniqueFd();
-    // The bounce slots go with the connection's registrations.
-    for (auto& [itt, t] : tasks_) t.bounce = IserConnection::kNoSlot;
-    iser_.reset();
     full_feature_ = false;
     ping_itt_ = kNoTag;
     tmfs_.clear();  // the new session starts without them; their commands are re-sent
@@ -158,8 +155,7 @@ void Session::Impl::recover(Clock::time_point until) {
         // Any login failure may be the target still starting (no target or
         // account configured yet): keep trying until the replacement timeout.
         last_attempt_error_ = e.what();
-        fd_ = UniqueFd();
-        iser_.reset();
+        conn_.reset();
         full_feature_ = false;
         awaiting_.reset();
         captured_.reset();

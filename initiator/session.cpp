@@ -7,9 +7,11 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "iser_connection.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
 #include "session_impl.hpp"
+#include "tcp_connection.hpp"
 
 namespace rbio::initiator {
 
@@ -17,11 +19,6 @@ using iser::BhsView;
 using iser::Opcode;
 
 namespace {
-
-// PDUs and bytes queued at most before a pass stops producing Data-Out and
-// new commands; the TxQueue holds twice as many so NOP-Out answers always fit.
-constexpr size_t kPumpPdus = 2048;
-constexpr size_t kPumpBytes = 8u << 20;
 
 std::string hex32(uint32_t v) {
     char b[16];
@@ -39,18 +36,9 @@ uint64_t encode_lun(uint64_t lun) {
 }
 
 Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, bool reconnectable)
-    : options_(options), portal_(portal), home_portal_(std::move(portal)), fd_(std::move(fd)),
-      reconnectable_(reconnectable) {
-    if (options_.transport == Transport::Iser) {
-        // RFC 7145: RDMAExtensions=Yes; no digests; no unsolicited Data-Out
-        // PDUs (InitialR2T=Yes), immediate data within TargetRecvDataSegmentLength.
-        options_.offer.rdma_extensions = true;
-        options_.offer.initial_r2t = true;
-        options_.offer.header_digest = options_.offer.data_digest = DigestPolicy::None;
-        options_.offer.initiator_recv_data_segment_length = IserConnection::kRecvDataMax;
-        options_.offer.target_recv_data_segment_length = IserConnection::kRecvDataMax;
-    }
-    make_transport();
+    : options_(options), portal_(portal), home_portal_(std::move(portal)), reconnectable_(reconnectable) {
+    if (options_.transport == Transport::Iser) IserConnection::restrict_offer(options_.offer);
+    if (fd) conn_ = std::make_unique<TcpConnection>(std::move(fd), portal_, options_, counters_, events());
     uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
     // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
     isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)), uint8_t(r >> 32), uint8_t(r >> 24),
@@ -58,28 +46,9 @@ Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, b
     if (options_.isid) isid_ = *options_.isid;
 }
 
-void Session::Impl::make_transport() {
-    // Login PDUs carry at most 8192 bytes of data (RFC 7143 §6.1) unless we
-    // declared more; no digests until the full feature phase.
-    if (tx_) tx_->cancel_all(-ECONNRESET);
-    tx_.reset();
-    writer_ = std::make_unique<iser::SocketWriter>(fd_.get());
-    iser::RxConfig rc;
-    rc.capacity = options_.rx_buffer_bytes;
-    rc.sender = iser::PduSender::Target;
-    rc.limits.max_recv_data_segment_length =
-        std::max<uint32_t>(8192, options_.offer.max_recv_data_segment_length);
-    rc.direct_data_threshold = options_.direct_data_threshold;
-    rx_ = std::make_unique<iser::RxBuffer>(rc, counters_);
-    iser::TxConfig tc;
-    tc.max_queued_pdus = 2 * kPumpPdus + 64;
-    tx_ = std::make_unique<iser::TxQueue>(
-        tc, *writer_, [this](uint64_t, int status) { on_tx_complete(status); }, counters_);
-}
-
 Session::Impl::~Impl() {
-    // Queued PDUs point into tasks' buffers and outq_; drop them first.
-    if (tx_) tx_->cancel_all(-ECANCELED);
+    // Queued PDUs point into tasks' buffers; dropping them calls back into tasks_.
+    conn_.reset();
 }
 
 void Session::Impl::protocol_error(const std::string& what) {
@@ -87,14 +56,7 @@ void Session::Impl::protocol_error(const std::string& what) {
 }
 
 void Session::Impl::enter_full_feature() {
-    if (!iser_ && rx_->buffered() != 0)
-        protocol_error("bytes arrived after the final login response before any request");
-    iser::RxConfig rc = rx_->config();
-    rc.limits.max_recv_data_segment_length = params_.our_max_recv_data_segment_length;
-    rc.limits.header_digest = params_.header_digest;
-    rc.limits.data_digest = params_.data_digest;
-    rx_ = std::make_unique<iser::RxBuffer>(rc, counters_);
-    tx_->set_digests(params_.header_digest, params_.data_digest);
+    conn_->enter_full_feature(params_);
     full_feature_ = true;
     last_rx_ = Clock::now();
 }
@@ -103,50 +65,17 @@ void Session::Impl::enter_full_feature() {
 
 void Session::Impl::queue_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, uint32_t task_itt,
                               std::span<const uint8_t> ext) {
-    if (iser_) {
-        // Copied into a registered send slot: nothing to keep here.
-        std::span<const uint8_t> d = ext.empty() ? std::span<const uint8_t>(data) : ext;
-        if (d.size() > params_.target_max_recv_data_segment_length && full_feature_)
-            throw std::logic_error("initiator: iSER PDU data beyond TargetRecvDataSegmentLength");
-        if (!iser_->send(iser::IserHeader{}, bhs.bytes(), d))
-            fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() +
-                                                ": iSER send queue full (" + iser::opcode_name(bhs.bytes()[0]) + ")");
-        return;
-    }
-    OutPdu& out = outq_.emplace_back();
-    out.bhs = bhs;
-    out.data = std::move(data);
-    out.task_itt = ext.empty() ? kNoTag : task_itt;
-    if (out.task_itt != kNoTag) tasks_.at(task_itt).tx_refs++;
-    iser::TxPdu p{out.bhs.bytes(), ext.empty() ? std::span<const uint8_t>(out.data) : ext, 0};
-    switch (tx_->enqueue(p)) {
-    case iser::TxAccept::Queued: return;
-    case iser::TxAccept::Full:
-    case iser::TxAccept::Invalid:
-        outq_.pop_back();
-        throw std::logic_error("initiator: TxQueue refused a PDU (full or invalid)");
-    case iser::TxAccept::Failed:
-        outq_.pop_back();
-        fail(ErrorKind::ConnectionLost,
-             "target " + portal_.to_string() + ": send failed: " + tx_->error());
-    }
+    // Recovery between two connections: a request has nowhere to go.
+    if (!conn_) fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": not connected");
+    conn_->send_pdu(bhs, std::move(data), ext, task_itt);
 }
 
-void Session::Impl::on_tx_complete(int) {
-    // A failed status also shows as TxState::Failed, reported by pass().
-    uint32_t itt = outq_.front().task_itt;
-    outq_.pop_front();
-    if (itt != kNoTag) {
-        auto it = tasks_.find(itt);
-        if (it != tasks_.end() && --it->second.tx_refs == 0) finish_if_released(itt);
-    }
+void Session::Impl::buffer_released(uint32_t itt) {
+    auto it = tasks_.find(itt);
+    if (it != tasks_.end() && --it->second.tx_refs == 0) finish_if_released(itt);
 }
 
-bool Session::Impl::room() const {
-    // iSER: keep a few send slots for NOP-Out answers and task management.
-    if (iser_) return iser_->has_room(8);
-    return tx_->queued_pdus() < kPumpPdus && tx_->queued_bytes() < kPumpBytes;
-}
+bool Session::Impl::room() const { return conn_->room(); }
 
 void Session::Impl::pump() {
     // Commands waiting from before a reinstatement wait for its login.
@@ -156,19 +85,13 @@ void Session::Impl::pump() {
         if (dataout_.front().offset == dataout_.front().end) dataout_.pop_front();
     }
     while (!pending_.empty() && room() && sn_le(cmd_sn_, max_cmd_sn_)) {
-        uint32_t itt = pending_.front();
-        if (iser_) {
-            if (!start_iser_command(tasks_.at(itt))) break;
-            pending_.pop_front();
-            continue;
-        }
+        if (!start_command(tasks_.at(pending_.front()))) break;
         pending_.pop_front();
-        start_command(tasks_.at(itt));
     }
 }
 
 // The SCSI Command PDU of a task, with the next CmdSN (not consumed here:
-// over iSER the send may still be refused).
+// the connection may still refuse the send).
 iser::Bhs Session::Impl::command_bhs(const Task& t, uint8_t flags, uint32_t immediate, uint32_t edtl) const {
     const ScsiCommand& c = t.cmd;
     iser::Bhs b(Opcode::ScsiCommand);
@@ -183,11 +106,14 @@ iser::Bhs Session::Impl::command_bhs(const Task& t, uint8_t flags, uint32_t imme
     return b;
 }
 
-void Session::Impl::start_command(Task& t) {
+bool Session::Impl::start_command(Task& t) {
     const ScsiCommand& c = t.cmd;
     const NegotiatedParams& p = params_;
-    uint32_t edtl = uint32_t(c.buffer.size());
-    bool write = c.direction == DataDirection::Write;
+    const uint32_t edtl = uint32_t(c.buffer.size());
+    const bool write = c.direction == DataDirection::Write;
+    // Immediate data rides in the command PDU; the rest of the first burst
+    // follows as unsolicited Data-Out unless InitialR2T=Yes (always so over
+    // iSER, where the target fetches the rest with RDMA READ).
     uint32_t immediate = 0, unsolicited_end = 0;
     if (write) {
         uint32_t first_burst = std::min(edtl, p.first_burst_length);
@@ -200,59 +126,26 @@ void Session::Impl::start_command(Task& t) {
     if (write) flags |= 0x20;
     if (unsolicited_end == immediate) flags |= 0x80;  // no unsolicited Data-Out follows
     const iser::Bhs b = command_bhs(t, flags, immediate, edtl);
+    // Sent before the PDU is queued: queueing may write early, and a failed
+    // send must count against the command's retries.
     t.sent = true;
     t.cmd_sn = cmd_sn_++;
-    t.data_sent = unsolicited_end;
-    queue_pdu(b, {}, t.itt, std::span<const uint8_t>(c.buffer.data(), immediate));
-    if (unsolicited_end > immediate)
-        dataout_.push_back({t.itt, kNoTag, immediate, unsolicited_end, 0});
-    stats_.commands++;
-}
-
-bool Session::Impl::start_iser_command(Task& t) {
-    const ScsiCommand& c = t.cmd;
-    const NegotiatedParams& p = params_;
-    const uint32_t edtl = uint32_t(c.buffer.size());
-    const bool write = c.direction == DataDirection::Write;
-    const bool read = c.direction == DataDirection::Read;
-    // Immediate data travels in the command's SEND; the rest the target
-    // RDMA READs from the advertised buffer, past the immediate bytes (no
-    // unsolicited Data-Out: InitialR2T=Yes).
-    const uint32_t immediate =
-        write && p.immediate_data ? std::min({edtl, p.first_burst_length, p.target_max_recv_data_segment_length}) : 0;
-    iser::IserHeader ih;
-    IserConnection::Placement where;
-    if ((read || write) && edtl > immediate) {
-        if (!iser_->place(c.buffer, write, where)) return false;  // no bounce slot free
-        t.bounce = where.slot;
-        if (read) {
-            ih.read_stag_valid = true;
-            ih.read_stag = where.stag;
-            ih.read_va = where.va;
-        } else {
-            ih.write_stag_valid = true;
-            ih.write_stag = where.stag;
-            ih.write_va = where.va + immediate;
-        }
-    }
-    uint8_t flags = 0x81;  // F (no unsolicited Data-Out follows), ATTR simple
-    if (read) flags |= 0x40;
-    if (write) flags |= 0x20;
-    const iser::Bhs b = command_bhs(t, flags, immediate, edtl);
-    if (!iser_->send(ih, b.bytes(), std::span<const uint8_t>(c.buffer.data(), immediate))) {
-        release_bounce(t);
+    t.data_sent = write && conn_->rdma_data() ? edtl : unsolicited_end;
+    if (!conn_->send_command(b, t.itt, t.cmd.buffer, c.direction, immediate, t.slot)) {
+        --cmd_sn_;
+        t.sent = false;
+        t.data_sent = 0;
         return false;
     }
-    t.sent = true;
-    t.cmd_sn = cmd_sn_++;
-    t.data_sent = write ? edtl : 0;
+    if (unsolicited_end > immediate)
+        dataout_.push_back({t.itt, kNoTag, immediate, unsolicited_end, 0});
     stats_.commands++;
     return true;
 }
 
-void Session::Impl::release_bounce(Task& t) {
-    if (iser_) iser_->release(t.bounce);
-    t.bounce = IserConnection::kNoSlot;
+void Session::Impl::release_slot(Task& t) {
+    if (conn_) conn_->release_slot(t.slot);
+    t.slot = Connection::kNoSlot;
 }
 
 void Session::Impl::emit_data_out(DataOutWork& w) {
@@ -281,14 +174,8 @@ void Session::Impl::submit(ScsiCommand command) {
         throw std::invalid_argument("SCSI command: buffer beyond 4 GiB");
     if (command.direction == DataDirection::None && !command.buffer.empty())
         throw std::invalid_argument("SCSI command: a buffer without a data direction");
-    if (options_.transport == Transport::Iser && command.buffer.size() > IserConnection::kBounceSlotBytes &&
-        std::none_of(options_.iser_regions.begin(), options_.iser_regions.end(), [&](std::span<uint8_t> r) {
-            return command.buffer.data() >= r.data() &&
-                   command.buffer.data() + command.buffer.size() <= r.data() + r.size();
-        }))
-        throw std::invalid_argument("SCSI command over iSER: a buffer of " + std::to_string(command.buffer.size()) +
-                                    " bytes outside SessionOptions::iser_regions (at most " +
-                                    std::to_string(IserConnection::kBounceSlotBytes) + " bytes go through a bounce slot)");
+    // Checked here, not when it is sent: recovery may have no connection yet.
+    if (options_.transport == Transport::Iser) IserConnection::check_buffer(command.buffer, options_.iser_regions);
     uint32_t itt = allocate_itt();
     Task& t = tasks_[itt];
     t.itt = itt;
@@ -332,93 +219,16 @@ void Session::Impl::step(Clock::time_point wait_until, bool nowait) {
 
 void Session::Impl::pass(Clock::time_point wait_until, bool nowait) {
     pump();
-    if (iser_) {
-        iser_->flush(tasks_.empty());
-        bool more = !pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_) && room();
-        int timeout_ms = 0;
-        if (!nowait && !more) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
-            timeout_ms = int(std::clamp<int64_t>(left.count() + 1, 0, 60000));
-        }
-        pollfd fds[3] = {{iser_->completion_fd(), POLLIN, 0}, {iser_->cm_fd(), POLLIN, 0}, {options_.wake_fd, POLLIN, 0}};
-        int n = ::poll(fds, options_.wake_fd >= 0 ? 3 : 2, timeout_ms);
-        stats_.poll_calls++;
-        stats_.passes++;
-        if (n < 0) {
-            if (errno == EINTR) return;
-            fail(ErrorKind::ConnectionLost, std::string("poll: ") + std::strerror(errno));
-        }
-        // Completions first: a response that arrived before a disconnect counts.
-        if (fds[0].revents || more) receive_iser();
-        if (fds[1].revents)
-            if (std::string why = iser_->poll_cm(); !why.empty())
-                fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": " + why);
-        return;
-    }
-    iser::TxState s = tx_->flush();
-    if (s == iser::TxState::Failed)
-        fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": send failed: " + tx_->error());
-    bool more = !dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_));
+    const bool blocked = conn_->flush(tasks_.empty());
+    const bool more = (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_))) && room();
     int timeout_ms = 0;
-    if (!nowait && (!more || s == iser::TxState::Blocked)) {
+    if (!nowait && (!more || blocked)) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
         timeout_ms = int(std::clamp<int64_t>(left.count() + 1, 0, 60000));
     }
-    pollfd fds[2] = {{fd_.get(), short(POLLIN | (s == iser::TxState::Blocked ? POLLOUT : 0)), 0},
-                     {options_.wake_fd, POLLIN, 0}};
-    pollfd& pfd = fds[0];
-    int n = ::poll(fds, options_.wake_fd >= 0 ? 2 : 1, timeout_ms);
     stats_.poll_calls++;
     stats_.passes++;
-    if (n < 0) {
-        if (errno == EINTR) return;
-        fail(ErrorKind::ConnectionLost, std::string("poll: ") + std::strerror(errno));
-    }
-    if (n == 0) return;
-    if (pfd.revents & POLLOUT) {
-        if (tx_->on_writable() == iser::TxState::Failed)
-            fail(ErrorKind::ConnectionLost,
-                 "target " + portal_.to_string() + ": send failed: " + tx_->error());
-    }
-    if (pfd.revents & (POLLIN | POLLERR | POLLHUP)) receive();
-}
-
-void Session::Impl::receive() {
-    ssize_t n = iser::receive_into(fd_.get(), *rx_);
-    if (n == -EAGAIN || n == -EINTR) return;
-    if (n == 0)
-        fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " closed the connection" +
-                                            (rx_->mid_pdu() ? " in the middle of a PDU" : ""));
-    if (n < 0)
-        fail(ErrorKind::ConnectionLost,
-             "target " + portal_.to_string() + ": receive: " + std::strerror(int(-n)));
-    last_rx_ = Clock::now();
-    for (;;) {
-        iser::RxResult r = rx_->next();
-        switch (r.status) {
-        case iser::RxStatus::Pdu:
-            dispatch(r.pdu);
-            break;
-        case iser::RxStatus::NeedDestination: place(r.pdu); break;
-        case iser::RxStatus::NeedMore: return;
-        case iser::RxStatus::Failed: protocol_error(rx_->error().message);
-        }
-    }
-}
-
-void Session::Impl::receive_iser() {
-    const uint64_t before = counters_[iser::Counter::Completions];
-    const bool ok = iser_->run([this](const iser::rdma::IserRx& rx) {
-        if (rx_error_) return;  // the session ends with the first error
-        try {
-            dispatch(iser::RxPdu{rx.bhs.bytes(), rx.ahs, rx.data});
-        } catch (...) {
-            rx_error_ = std::current_exception();
-        }
-    });
-    if (rx_error_) std::rethrow_exception(std::exchange(rx_error_, nullptr));
-    if (!ok) fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + ": iSER: " + iser_->error());
-    if (counters_[iser::Counter::Completions] != before) last_rx_ = Clock::now();
+    if (conn_->wait_and_receive(timeout_ms, options_.wake_fd, more)) last_rx_ = Clock::now();
 }
 
 void Session::Impl::check_deadlines() {
@@ -477,24 +287,19 @@ void Session::Impl::check_stat_sn(BhsView h, const char* what) {
     exp_stat_sn_++;
 }
 
-void Session::Impl::place(const iser::RxPdu& pdu) {
+std::span<uint8_t> Session::Impl::data_destination(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
+    if (h.opcode() != Opcode::DataIn) return {};
     uint32_t len = h.data_segment_length();
-    if (h.opcode() == Opcode::DataIn) {
-        Task& t = task_for(h, "Data-In");
-        uint64_t off = h.buffer_offset();
-        if (t.cmd.direction != DataDirection::Read || off != t.received ||
-            off + len > t.cmd.buffer.size())
-            protocol_error("Data-In for ITT " + hex32(t.itt) + " at offset " + std::to_string(off) +
-                           " with " + std::to_string(len) + " bytes does not fit the command (" +
-                           std::to_string(t.cmd.buffer.size()) + " bytes, " +
-                           std::to_string(t.received) + " received)");
-        rx_->set_data_destination(t.cmd.buffer.subspan(off, len));
-        stats_.data_direct_bytes += len;
-        return;
-    }
-    scratch_.resize(len);
-    rx_->set_data_destination(scratch_);
+    Task& t = task_for(h, "Data-In");
+    uint64_t off = h.buffer_offset();
+    if (t.cmd.direction != DataDirection::Read || off != t.received || off + len > t.cmd.buffer.size())
+        protocol_error("Data-In for ITT " + hex32(t.itt) + " at offset " + std::to_string(off) + " with " +
+                       std::to_string(len) + " bytes does not fit the command (" +
+                       std::to_string(t.cmd.buffer.size()) + " bytes, " + std::to_string(t.received) +
+                       " received)");
+    stats_.data_direct_bytes += len;
+    return t.cmd.buffer.subspan(off, len);
 }
 
 void Session::Impl::dispatch(const iser::RxPdu& pdu) {
@@ -561,13 +366,11 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
     if (o.underflow && o.residual > edtl)
         protocol_error("SCSI Response: residual " + std::to_string(o.residual) +
                        " beyond the expected " + std::to_string(edtl) + " bytes");
-    if (iser_) {
+    if (conn_->rdma_data()) {
         // The target RDMA WROTE the read data before this SEND (RC ordering).
         if (t.cmd.direction == DataDirection::Read) t.received = edtl - (o.underflow ? o.residual : 0);
-        IserConnection::Placement where;
-        where.slot = t.bounce;
-        iser_->finish(where, t.cmd.buffer, t.received, t.cmd.direction == DataDirection::Read);
-        t.bounce = IserConnection::kNoSlot;
+        conn_->finish_command(t.slot, t.cmd.buffer, t.received, t.cmd.direction == DataDirection::Read);
+        t.slot = Connection::kNoSlot;
     }
     if (t.cmd.direction == DataDirection::Read) {
         if (o.good() && t.received != edtl - (o.underflow ? o.residual : 0))
@@ -583,7 +386,7 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
 
 void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
-    if (iser_) protocol_error("Data-In PDU over iSER (RFC 7145: read data comes as RDMA WRITE)");
+    if (conn_->rdma_data()) protocol_error("Data-In PDU over iSER (RFC 7145: read data comes as RDMA WRITE)");
     Task& t = task_for(h, "Data-In");
     uint32_t len = uint32_t(pdu.data.size());
     uint64_t off = h.buffer_offset();
@@ -626,7 +429,7 @@ void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
 
 void Session::Impl::handle_r2t(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
-    if (iser_) protocol_error("R2T PDU over iSER (RFC 7145: the target RDMA READs write data)");
+    if (conn_->rdma_data()) protocol_error("R2T PDU over iSER (RFC 7145: the target RDMA READs write data)");
     Task& t = task_for(h, "R2T");
     if (t.cmd.direction != DataDirection::Write)
         protocol_error("R2T for ITT " + hex32(t.itt) + ", which is not a write");

@@ -9,14 +9,13 @@
 #include <optional>
 #include <unordered_map>
 
+#include "connection.hpp"
+#include "rbio/common/unique_fd.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/session.hpp"
-#include "iser_connection.hpp"
+#include "rbio/iser/counters.hpp"
 #include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rx_buffer.hpp"
-#include "rbio/iser/socket_io.hpp"
-#include "rbio/iser/tx_queue.hpp"
-#include "socket.hpp"
 
 namespace rbio::initiator {
 
@@ -31,9 +30,10 @@ inline bool sn_le(uint32_t a, uint32_t b) { return !sn_gt(a, b); }
 // SAM single-level LUN: peripheral addressing below 256, flat space beyond.
 uint64_t encode_lun(uint64_t lun);
 
-class Session::Impl {
+class Session::Impl : private ConnectionEvents {
 public:
-    // `reconnectable`: the Session made the connection itself and may make
+    // `fd`: a connected TCP socket to log in over, or none (connect_and_login
+    // makes the connection). `reconnectable`: the Session made the connection itself and may make
     // another one for recovery.
     Impl(UniqueFd fd, const SessionOptions& options, Portal portal, bool reconnectable);
     ~Impl();
@@ -43,7 +43,7 @@ public:
     // (status class 1, RFC 7143 §11.13.5) for a few hops; a permanent
     // redirect also moves the portal recovery reconnects to.
     void connect_and_login(const Portal& start, std::chrono::milliseconds connect_timeout);
-    // Logs in over fd_. A redirect throws LoginRedirect.
+    // Logs in over conn_. A redirect throws LoginRedirect.
     void login();
     // What login() throws for a redirect; connect_and_login follows it.
     struct LoginRedirect {
@@ -67,14 +67,6 @@ public:
     TmfResponse lun_reset(uint64_t lun, std::chrono::milliseconds timeout);
 
 private:
-    // A PDU handed to the TxQueue: its header (and owned data) live here
-    // until its completion runs. Completions run in queue order, so the
-    // oldest entry of outq_ belongs to the next completion.
-    struct OutPdu {
-        iser::Bhs bhs;
-        std::vector<uint8_t> data;
-        uint32_t task_itt = kNoTag;  // the task whose buffer `data` of the PDU points into
-    };
     // Command lifecycle: Pending (waits for the CmdSN window) -> Sent ->
     // (Data-In / R2T-driven Data-Out) -> Completed once its status arrived;
     // Finished (done runs, task removed) when no queued PDU still points
@@ -88,12 +80,12 @@ private:
         uint32_t data_sent = 0;      // Data-Out bytes (immediate, unsolicited, solicited)
         uint32_t exp_data_sn = 0;    // next Data-In DataSN
         uint32_t exp_r2t_sn = 0;     // next R2TSN
-        uint32_t tx_refs = 0;        // queued PDUs pointing into cmd.buffer
+        uint32_t tx_refs = 0;        // PDUs the connection holds that point into cmd.buffer
         uint64_t order = 0;          // submission order: retries keep it
         unsigned resends = 0;        // times re-sent (reinstatement, abort, LU reset)
         uint32_t cmd_sn = 0;         // its CmdSN once sent (ABORT TASK's RefCmdSN)
         bool aborting = false;       // an ABORT TASK or LU reset covers it
-        uint32_t bounce = IserConnection::kNoSlot;  // iSER: its bounce slot, if any
+        uint32_t slot = Connection::kNoSlot;  // its connection resource (iSER bounce slot), if any
         std::optional<ScsiOutcome> outcome;
         // Back to "not sent" for a re-send: the target no longer holds it.
         void restart() {
@@ -123,22 +115,24 @@ private:
     // Queues one PDU; `ext` (if not empty) is data in a task's buffer.
     void queue_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, uint32_t task_itt,
                    std::span<const uint8_t> ext = {});
-    void on_tx_complete(int status);
+    // ---- ConnectionEvents
+    void on_pdu(const iser::RxPdu& pdu) override { dispatch(pdu); }
+    std::span<uint8_t> data_destination(const iser::RxPdu& pdu) override;
+    void buffer_held(uint32_t itt) override { tasks_.at(itt).tx_refs++; }
+    void buffer_released(uint32_t itt) override;
+    // The base is private: the connection gets it from here.
+    ConnectionEvents& events() { return *this; }
     void pass(Clock::time_point wait_until, bool nowait = false);
     // pass + deadlines + pings; a failure recovery can handle starts it.
     void step(Clock::time_point wait_until, bool nowait);
     void pump();
     bool room() const;
     iser::Bhs command_bhs(const Task& t, uint8_t flags, uint32_t immediate, uint32_t edtl) const;
-    void start_command(Task& t);
-    // iSER: sends the command with its buffer advertised; false (nothing
-    // sent) when the send queue or the bounce slots are full.
-    bool start_iser_command(Task& t);
-    void receive_iser();
-    void release_bounce(Task& t);
+    // Sends the command; false (nothing sent) when the connection has no
+    // room for it right now.
+    bool start_command(Task& t);
+    void release_slot(Task& t);
     void emit_data_out(DataOutWork& w);
-    void receive();
-    void place(const iser::RxPdu& pdu);
     void dispatch(const iser::RxPdu& pdu);
     void handle_scsi_response(const iser::RxPdu& pdu);
     void handle_data_in(const iser::RxPdu& pdu);
@@ -152,10 +146,8 @@ private:
     void finish_if_released(uint32_t itt);
     void check_deadlines();
     uint32_t allocate_itt();
-    // After login: RxBuffer with the session's limits and digests.
+    // After login: the connection takes the session's limits and digests.
     void enter_full_feature();
-    // Receive buffer and send queue for a fresh connection on fd_ (login limits, no digests).
-    void make_transport();
 
     // ---- task_mgmt.cpp
     // An outstanding task management request; `done` gets the response code.
@@ -196,16 +188,11 @@ private:
     SessionOptions options_;
     Portal portal_;       // the portal of the current connection
     Portal home_portal_;  // where recovery reconnects: the first one, or a permanent redirect's
-    UniqueFd fd_;
     iser::ConnectionCounters counters_;
-    std::unique_ptr<iser::SocketWriter> writer_;  // writes to fd_; replaced with it
-    std::deque<OutPdu> outq_;  // before tx_: destroyed after it
-    std::unique_ptr<iser::RxBuffer> rx_;
-    std::unique_ptr<iser::TxQueue> tx_;
-    std::vector<uint8_t> scratch_;  // direct path for non-Data-In PDUs
-    // iSER instead of fd_/rx_/tx_ (which stay idle) when options_.transport is Iser.
-    std::unique_ptr<IserConnection> iser_;
-    std::exception_ptr rx_error_;  // thrown by a PDU handler inside an iSER pass
+    // The current connection (TCP or iSER, by options_.transport); none
+    // while recovery has not made a new one. Reset explicitly in ~Impl: it
+    // calls back into tasks_.
+    std::unique_ptr<Connection> conn_;
 
     NegotiatedParams params_;
     bool full_feature_ = false;

@@ -98,7 +98,7 @@ void Session::Impl::resend(Task& t) {
                                      " (opcode " + std::to_string(t.cmd.cdb[0]) + ") failed " +
                                      std::to_string(t.resends) + " times");
     std::erase_if(dataout_, [&](const DataOutWork& w) { return w.itt == t.itt; });
-    release_bounce(t);
+    release_slot(t);
     t.restart();
     t.deadline = Clock::now() + t.cmd.timeout;
     // The target ended the task and will not answer for this ITT again,
