@@ -38,6 +38,13 @@ public:
     // go, or an empty span when the session has no place for them (the
     // connection keeps them in a buffer of its own until on_pdu).
     virtual std::span<uint8_t> data_destination(const iser::RxPdu& pdu) = 0;
+    // The PDUs received so far are handled and the connection is about to
+    // send: queue what they made ready (commands their completions
+    // submitted, Data-Out) so that it leaves with the same post. True when
+    // anything was queued. (iSER calls it while it reaps, before the pass's
+    // one post; TCP does not: what the completions made ready leaves with
+    // the next pass's one sendmsg anyway.)
+    virtual bool fill_send_queue() = 0;
     // The connection took a reference into task `itt`'s buffer (a PDU whose
     // data it sends in place, without copying) / dropped it again (sent, or
     // cancelled). A task finishes only when no reference is left.

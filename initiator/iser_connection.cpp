@@ -272,16 +272,26 @@ bool IserConnection::wait_and_receive(int timeout_ms, int wake_fd, bool more) {
 
 bool IserConnection::receive() {
     const uint64_t before = counters_[iser::Counter::Completions];
-    const bool ok = ep_.run_pass([this](const iser::rdma::IserRx& rx) {
-        if (rx_error_) return;  // the session ends with the first error
-        try {
-            events_.on_pdu(iser::RxPdu{rx.bhs.bytes(), rx.ahs, rx.data});
-        } catch (...) {
-            // Not through the endpoint's pass: it must repost the receive
-            // and keep its queues consistent.
-            rx_error_ = std::current_exception();
-        }
-    });
+    // Neither may throw through the endpoint's pass: it must repost the
+    // receive and keep its queues consistent.
+    const bool ok = ep_.run_pass(
+        [this](const iser::rdma::IserRx& rx) {
+            if (rx_error_) return;  // the session ends with the first error
+            try {
+                events_.on_pdu(iser::RxPdu{rx.bhs.bytes(), rx.ahs, rx.data});
+            } catch (...) {
+                rx_error_ = std::current_exception();
+            }
+        },
+        [this] {
+            if (rx_error_) return false;
+            try {
+                return events_.fill_send_queue();
+            } catch (...) {
+                rx_error_ = std::current_exception();
+                return false;
+            }
+        });
     if (rx_error_) std::rethrow_exception(std::exchange(rx_error_, nullptr));
     if (!ok) lost("iSER: " + ep_.error());
     return counters_[iser::Counter::Completions] != before;

@@ -77,17 +77,21 @@ void Session::Impl::buffer_released(uint32_t itt) {
 
 bool Session::Impl::room() const { return conn_->room(); }
 
-void Session::Impl::pump() {
+bool Session::Impl::pump() {
     // Commands waiting from before a reinstatement wait for its login.
-    if (!full_feature_) return;
+    if (!full_feature_) return false;
+    bool queued = false;
     while (!dataout_.empty() && room()) {
         emit_data_out(dataout_.front());
         if (dataout_.front().offset == dataout_.front().end) dataout_.pop_front();
+        queued = true;
     }
     while (!pending_.empty() && room() && sn_le(cmd_sn_, max_cmd_sn_)) {
         if (!start_command(tasks_.at(pending_.front()))) break;
         pending_.pop_front();
+        queued = true;
     }
+    return queued;
 }
 
 // The SCSI Command PDU of a task, with the next CmdSN (not consumed here:

@@ -117,6 +117,7 @@ private:
                    std::span<const uint8_t> ext = {});
     // ---- ConnectionEvents
     void on_pdu(const iser::RxPdu& pdu) override { dispatch(pdu); }
+    bool fill_send_queue() override { return pump(); }
     std::span<uint8_t> data_destination(const iser::RxPdu& pdu) override;
     void buffer_held(uint32_t itt) override { tasks_.at(itt).tx_refs++; }
     void buffer_released(uint32_t itt) override;
@@ -125,7 +126,9 @@ private:
     void pass(Clock::time_point wait_until, bool nowait = false);
     // pass + deadlines + pings; a failure recovery can handle starts it.
     void step(Clock::time_point wait_until, bool nowait);
-    void pump();
+    // Queues Data-Out and the commands the CmdSN window and the connection
+    // have room for; true when it queued anything.
+    bool pump();
     bool room() const;
     iser::Bhs command_bhs(const Task& t, uint8_t flags, uint32_t immediate, uint32_t edtl) const;
     // Sends the command; false (nothing sent) when the connection has no

@@ -56,7 +56,9 @@ void fill_pattern(std::span<uint8_t> buf, uint64_t unit, uint32_t gen) {
 }
 
 // Drives `iodepth` slots over the session: each completion records its
-// latency, checks its data, and frees the slot for the next I/O.
+// latency, checks its data, and gives its slot to the next I/O at once,
+// from inside the completion: the session then sends the I/Os its pass
+// freed slots for together (over iSER in the pass's one post).
 class Runner {
 public:
     // `region` holds iodepth buffers of bs bytes (registered once for iSER).
@@ -73,27 +75,17 @@ public:
                                                   std::chrono::duration<double>(seconds));
         Clock::time_point tick = start + std::chrono::seconds(1);
         uint64_t ios_at_tick = 0, done_before = ios_;
-        bool stop = false;
-        std::vector<uint32_t> free_slots;
-        for (uint32_t i = 0; i < c_.iodepth; ++i) free_slots.push_back(i);
-        free_ = &free_slots;
+        stop_ = false;
+        next_ = &next;
+        free_.clear();
+        for (uint32_t i = 0; i < c_.iodepth; ++i) free_.push_back(i);
         while (true) {
-            while (!stop && !free_slots.empty()) {
-                Op op;
-                uint64_t unit;
-                if (!next(op, unit)) {
-                    stop = true;
-                    break;
-                }
-                uint32_t slot = free_slots.back();
-                free_slots.pop_back();
-                issue(slot, op, unit);
-            }
-            if (stop && free_slots.size() == c_.iodepth) break;
+            refill();
+            if (stop_ && free_.size() == c_.iodepth) break;
             s_.run_once(std::chrono::milliseconds(200));
             if (error_) throw InitiatorError(error_->first, error_->second);
             Clock::time_point now = Clock::now();
-            if (seconds > 0 && now >= end) stop = true;
+            if (seconds > 0 && now >= end) stop_ = true;
             if (progress && now >= tick) {
                 double secs = std::chrono::duration<double>(now - start).count();
                 uint64_t d = ios_ - done_before - ios_at_tick;
@@ -106,6 +98,7 @@ public:
         }
         if (progress && isatty(2)) std::fputc('\n', stderr);
         elapsed_ = std::chrono::duration<double>(Clock::now() - start).count();
+        next_ = nullptr;
         return ios_ - done_before;
     }
 
@@ -116,6 +109,21 @@ public:
     uint64_t verified() const { return verified_; }
 
 private:
+    // Starts an I/O on every free slot until the run's source says stop.
+    void refill() {
+        while (!stop_ && !error_ && !free_.empty()) {
+            Op op;
+            uint64_t unit;
+            if (!(*next_)(op, unit)) {
+                stop_ = true;
+                break;
+            }
+            uint32_t slot = free_.back();
+            free_.pop_back();
+            issue(slot, op, unit);
+        }
+    }
+
     void issue(uint32_t slot, Op op, uint64_t unit) {
         busy_[unit] = true;
         std::span<uint8_t> buf = bufs_[slot];
@@ -172,7 +180,8 @@ private:
             UINT32_MAX, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count())));
         busy_[unit] = false;
         ++ios_;
-        free_->push_back(slot);
+        free_.push_back(slot);
+        refill();
     }
 
     initiator::Session& s_;
@@ -182,7 +191,9 @@ private:
     std::vector<uint32_t> gen_;  // 0: content unknown
     std::vector<std::span<uint8_t>> bufs_;
     std::vector<uint8_t> expected_;
-    std::vector<uint32_t>* free_ = nullptr;
+    std::vector<uint32_t> free_;  // slots without an I/O
+    const std::function<bool(Op&, uint64_t&)>* next_ = nullptr;  // the running run()'s source
+    bool stop_ = false;
     std::vector<uint32_t> lat_;
     std::optional<std::pair<ErrorKind, std::string>> error_;
     uint32_t write_gen_ = 0;

@@ -8,7 +8,11 @@
 // then waits with one poll() and reaps every complete PDU of ONE recvmsg from
 // iser-opt's RxBuffer; large Data-In segments are received straight into the
 // command's buffer. Completions run inside run_once and may submit more
-// commands, which leave with the next pass.
+// commands, which leave with the next pass -- over iSER within the same
+// pass: every completion the pass reaps runs first, then the commands they
+// submitted are queued and posted together with one ibv_post_send
+// (doorbell batching), so a caller that resubmits from its completions
+// answers a batch of responses with one post.
 //
 // A command past its timeout is aborted (ABORT TASK, then LOGICAL UNIT
 // RESET; see SessionOptions::abort_timeout) and re-sent.

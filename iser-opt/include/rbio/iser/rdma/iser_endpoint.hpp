@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "rbio/iser/counters.hpp"
 #include "rbio/iser/iser_header.hpp"
@@ -127,19 +128,35 @@ public:
     }
 
     // ---- receive side
+    // What run_pass() does between reaping and posting without a refill.
+    struct NoRefill {
+        bool operator()() const { return false; }
+    };
     // The channel fd was readable, or the owner wants to make progress:
-    // handles every completion (handler(const IserRx&) per PDU), posts once,
+    // handles every completion (handler(const IserRx&) per PDU), posts,
     // loops until the CQ is empty and the channel armed. False once the
     // connection failed (error() says why).
-    template <class Handler>
-    bool run_pass(Handler&& handle) {
+    //
+    // Doorbell batching, for an owner whose handlers free room for new work
+    // (an initiator: each response frees a command slot): after each batch
+    // of completions, refill() queues that work (send_pdu...) and says
+    // whether it queued any, and if so the CQ is reaped again; the pass
+    // posts once, when the CQ is empty, so the work for every response the
+    // pass reaped leaves with one ibv_post_send. (Without it the owner
+    // queues that work after the pass, for a post in its next pass.)
+    // Without a refill, what the handlers queued is posted after each batch.
+    template <class Handler, class Refill = NoRefill>
+    bool run_pass(Handler&& handle, Refill&& refill = {}) {
+        constexpr bool post_per_batch = std::is_same_v<std::decay_t<Refill>, NoRefill>;
         poller_.on_channel_event();
         auto dispatch = [&](const ibv_wc& wc) { on_wc(wc, handle); };
         for (;;) {
-            poller_.drain(dispatch);
-            flush();
+            do poller_.drain(dispatch);
+            while (refill() && !failed_);
+            if constexpr (post_per_batch) flush();
             if (failed_) return false;
             if (poller_.drain_and_arm(dispatch)) {
+                refill();  // what an arm_every_event drain handled
                 flush();
                 if (config_.cover_every_pass) cover_quiet_tail();
                 return !failed_;
