@@ -230,7 +230,27 @@ static void run_tx(struct rbio_iser_conn *rc)
 	}
 }
 
-/* Hands the current PDU to the core, then lets it send what it produced. */
+/*
+ * Before full feature phase the core reads the next request only once the
+ * response to the last one is handed over; calling its receive handler in
+ * between would hit a state it treats as fatal. It asks to send (EPOLLOUT)
+ * exactly when a request is complete, and asks for EPOLLIN again when the
+ * response is out, so "wants to send" marks that window.
+ */
+static int awaiting_login_response(const struct rbio_iser_conn *rc)
+{
+	return rc->iscsi_conn.state != STATE_SCSI && rc->tx_wanted;
+}
+
+/*
+ * Hands the current PDU to the core. What the PDUs of a pass produce goes
+ * to the send side once, after the last of them (the run_tx() of
+ * cq_event_handler, whose rbio_iser_ep_run() calls on_rx and on_done),
+ * except a login response: the core must have handed it over before the
+ * next PDU of the same pass comes in. Were a PDU fed outside a pass, the
+ * core's ep_event_modify(EPOLLOUT) would have scheduled one (see
+ * tp_event_modify), which sends and flushes what is left.
+ */
 static void feed(struct rbio_iser_conn *rc, const struct login_override *login)
 {
 	struct iscsi_connection *conn = &rc->iscsi_conn;
@@ -247,7 +267,8 @@ static void feed(struct rbio_iser_conn *rc, const struct login_override *login)
 	if (conn->state != STATE_CLOSE && rc->rx_off < rc->rx_len)
 		conn_fail(rc, "the iSCSI core did not take a whole PDU");
 	rc->rx_len = rc->rx_off = 0;
-	run_tx(rc);
+	if (awaiting_login_response(rc))
+		run_tx(rc);
 }
 
 static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
