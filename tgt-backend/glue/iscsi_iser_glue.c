@@ -54,6 +54,7 @@
 
 #include "rbio/bs/iser_transport.h"
 #include "rbio/bs/tcp_transport.h"
+#include "conn_pass.h"
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 
@@ -88,9 +89,7 @@ struct rbio_iser_conn {
 	struct rdma_cm_id *id; /* owned by ep */
 	int fd;                /* the completion channel, in tgtd's epoll */
 	struct list_head siblings;
-	struct event_data pass_ev;
-	int in_pass;
-	int tx_wanted;
+	struct rbio_pass pass;
 	int passes_since_tick;
 	/* the PDU the core is reading: bhs[48] then `rest` (AHS and data) */
 	const uint8_t *rx_bhs;
@@ -102,7 +101,6 @@ struct rbio_iser_conn {
 	uint8_t tx_bhs[BHS_SIZE];
 	const void *tx_data;
 	size_t tx_data_len;
-	uint64_t tx_parts;             /* ep_write_begin and ep_write_end calls */
 	struct read_op reads[RBIO_ISER_MAX_READS];
 	int reads_in_use;
 	uint16_t free_reads[RBIO_ISER_MAX_READS]; /* a stack of free indexes */
@@ -217,29 +215,18 @@ static void login_override_restore(const struct login_override *o)
 	o->t->session_param[ISCSI_PARAM_TARGET_RDSL].val = o->trdsl;
 }
 
-static void run_tx(struct rbio_iser_conn *rc)
+/* The send queue has room for a few work requests (a PDU becomes at most
+ * two: an RDMA WRITE and a SEND) and a send slot is free. */
+static int may_send(void *ctx)
 {
-	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct rbio_iser_conn *rc = ctx;
 
-	while (conn->state != STATE_CLOSE && rc->tx_wanted && rbio_iser_ep_room(rc->ep, 4)) {
-		uint64_t before = rc->tx_parts;
-
-		iscsi_tx_handler(conn);
-		if (rc->tx_parts == before)
-			break;
-	}
+	return rbio_iser_ep_room(rc->ep, 4);
 }
 
-/*
- * Before full feature phase the core reads the next request only once the
- * response to the last one is handed over; calling its receive handler in
- * between would hit a state it treats as fatal. It asks to send (EPOLLOUT)
- * exactly when a request is complete, and asks for EPOLLIN again when the
- * response is out, so "wants to send" marks that window.
- */
-static int awaiting_login_response(const struct rbio_iser_conn *rc)
+static void run_tx(struct rbio_iser_conn *rc)
 {
-	return rc->iscsi_conn.state != STATE_SCSI && rc->tx_wanted;
+	rbio_pass_tx(&rc->pass, may_send, rc);
 }
 
 /*
@@ -267,7 +254,7 @@ static void feed(struct rbio_iser_conn *rc, const struct login_override *login)
 	if (conn->state != STATE_CLOSE && rc->rx_off < rc->rx_len)
 		conn_fail(rc, "the iSCSI core did not take a whole PDU");
 	rc->rx_len = rc->rx_off = 0;
-	if (awaiting_login_response(rc))
+	if (rbio_pass_awaiting_login_response(&rc->pass))
 		run_tx(rc);
 }
 
@@ -370,7 +357,7 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 {
 	struct rbio_iser_conn *rc = RC(conn);
 
-	rc->tx_parts++;
+	rc->pass.tx_parts++;
 	if (buf == (void *)&conn->rsp.bhs) {
 		memcpy(rc->tx_bhs, buf, BHS_SIZE);
 		rc->tx_data = NULL;
@@ -453,7 +440,7 @@ static void tp_write_end(struct iscsi_connection *conn)
 	 * PDU (here) in its next call, which writes nothing: that call is
 	 * progress too, or run_tx() would stop with responses still queued
 	 * and nothing left to call it again. */
-	rc->tx_parts++;
+	rc->pass.tx_parts++;
 
 	if (op == ISCSI_OP_SCSI_DATA_IN) {
 		struct iser_task_prefix *p = task ? prefix_of(task) : NULL;
@@ -481,28 +468,18 @@ static void tp_write_end(struct iscsi_connection *conn)
 		conn_fail(rc, "a response could not be queued");
 }
 
-static void conn_pass(struct rbio_iser_conn *rc)
+/* A pass outside the completion channel's event: what the core has to
+ * send, then one post. */
+static void conn_pass(void *ctx)
 {
+	struct rbio_iser_conn *rc = ctx;
+
 	if (rc->iscsi_conn.closed)
 		return;
-	rc->in_pass = 1;
+	rc->pass.in_pass = 1;
 	run_tx(rc);
-	rc->in_pass = 0;
+	rc->pass.in_pass = 0;
 	rbio_iser_ep_flush(rc->ep);
-}
-
-static void conn_finish(struct rbio_iser_conn *rc)
-{
-	if (rc->iscsi_conn.state == STATE_CLOSE && !rc->iscsi_conn.closed)
-		conn_close(&rc->iscsi_conn);
-}
-
-static void conn_pass_event(struct event_data *ev)
-{
-	struct rbio_iser_conn *rc = ev->data;
-
-	conn_pass(rc);
-	conn_finish(rc);
 }
 
 static void cq_event_handler(int fd, int events, void *data)
@@ -514,23 +491,19 @@ static void cq_event_handler(int fd, int events, void *data)
 	(void)events;
 	if (rc->iscsi_conn.closed)
 		return;
-	rc->in_pass = 1;
+	rc->pass.in_pass = 1;
 	rc->passes_since_tick++;
 	if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
 		conn_fail(rc, why);
 	run_tx(rc);
-	rc->in_pass = 0;
+	rc->pass.in_pass = 0;
 	rbio_iser_ep_flush(rc->ep);
-	conn_finish(rc);
+	rbio_pass_finish(&rc->pass);
 }
 
 static void tp_event_modify(struct iscsi_connection *conn, int events)
 {
-	struct rbio_iser_conn *rc = RC(conn);
-
-	rc->tx_wanted = (events & EPOLLOUT) != 0;
-	if ((rc->tx_wanted || conn->state == STATE_CLOSE) && !rc->in_pass)
-		tgt_add_sched_event(&rc->pass_ev);
+	rbio_pass_event_modify(&RC(conn)->pass, events);
 }
 
 static size_t tp_close(struct iscsi_connection *conn)
@@ -545,8 +518,7 @@ static size_t tp_close(struct iscsi_connection *conn)
 
 static void tp_force_close(struct iscsi_connection *conn)
 {
-	conn->state = STATE_CLOSE;
-	tgt_add_sched_event(&RC(conn)->pass_ev);
+	rbio_pass_force_close(&RC(conn)->pass);
 }
 
 static void tp_release(struct iscsi_connection *conn)
@@ -554,7 +526,7 @@ static void tp_release(struct iscsi_connection *conn)
 	struct rbio_iser_conn *rc = RC(conn);
 	char counters[512];
 
-	tgt_remove_sched_event(&rc->pass_ev);
+	tgt_remove_sched_event(&rc->pass.ev);
 	conn_exit(conn);
 	rbio_iser_ep_describe(rc->ep, counters, sizeof(counters));
 	log_error("rbio: iser: %s: connection ended; %s\n", rc->peer, counters);
@@ -733,7 +705,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	if (conn_init(&rc->iscsi_conn))
 		goto fail;
 	rc->iscsi_conn.tp = &rbio_iser;
-	tgt_init_sched_event(&rc->pass_ev, conn_pass_event, rc);
+	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
 	conn_read_pdu(&rc->iscsi_conn);
 	if (tgt_event_add(rc->fd, EPOLLIN, cq_event_handler, rc)) {
 		conn_exit(&rc->iscsi_conn);
@@ -789,8 +761,7 @@ static void cm_handler(int fd, int events, void *data)
 				log_error("rbio: iser: %s: %s\n", rc->peer,
 					  rdma_event_str(copy.event));
 			rc->iscsi_conn.state = STATE_CLOSE;
-			if (!rc->in_pass)
-				tgt_add_sched_event(&rc->pass_ev);
+			rbio_pass_schedule_if_due(&rc->pass);
 			break;
 		default:
 			break;

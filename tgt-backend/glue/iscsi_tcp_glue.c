@@ -48,6 +48,7 @@
 #include "work.h"
 
 #include "rbio/bs/tcp_transport.h"
+#include "conn_pass.h"
 #include "iscsi_tcp_glue.h"
 
 #ifndef RBIO_TGTD_BUILD_ID
@@ -145,17 +146,10 @@ struct rbio_conn {
 	int fd;
 	struct rbio_tcp_conn *engine;
 	struct list_head siblings;     /* all rbio connections */
-	struct event_data pass_ev;     /* a pass outside our own event */
-	int in_pass;
-	int tx_wanted;                 /* the core has responses to send */
+	struct rbio_pass pass;
 	int writable_event;            /* this pass runs for EPOLLOUT */
 	int epollout_armed;
 	uint64_t rx_served;            /* bytes ep_read handed to the core */
-	uint64_t tx_parts;             /* ep_write_begin and ep_write_end
-					* calls: the core's send handler may
-					* stop after any part of a PDU, or
-					* end one writing nothing, and wants
-					* calling again */
 	int bhs_have;                  /* bytes of the current BHS handed over */
 	struct rbio_block *deferred, *deferred_tail;
 	char peer[RBIO_PEER_LEN];
@@ -249,19 +243,19 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 	/* With send_inline off, responses wait for EPOLLOUT as in stock tgt. */
 	if (conn->state != STATE_CLOSE) /* else it is closed right after */
 		arm_epollout(rc, st == RBIO_TX_BLOCKED ||
-				 (!settings.send_inline && rc->tx_wanted));
+				 (!settings.send_inline && rc->pass.tx_wanted));
 }
 
-/*
- * Before full feature phase the core reads the next request only once the
- * response to the last one is sent; calling its receive handler in between
- * would hit a state it treats as fatal. It asks to send (EPOLLOUT) exactly
- * when a request is complete, and asks for EPOLLIN again when the response
- * is out, so "wants to send" marks that window.
- */
-static int awaiting_login_response(const struct rbio_conn *rc)
+/* Responses go out inline (send_inline), or in a pass that runs for
+ * EPOLLOUT, while the socket takes them. */
+static int may_send(void *ctx)
 {
-	return rc->iscsi_conn.state != STATE_SCSI && rc->tx_wanted;
+	struct rbio_conn *rc = ctx;
+
+	return (settings.send_inline || rc->writable_event) &&
+	       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_BLOCKED &&
+	       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_FAILED &&
+	       rbio_tcp_conn_tx_room(rc->engine);
 }
 
 /*
@@ -270,17 +264,18 @@ static int awaiting_login_response(const struct rbio_conn *rc)
  * whatever a response unblocked (the next login request, commands completed
  * inline) is handled in the same pass. Then one flush.
  */
-static void conn_pass(struct rbio_conn *rc)
+static void conn_pass(void *ctx)
 {
+	struct rbio_conn *rc = ctx;
 	struct iscsi_connection *conn = &rc->iscsi_conn;
 	int progress;
 
 	if (conn->closed) /* by tgt; only waiting for its tasks to go */
 		return;
-	rc->in_pass = 1;
+	rc->pass.in_pass = 1;
 	do {
 		progress = 0;
-		while (conn->state != STATE_CLOSE && !awaiting_login_response(rc) &&
+		while (conn->state != STATE_CLOSE && !rbio_pass_awaiting_login_response(&rc->pass) &&
 		       rbio_tcp_conn_rx_ready(rc->engine)) {
 			uint64_t before = rc->rx_served;
 
@@ -289,33 +284,14 @@ static void conn_pass(struct rbio_conn *rc)
 				break;
 			progress = 1;
 		}
-		while (conn->state != STATE_CLOSE && rc->tx_wanted &&
-		       (settings.send_inline || rc->writable_event) &&
-		       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_BLOCKED &&
-		       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_FAILED &&
-		       rbio_tcp_conn_tx_room(rc->engine)) {
-			uint64_t before = rc->tx_parts;
-
-			iscsi_tx_handler(conn);
-			if (rc->tx_parts == before)
-				break;
+		if (rbio_pass_tx(&rc->pass, may_send, rc))
 			progress = 1;
-		}
 	} while (progress);
-	rc->in_pass = 0;
+	rc->pass.in_pass = 0;
 
 	/* Also when the core is closing: its last response (a login reject,
 	 * a logout response) is queued and must leave before the close. */
 	after_send(rc, rbio_tcp_conn_flush(rc->engine));
-}
-
-/* The last thing a handler does: conn may be freed by conn_close(). */
-static void conn_finish(struct rbio_conn *rc)
-{
-	/* closed: tgt closed it already (a session reinstated, tgtadm) and
-	 * only waits for its tasks to go before releasing it */
-	if (rc->iscsi_conn.state == STATE_CLOSE && !rc->iscsi_conn.closed)
-		conn_close(&rc->iscsi_conn);
 }
 
 static void conn_event_handler(int fd, int events, void *data)
@@ -342,15 +318,7 @@ static void conn_event_handler(int fd, int events, void *data)
 	}
 	conn_pass(rc);
 	rc->writable_event = 0;
-	conn_finish(rc);
-}
-
-static void conn_pass_event(struct event_data *ev)
-{
-	struct rbio_conn *rc = ev->data;
-
-	conn_pass(rc);
-	conn_finish(rc);
+	rbio_pass_finish(&rc->pass);
 }
 
 /* ---- struct iscsi_transport */
@@ -404,7 +372,7 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 	struct rbio_conn *rc = RC(conn);
 	char *rsp = conn->rsp_buffer;
 
-	rc->tx_parts++;
+	rc->pass.tx_parts++;
 	if (buf == (void *)&conn->rsp.bhs) {
 		rbio_tcp_conn_tx_header(rc->engine, buf);
 	} else if (buf == (void *)conn->tx_digest) {
@@ -438,7 +406,7 @@ static void tp_write_end(struct iscsi_connection *conn)
 	struct rbio_conn *rc = RC(conn);
 	int hd = 0, dd = 0;
 
-	rc->tx_parts++; /* progress, though nothing is written (see tx_parts) */
+	rc->pass.tx_parts++; /* progress, though nothing is written (see struct rbio_pass) */
 	if (conn->state == STATE_SCSI) {
 		hd = conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C;
 		dd = conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C;
@@ -454,14 +422,14 @@ static void tp_event_modify(struct iscsi_connection *conn, int events)
 {
 	struct rbio_conn *rc = RC(conn);
 
-	rc->tx_wanted = (events & EPOLLOUT) != 0;
-	/* Readiness is ours to track; a request for EPOLLOUT from outside a
-	 * pass (a completion, a ping, a forced close) schedules a pass. With
-	 * send_inline off the response waits for EPOLLOUT instead. */
-	if (rc->tx_wanted && !settings.send_inline && !rc->in_pass)
+	/* With send_inline off, a response from outside a pass waits for
+	 * EPOLLOUT instead of a scheduled pass. */
+	if ((events & EPOLLOUT) && !settings.send_inline && !rc->pass.in_pass) {
+		rc->pass.tx_wanted = 1;
 		arm_epollout(rc, 1);
-	else if ((rc->tx_wanted || conn->state == STATE_CLOSE) && !rc->in_pass)
-		tgt_add_sched_event(&rc->pass_ev);
+		return;
+	}
+	rbio_pass_event_modify(&rc->pass, events);
 }
 
 static size_t tp_close(struct iscsi_connection *conn)
@@ -478,8 +446,7 @@ static size_t tp_close(struct iscsi_connection *conn)
 
 static void tp_force_close(struct iscsi_connection *conn)
 {
-	conn->state = STATE_CLOSE;
-	tgt_add_sched_event(&RC(conn)->pass_ev);
+	rbio_pass_force_close(&RC(conn)->pass);
 }
 
 static void tp_release(struct iscsi_connection *conn)
@@ -487,7 +454,7 @@ static void tp_release(struct iscsi_connection *conn)
 	struct rbio_conn *rc = RC(conn);
 	char counters[256];
 
-	tgt_remove_sched_event(&rc->pass_ev);
+	tgt_remove_sched_event(&rc->pass.ev);
 	conn_exit(conn);
 	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
 	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);
@@ -872,7 +839,7 @@ static void accept_handler(int lfd, int events, void *data)
 		goto refuse;
 	}
 	rc->iscsi_conn.tp = &rbio_tcp;
-	tgt_init_sched_event(&rc->pass_ev, conn_pass_event, rc);
+	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
 	conn_read_pdu(&rc->iscsi_conn);
 	if (tgt_event_add(fd, EPOLLIN, conn_event_handler, rc)) {
 		conn_exit(&rc->iscsi_conn);

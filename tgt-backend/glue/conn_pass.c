@@ -1,0 +1,75 @@
+/*
+ * A connection's pass, shared by rbio's TCP and iSER glue (conn_pass.h).
+ *
+ * One of the few files that include tgt's (version-specific, C) headers.
+ */
+#define _GNU_SOURCE
+#include <sys/epoll.h>
+
+#include "conn_pass.h"
+
+static void pass_event(struct event_data *ev)
+{
+	struct rbio_pass *p = ev->data;
+
+	p->run(p->ctx);
+	rbio_pass_finish(p);
+}
+
+void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*run)(void *ctx),
+		    void *ctx)
+{
+	p->conn = conn;
+	p->run = run;
+	p->ctx = ctx;
+	p->in_pass = 0;
+	p->tx_wanted = 0;
+	p->tx_parts = 0;
+	tgt_init_sched_event(&p->ev, pass_event, p);
+}
+
+int rbio_pass_awaiting_login_response(const struct rbio_pass *p)
+{
+	return p->conn->state != STATE_SCSI && p->tx_wanted;
+}
+
+int rbio_pass_tx(struct rbio_pass *p, int (*may_send)(void *ctx), void *ctx)
+{
+	int progress = 0;
+
+	while (p->conn->state != STATE_CLOSE && p->tx_wanted && may_send(ctx)) {
+		uint64_t before = p->tx_parts;
+
+		iscsi_tx_handler(p->conn);
+		if (p->tx_parts == before)
+			break;
+		progress = 1;
+	}
+	return progress;
+}
+
+void rbio_pass_schedule_if_due(struct rbio_pass *p)
+{
+	if ((p->tx_wanted || p->conn->state == STATE_CLOSE) && !p->in_pass)
+		tgt_add_sched_event(&p->ev);
+}
+
+void rbio_pass_event_modify(struct rbio_pass *p, int events)
+{
+	p->tx_wanted = (events & EPOLLOUT) != 0;
+	rbio_pass_schedule_if_due(p);
+}
+
+void rbio_pass_force_close(struct rbio_pass *p)
+{
+	p->conn->state = STATE_CLOSE;
+	tgt_add_sched_event(&p->ev);
+}
+
+void rbio_pass_finish(struct rbio_pass *p)
+{
+	/* closed: tgt closed it already (a session reinstated, tgtadm) and
+	 * only waits for its tasks to go before releasing it */
+	if (p->conn->state == STATE_CLOSE && !p->conn->closed)
+		conn_close(p->conn);
+}

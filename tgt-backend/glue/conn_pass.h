@@ -1,0 +1,66 @@
+/*
+ * A connection's pass: what rbio's TCP and iSER glue share in driving tgt's
+ * iSCSI core.
+ *
+ * The core calls its transport from its receive and send handlers, and asks
+ * for send readiness (ep_event_modify with EPOLLOUT) when it has responses.
+ * Both transports track that readiness themselves: a connection's event
+ * handler runs a pass (the core's handlers, then one post or sendmsg for
+ * everything queued), and a request to send from outside a pass (a
+ * completion, a ping, a forced close) schedules one as a tgt sched event.
+ * The last thing a pass does is close a connection the core marked
+ * STATE_CLOSE, which may free it.
+ *
+ * One of the few files that include tgt's (version-specific, C) headers.
+ */
+#ifndef RBIO_GLUE_CONN_PASS_H
+#define RBIO_GLUE_CONN_PASS_H
+
+#include <stdint.h>
+#include <stdio.h> /* before tgt's log.h, whose dprintf macro clashes with it */
+
+#include "iscsid.h"
+
+struct rbio_pass {
+	struct iscsi_connection *conn;
+	struct event_data ev;   /* a pass outside the connection's own event */
+	void (*run)(void *ctx); /* the transport's pass, without the close */
+	void *ctx;
+	int in_pass;            /* the core's handlers are running in a pass */
+	int tx_wanted;          /* the core has responses to send */
+	uint64_t tx_parts;      /* ep_write_begin and ep_write_end calls: the
+				 * core's send handler may stop after any
+				 * part of a PDU, or end one writing nothing,
+				 * and wants calling again */
+};
+
+void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*run)(void *ctx),
+		    void *ctx);
+
+/*
+ * Before full feature phase the core reads the next request only once the
+ * response to the last one is handed over; calling its receive handler in
+ * between would hit a state it treats as fatal. It asks to send (EPOLLOUT)
+ * exactly when a request is complete, and asks for EPOLLIN again when the
+ * response is out, so "wants to send" marks that window.
+ */
+int rbio_pass_awaiting_login_response(const struct rbio_pass *p);
+
+/* Calls the core's send handler while it wants to send, may_send(ctx) says
+ * there is room, and each call hands over a part. 1 when one did. */
+int rbio_pass_tx(struct rbio_pass *p, int (*may_send)(void *ctx), void *ctx);
+
+/* ep_event_modify's share: records whether the core wants to send, and
+ * schedules a pass when it does (or is closing) outside a pass. */
+void rbio_pass_event_modify(struct rbio_pass *p, int events);
+/* Schedules a pass, unless one is running, when the core wants to send or
+ * is closing. */
+void rbio_pass_schedule_if_due(struct rbio_pass *p);
+/* ep_force_close: a pass closes the connection. */
+void rbio_pass_force_close(struct rbio_pass *p);
+
+/* The last thing a handler does: the connection may be freed by
+ * conn_close(). */
+void rbio_pass_finish(struct rbio_pass *p);
+
+#endif
