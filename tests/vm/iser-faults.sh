@@ -25,13 +25,10 @@
 # Malformed iSER messages and a logout with I/O in flight are in
 # vm.iser-kernel-initiator.
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ -z ${RBIO_VM_GUEST:-} ]]; then
-  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/iser-faults.sh" "$@"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
 
 source "$HERE/lib-rxe.sh"
-rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }  # before tgtd: its iSER listens only with a device
+must_rxe        # before tgtd, whose iSER driver listens only if a device exists
 source "$HERE/lib.sh"
 PORTAL=$RXE_ADDR:3260
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"

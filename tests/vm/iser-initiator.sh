@@ -11,13 +11,10 @@
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
 # port nobody listens on.
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ -z ${RBIO_VM_GUEST:-} ]]; then
-  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/iser-initiator.sh" "$@"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
 
 source "$HERE/lib-rxe.sh"
-rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }  # before tgtd: its iSER listens only with a device
+must_rxe        # before tgtd, whose iSER driver listens only if a device exists
 source "$HERE/lib.sh"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 [[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }

@@ -11,13 +11,9 @@
 # serving); the initiator logging out in the middle of I/O; no queue pair
 # left behind; and the off switch (RBIO_ISER=off leaves tgt's own iSER).
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ -z ${RBIO_VM_GUEST:-} ]]; then
-  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/iser-kernel-initiator.sh" "$@"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
 
 source "$HERE/lib-rxe.sh"
-must_rxe() { rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }; }
 must_rxe        # before tgtd, whose iSER driver listens only if a device exists
 source "$HERE/lib.sh"
 PORTAL=$RXE_ADDR:3260

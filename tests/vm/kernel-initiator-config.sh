@@ -13,10 +13,7 @@
 # Run on the host, it starts itself in a guest through scripts/vm/run.sh
 # (ctest does that explicitly: test vm.kernel-initiator-config).
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ -z ${RBIO_VM_GUEST:-} ]]; then
-  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/kernel-initiator-config.sh" "$@"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
 
 source "$HERE/lib.sh"
 

@@ -12,10 +12,7 @@
 # it runs as root with the host's files and the guest's own loopback, so
 # tgtd uses the standard port 3260.
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ -z ${RBIO_VM_GUEST:-} ]]; then
-  exec "$HERE/../../scripts/vm/run.sh" --timeout 780 "$HERE/kernel-initiator.sh" "$@"
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
 
 source "$HERE/lib.sh"
 IQN=iqn.2026-11.io.rbio:vm

@@ -24,6 +24,9 @@ rxe_up() {
   echo "rxe: rbio-rxe0 did not become ACTIVE" >&2; rdma link >&2; return 1
 }
 
+# must_rxe: rxe_up, or the test fails here.
+must_rxe() { rxe_up || { echo "FAIL: soft-RoCE did not come up"; exit 1; }; }
+
 # For the tests of rbio's iSER transport (called after lib.sh is sourced):
 # tgtadm on tgt's iser driver, tgtd with the build's module taking over its
 # iSER listeners, and a --lld iser target.
