@@ -309,9 +309,19 @@ std::span<uint8_t> Session::Impl::data_destination(const iser::RxPdu& pdu) {
 void Session::Impl::dispatch(const iser::RxPdu& pdu) {
     BhsView h = pdu.header();
     Opcode op = h.opcode();
-    if (!full_feature_ && op != Opcode::LoginResponse)
+    if (!full_feature_ && op != Opcode::LoginResponse) {
+        // The target is in full feature phase as soon as it has sent the
+        // final Login Response, and tgt's iSER driver pings such connections
+        // every 5 s: its NOP-In can arrive in the same pass, before the
+        // login code has taken that response in. Unsolicited (ITT and TTT
+        // reserved), it asks for nothing and advances no StatSN.
+        if (op == Opcode::NopIn && h.itt() == kNoTag && h.ttt() == kNoTag && final_login_captured()) {
+            RBIO_LOG(Debug, "unsolicited NOP-In right behind the final Login Response: nothing to do");
+            return;
+        }
         protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) +
                        " PDU during login");
+    }
     switch (op) {
     case Opcode::ScsiResponse: handle_scsi_response(pdu); return;
     case Opcode::DataIn: handle_data_in(pdu); return;

@@ -107,6 +107,12 @@ private:
         std::vector<uint8_t> data;
         iser::BhsView header() const { return iser::BhsView(bhs.data()); }
     };
+    // A Login Response with T set and NSG full feature phase is waiting
+    // for the login code.
+    bool final_login_captured() const {
+        return captured_ && captured_->header().opcode() == iser::Opcode::LoginResponse &&
+               (captured_->bhs[1] & 0x83) == 0x83;
+    }
 
     // Sends `request` and runs the loop until a PDU with opcode `expect`
     // arrives or the deadline passes (Timeout, naming `what`).

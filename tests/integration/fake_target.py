@@ -98,7 +98,15 @@ def serve(conn, scenario):
             if csg == 0:
                 conn.sendall(login_response(bhs, 0x81, stat_sn, [("AuthMethod", "None"), ("TargetPortalGroupTag", "1")], 0))
             else:
-                conn.sendall(login_response(bhs, 0x87, stat_sn, OPER, 1))
+                final = login_response(bhs, 0x87, stat_sn, OPER, 1)
+                if scenario == "nop-after-login":
+                    # tgt's iSER driver pings every connection in full feature
+                    # phase every 5 s; one may leave right behind the final
+                    # Login Response. Unsolicited: ITT and TTT reserved, the
+                    # next StatSN not advanced.
+                    cmd_sn = struct.unpack_from(">I", bhs, 24)[0]
+                    final += pdu(0x20, 0x80, NO_TAG, stat_sn + 1, cmd_sn, cmd_sn + 31)
+                conn.sendall(final)
             stat_sn += 1
         elif op == 0x02 and scenario in TMF_SCENARIOS:  # Task Management Function Request
             function = bhs[1] & 0x7F
@@ -112,6 +120,9 @@ def serve(conn, scenario):
             if commands == 3:  # bench's first READ(16), which has bench's --timeout
                 held = itt
                 continue
+            conn.sendall(well_behaved(bhs, itt, stat_sn, cmd_sn))
+            stat_sn += 1
+        elif op == 0x01 and scenario == "nop-after-login":
             conn.sendall(well_behaved(bhs, itt, stat_sn, cmd_sn))
             stat_sn += 1
         elif op == 0x01:  # SCSI Command

@@ -7,7 +7,9 @@
 # `rbio bench` must end with exit 9 (protocol error) naming the problem,
 # promptly, with no valgrind error; a target that breaks the connection in
 # the middle of every PDU makes the session give up after its retries
-# (exit 10) instead of looping. No tgtd: the fake target is the peer.
+# (exit 10) instead of looping. And what a real target may do: a NOP-In
+# right behind the final Login Response (tgt's iSER driver pings every 5 s)
+# is taken in. No tgtd: the fake target is the peer.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 source "$(dirname "$0")/../lib/initiator-test.sh"
 tgt_test_init 24
@@ -53,6 +55,9 @@ scenario bad-statsn 9 "SCSI Response with StatSN"
 scenario truncated 10 "closed the connection in the middle of a PDU" --replacement-timeout 20
 check "truncated: the command was given up after its retries, not after 20 s" \
   grep -q "failed 6 times" "$WORK/truncated.out"
+
+echo "== not hostile: a NOP-In in the same segment as the final Login Response"
+scenario nop-after-login 0 "ios="
 
 echo "== task management: a command the target holds"
 # Not hostile, but only a fake target holds one command on purpose.
