@@ -483,6 +483,7 @@ void Session::Impl::handle_nop_in(const iser::RxPdu& pdu) {
         .set_cmd_sn(cmd_sn_)
         .set_exp_stat_sn(exp_stat_sn_);
     queue_pdu(b, std::vector<uint8_t>(pdu.data.begin(), pdu.data.end()), kNoTag);
+    stats_.pings_answered++;
 }
 
 void Session::Impl::handle_async(const iser::RxPdu& pdu) {

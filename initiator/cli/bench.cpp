@@ -346,9 +346,10 @@ int bench_main(int argc, char** argv) {
                     (unsigned long long)d[iser::Counter::RecvPostCalls]);
     initiator::SessionStats end = session->stats();
     std::printf("  recovery: reinstatements=%llu reconnect_attempts=%llu commands_retried=%llu pings=%llu "
-                "tasks_aborted=%llu lun_resets=%llu\n",
+                "pings_answered=%llu tasks_aborted=%llu lun_resets=%llu\n",
                 (unsigned long long)end.reinstatements, (unsigned long long)end.reconnect_attempts,
                 (unsigned long long)end.commands_retried, (unsigned long long)end.pings_sent,
+                (unsigned long long)end.pings_answered,
                 (unsigned long long)end.tasks_aborted, (unsigned long long)end.lun_resets);
     if (c.verify) std::printf("  verify: %llu blocks read back and matched\n", (unsigned long long)checked);
     return kExitOk;

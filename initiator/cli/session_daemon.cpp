@@ -95,7 +95,7 @@ std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
       << " send_calls=" << t[iser::Counter::SendCalls] << " recv_calls=" << t[iser::Counter::RecvCalls]
       << " poll_calls=" << s.session.poll_calls << " commands=" << s.session.commands
       << " reinstatements=" << s.session.reinstatements << " commands_retried=" << s.session.commands_retried
-      << " pings=" << s.session.pings_sent << "\n"
+      << " pings=" << s.session.pings_sent << " pings_answered=" << s.session.pings_answered << "\n"
       << "  log " << rec.log << "\n";
     return o.str();
 }

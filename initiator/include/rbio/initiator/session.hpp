@@ -175,6 +175,7 @@ struct SessionStats {
     uint64_t reconnect_attempts = 0; // logins tried for them, successful or not
     uint64_t commands_retried = 0;   // commands re-sent on a reinstated session
     uint64_t pings_sent = 0;         // NOP-Out pings
+    uint64_t pings_answered = 0;     // the target's NOP-In pings answered
     uint64_t tasks_aborted = 0;      // ABORT TASK requests
     uint64_t lun_resets = 0;         // LOGICAL UNIT RESET requests
     uint64_t syscalls() const {
