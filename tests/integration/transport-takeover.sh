@@ -60,6 +60,14 @@ tadm --op update --mode target --tid 1 --name nop_count --value 2
 check "a session answering NOP-In pings stays up for 4 s of I/O" \
   iscsi-perf -t 4 -m 4 "$(url takeover)"
 check "no connection was closed for unanswered pings" log_lacks "NOP-In pings"
+# A stopped initiator's kernel still acknowledges TCP: only the pings find it.
+iscsi-perf -t 60 -m 4 "$(url takeover)" > /dev/null 2>&1 &
+stopped=$!
+sleep 2  # logged in and reading
+kill -STOP "$stopped"
+check "a stopped initiator's connection ends after 2 unanswered pings" \
+  bash -c "for i in \$(seq 50); do grep -q 'no reply to 2 NOP-In pings' '$STATE/tgtd.log' && exit 0; sleep 0.2; done; exit 1"
+kill -9 "$stopped"; wait "$stopped" 2>/dev/null || true
 tadm --op update --mode target --tid 1 --name nop_interval --value 0
 
 echo "== CHAP accounts set with tgtadm"

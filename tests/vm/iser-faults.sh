@@ -22,6 +22,10 @@
 #     before and verifies new data. The busy session is also the kernel
 #     initiator's own session torn down hard in the middle of I/O: its
 #     connection fails with I/O in flight and no logout.
+#  1b. An initiator that stops answering (SIGSTOP) while its adapter still
+#     acknowledges RDMA traffic: with the target's nop_interval and
+#     nop_count set, its NOP-In pings go unanswered and end the connection
+#     (a session that answers them is not touched).
 # Malformed iSER messages and a logout with I/O in flight are in
 # vm.iser-kernel-initiator.
 set -euo pipefail
@@ -110,6 +114,31 @@ check "a new session: 4 KiB random writes, 32 in flight, read back and verified"
 check "a new session: 1 MiB writes, 8 in flight, read back and verified" \
   bench after-kill-1m --rw write --bs 1M --iodepth 8 --size 32M
 check "no tgtd queue pair is left" wait_for 15 qps_are 0
+
+# --- 1b. an initiator that stops answering: NOP-In pings ---------------------
+# A stopped process's adapter still acknowledges RDMA traffic, so neither a
+# failed work request nor the transport's probe ends its connection; the
+# target's NOP-In pings (nop_interval, nop_count) do.
+iser_adm --op update --mode target --tid 1 --name nop_interval --value 1
+iser_adm --op update --mode target --tid 1 --name nop_count --value 2
+check "pings: a session that answers them runs its 3 s of verified writes"   bench pings-answered --rw randwrite --bs 4k --iodepth 8 --size 16M
+check "pings: the rbio initiator answered the target's NOP-In pings"   grep -q "pings_answered=[1-9]" "$WORK/pings-answered.out"
+check "pings: no connection was closed for unanswered pings"   eval '! grep -q "NOP-In pings" "$STATE/tgtd.log"'
+"$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 1 --initiator-name "$ME" \
+  --time 120 --timeout 60 --rw randread --bs 4k --iodepth 4 --size 16M > "$WORK/stopped.out" 2>&1 &
+BENCH_PID=$!
+check "pings: the session is up (one tgtd queue pair)" wait_for 30 qps_are 1
+kill -STOP "$BENCH_PID"
+check "pings: tgtd ends the stopped initiator's connection for 2 unanswered pings" \
+  wait_for 30 grep -q "no reply to 2 NOP-In pings" "$STATE/tgtd.log"
+grep "rbio: iser: .*NOP-In" "$STATE/tgtd.log" | tail -1 | sed 's/^/  /'
+check "pings: its queue pair is gone" wait_for 15 qps_are 0
+check "pings: its slot-pool registrations are gone" mrs_are 0
+kill -9 "$BENCH_PID"; wait "$BENCH_PID" 2>/dev/null || true
+BENCH_PID=""
+iser_adm --op update --mode target --tid 1 --name nop_interval --value 0
+check "pings: tgtd is alive and serves a new verified session" \
+  bench after-pings --rw randwrite --bs 4k --iodepth 8 --size 16M
 
 # --- 2. the link under soft-RoCE goes down and up ---------------------------
 echo "(part 1 took $SECONDS s)"

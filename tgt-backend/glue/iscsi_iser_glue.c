@@ -55,6 +55,7 @@
 #include "rbio/bs/iser_transport.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
+#include "conn_ping.h"
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 
@@ -90,6 +91,7 @@ struct rbio_iser_conn {
 	int fd;                /* the completion channel, in tgtd's epoll */
 	struct list_head siblings;
 	struct rbio_pass pass;
+	struct rbio_ping ping;
 	int passes_since_tick;
 	/* the PDU the core is reading: bhs[48] then `rest` (AHS and data) */
 	const uint8_t *rx_bhs;
@@ -512,6 +514,7 @@ static size_t tp_close(struct iscsi_connection *conn)
 
 	tgt_event_del(rc->fd);
 	conn->state = STATE_CLOSE;
+	rbio_ping_stop(&rc->ping);
 	rbio_iser_ep_disconnect(rc->ep);
 	return 0;
 }
@@ -631,12 +634,16 @@ static int tp_login_complete(struct iscsi_connection *conn)
 	/* One Data-In, so one RDMA WRITE, per command: the initiator's
 	 * receive size does not apply to data that is RDMA-written. */
 	conn->session_param[ISCSI_PARAM_MAX_XMIT_DLENGTH].val = RBIO_ISER_MAX_XMIT;
+	rbio_ping_login_complete(&RC(conn)->ping, conn);
 	return 0;
 }
 
 static void tp_nop_reply(long ttt)
 {
-	(void)ttt;
+	struct rbio_iser_conn *rc;
+
+	list_for_each_entry(rc, &rbio_iser_conns, siblings)
+		rbio_ping_reply(&rc->ping, ttt);
 }
 
 static struct iscsi_transport rbio_iser = {
@@ -834,17 +841,24 @@ static int redirect_iser_driver(void)
 }
 
 /* Once a second: the connections' counters go into the process totals,
- * which the statistics file (written by the TCP side's tick) shows, and a
+ * which the statistics file (written by the TCP side's tick) shows, a
  * connection that has been quiet since the last tick gets its unsignalled
- * sends covered, so the buffers they hold come back. */
+ * sends covered, so the buffers they hold come back, and NOP-In pings go
+ * out where the target asks for them (conn_ping.h). */
 static struct tgt_work tick_work;
 
 static void tick(void *data)
 {
 	struct rbio_iser_conn *rc;
+	char why[96];
 
 	(void)data;
 	list_for_each_entry(rc, &rbio_iser_conns, siblings) {
+		if (rbio_ping_tick(&rc->ping, &rc->iscsi_conn, why, sizeof(why)) == RBIO_PING_UNANSWERED) {
+			/* a scheduled pass closes it: rc stays valid here */
+			conn_fail(rc, why);
+			rbio_pass_schedule_if_due(&rc->pass);
+		}
 		if (!rc->passes_since_tick && rc->iscsi_conn.state != STATE_CLOSE)
 			rbio_iser_ep_cover(rc->ep);
 		rc->passes_since_tick = 0;

@@ -49,6 +49,7 @@
 
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
+#include "conn_ping.h"
 #include "iscsi_tcp_glue.h"
 
 #ifndef RBIO_TGTD_BUILD_ID
@@ -153,12 +154,7 @@ struct rbio_conn {
 	int bhs_have;                  /* bytes of the current BHS handed over */
 	struct rbio_block *deferred, *deferred_tail;
 	char peer[RBIO_PEER_LEN];
-	/* NOP-In pings, as tgt's own TCP transport does them */
-	int nop_inflight_count;
-	int nop_interval;
-	int nop_tick;
-	int nop_count;
-	long ttt;
+	struct rbio_ping ping;
 
 	struct iscsi_connection iscsi_conn;
 };
@@ -171,7 +167,6 @@ static struct rbio_conn *RC(struct iscsi_connection *conn)
 static struct iscsi_transport rbio_tcp;
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_conns);
-static long rbio_nop_ttt;
 
 static void conn_log_close(struct rbio_conn *rc, const char *why)
 {
@@ -438,7 +433,7 @@ static size_t tp_close(struct iscsi_connection *conn)
 
 	tgt_event_del(rc->fd);
 	conn->state = STATE_CLOSE;
-	rc->nop_interval = 0;
+	rbio_ping_stop(&rc->ping);
 	rbio_tcp_conn_tx_cancel(rc->engine);
 	deferred_release(rc, 0);
 	return 0;
@@ -541,23 +536,12 @@ static void tp_nop_reply(long ttt)
 	struct rbio_conn *rc;
 
 	list_for_each_entry(rc, &rbio_conns, siblings)
-		if (rc->ttt == ttt)
-			rc->nop_inflight_count = 0;
+		rbio_ping_reply(&rc->ping, ttt);
 }
 
 static int tp_login_complete(struct iscsi_connection *conn)
 {
-	struct rbio_conn *rc = RC(conn);
-	struct iscsi_target *target;
-
-	list_for_each_entry(target, &iscsi_targets_list, tlist) {
-		if (target->tid != conn->tid)
-			continue;
-		rc->nop_count = target->nop_count;
-		rc->nop_interval = target->nop_interval;
-		rc->nop_tick = target->nop_interval;
-		break;
-	}
+	rbio_ping_login_complete(&RC(conn)->ping, conn);
 	return 0;
 }
 
@@ -915,43 +899,18 @@ static void take_over_portals(void)
 
 static struct tgt_work tick_work;
 
-static void send_ping(struct rbio_conn *rc)
-{
-	struct iscsi_connection *conn = &rc->iscsi_conn;
-	struct iscsi_task *task = tp_alloc_task(conn, 0);
-
-	if (!task)
-		return;
-	task->conn = conn;
-	task->tag = ISCSI_RESERVED_TAG;
-	task->req.opcode = ISCSI_OP_NOOP_IN;
-	task->req.itt = cpu_to_be32(ISCSI_RESERVED_TAG);
-	task->req.ttt = cpu_to_be32(rc->ttt);
-	list_add_tail(&task->c_list, &conn->tx_clist);
-	conn->tp->ep_event_modify(conn, EPOLLIN | EPOLLOUT);
-}
-
 static void ping_connections(void)
 {
 	struct rbio_conn *rc;
+	char why[96];
 
 	list_for_each_entry(rc, &rbio_conns, siblings) {
-		if (rc->nop_interval == 0 || --rc->nop_tick > 0)
+		if (rbio_ping_tick(&rc->ping, &rc->iscsi_conn, why, sizeof(why)) != RBIO_PING_UNANSWERED)
 			continue;
-		rc->nop_tick = rc->nop_interval;
-		if (++rc->nop_inflight_count > rc->nop_count) {
-			char why[96];
-
-			snprintf(why, sizeof(why), "no reply to %d NOP-In pings", rc->nop_count);
-			conn_log_close(rc, why);
-			/* closing may free rc: leave the loop, the rest wait a tick */
-			conn_close(&rc->iscsi_conn);
-			break;
-		}
-		if (++rbio_nop_ttt == ISCSI_RESERVED_TAG)
-			rbio_nop_ttt = 1;
-		rc->ttt = rbio_nop_ttt;
-		send_ping(rc);
+		conn_log_close(rc, why);
+		/* closing may free rc: leave the loop, the rest wait a tick */
+		conn_close(&rc->iscsi_conn);
+		break;
 	}
 }
 
