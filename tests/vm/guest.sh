@@ -9,5 +9,5 @@
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   exec "$HERE/../../scripts/vm/run.sh" --timeout "${1:?guest.sh: the guest timeout in seconds}" \
-    "$(realpath -s "${BASH_SOURCE[1]}")" "${@:2}"
+    "$(realpath -s "${BASH_SOURCE[-1]}")" "${@:2}"
 fi

@@ -29,17 +29,11 @@
 # Malformed iSER messages and a logout with I/O in flight are in
 # vm.iser-kernel-initiator.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
-
-source "$HERE/lib-rxe.sh"
-must_rxe        # before tgtd, whose iSER driver listens only if a device exists
-source "$HERE/lib.sh"
-PORTAL=$RXE_ADDR:3260
+source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 [[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
 IQN=iqn.2026-11.io.rbio:faults
 ME=iqn.2026-11.io.rbio:faults-initiator
-iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection's send slots, and the shared receive queue of a device that
 # has connections (sizes as in vm.iser-kernel-initiator; see

@@ -11,11 +11,7 @@
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
 # port nobody listens on.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
-
-source "$HERE/lib-rxe.sh"
-must_rxe        # before tgtd, whose iSER driver listens only if a device exists
-source "$HERE/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 [[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
 IQN=iqn.2026-11.io.rbio:iser-init

@@ -11,12 +11,7 @@
 # serving); the initiator logging out in the middle of I/O; no queue pair
 # left behind; and the off switch (RBIO_ISER=off leaves tgt's own iSER).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
-
-source "$HERE/lib-rxe.sh"
-must_rxe        # before tgtd, whose iSER driver listens only if a device exists
-source "$HERE/lib.sh"
-PORTAL=$RXE_ADDR:3260
+source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
 CHECK="$RBIO_BUILD_DIR/tests/vm/iser_engine_check"
 IQN=iqn.2026-11.io.rbio:iser IQN_ACL=iqn.2026-11.io.rbio:iser-acl IQN_OTHER=iqn.2026-11.io.rbio:iser-other
 MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
@@ -24,7 +19,6 @@ MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
 # The SCSI scan after a login can take more than lib.sh's 30 s when the
 # host is busy (TCG): wait up to twice that.
 wait_lun() { wait_disk_of "$@" || wait_disk_of "$@"; }
-iadm() { iscsiadm -m node -T "$1" -p "$PORTAL" -I iser "${@:2}"; }
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection registers its 512 send slots of 8524 bytes (iSER header,
 # BHS, 256 B of AHS, 8 KiB of data; see endpoint_config() in
