@@ -166,11 +166,12 @@ std::shared_ptr<DeviceReceives> receives_for(ibv_context* ctx, ibv_pd* pd, const
     return fresh;
 }
 
-// tgt's core sends no NOP-In on these connections, so a peer that vanished
-// without a disconnect reaching us (link down, crashed host) would keep its
-// QP, slot pools and tasks for ever: after this many of the glue's
-// once-a-second calls for a quiet connection in a row, the idle QP gets a
-// liveness probe (IserEndpoint::probe_idle()), whose failure ends it.
+// NOP-In pings are off unless the admin sets a target's nop_interval, so a
+// peer that vanished without a disconnect reaching us (link down, crashed
+// host) would keep its QP, slot pools and tasks for ever: after this many
+// of the glue's once-a-second calls for a quiet connection in a row, the
+// idle QP gets a liveness probe (IserEndpoint::probe_idle()), whose
+// failure ends it.
 constexpr unsigned kQuietSecondsBeforeProbe = 5;
 
 EndpointConfig endpoint_config(const rbio_tp_settings& s) {
