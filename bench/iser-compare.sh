@@ -226,7 +226,7 @@ VM_CLEANUP_HOOKS+=('for c in stock rbio; do "$SANDBOX" stop "$WORK/tgtd-$c" 2>/d
 } > "$RESULTS/header.md"
 cat "$RESULTS/header.md"; echo
 
-# A sample: tgtd's utime+stime, then (rbio) the counters. The statistics
+# A sample: tgtd's utime+stime and its utime alone, then (rbio) the counters. The statistics
 # file is rewritten once a second: wait for a fresh one.
 # With it, the guest's busy and total jiffies over all vCPUs and per vCPU
 # (/proc/stat: user nice system idle iowait irq softirq steal): how much of
@@ -242,7 +242,7 @@ cat "$RESULTS/header.md"; echo
 sample() {  # sample CONFIG pre|post
   local c=$1 when=$2
   [[ $c == rbio && $when == pre ]] && sleep 1.2
-  awk 'FILENAME ~ /stat$/ && FNR == NR { print "cpu=" $14 + $15; next }
+  awk 'FILENAME ~ /stat$/ && FNR == NR { print "cpu=" $14 + $15; print "cpu_user=" $14; next }
        $1 == "syscr:" || $1 == "syscw:" { rw += $2 }
        $1 == "syscw:" { print "tgtd_rw_syscalls=" rw }
        /^cpu/ { print "guest_busy" substr($1, 4) "=" $2 + $3 + $4 + $7 + $8 + $9
@@ -274,7 +274,7 @@ write_sampler() {
   chmod +x "$SAMPLER"
 }
 
-printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\tguest_cpu_us_per_io\tguest_busy_pct\tbusiest_vcpu_pct\ttgtd_rw_syscalls_per_io\n' > "$RAW"
+printf 'round\tworkload\tconfig\tinitiator\tios\tiops\tmbps\ttgtd_cpu_us_per_io\twrs_per_post\tsignaled_per_io\tcompletions_per_poll\twakeups_per_io\trdma_reads_per_io\tinit_wrs_per_post\tinit_signaled_per_io\tinit_completions_per_poll\tinit_wakeups_per_io\tinit_lat_p50_us\tinit_lat_p99_us\tguest_cpu_us_per_io\tguest_busy_pct\tbusiest_vcpu_pct\ttgtd_rw_syscalls_per_io\ttgtd_user_us_per_io\n' > "$RAW"
 declare -A BS=()
 for w in "${WORKLOADS[@]}"; do read -r name _ bs _ <<< "$w"; BS[$name]=$bs; done
 # record_point ROUND WORKLOAD CONFIG INITIATOR IOS MS PRE POST [FIELD...]:
@@ -305,9 +305,10 @@ record_point() {
         n = substr(k, 11); if (d["guest_all" n] > 0 && 100 * d[k] / d["guest_all" n] > top) top = 100 * d[k] / d["guest_all" n] }
       gtop = top < 0 ? "-" : sprintf("%.0f", top)
       sys = ios == 0 ? "-" : sprintf("%.2f", d["tgtd_rw_syscalls"] / ios)
+      user = ios == 0 ? "-" : sprintf("%.1f", d["cpu_user"] / hz * 1e6 / ios)
       gsub(/ /, "\t", own)
-      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
-             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own, gcpu, gbusy, gtop, sys
+      printf "%s\t%s\t%s\t%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r, name, c, ini, ios, ios / (ms / 1000),
+             ios * bs / (ms / 1000) / 1e6, cpu, wpp, spi, cpp, wpi, rpi, own, gcpu, gbusy, gtop, sys, user
     }' "$pre" "$post" >> "$RAW"
 }
 
@@ -417,20 +418,26 @@ target_table() {
 # ceiling, rbio's IOPS if its tgtd cost nothing (median of per-round ones).
 # A busiest vCPU near 100 % with the whole guest well below says one
 # thread's path (tgtd's, or the softirq work it carries) is the bound.
+# tgtd's user time per I/O is what its own code costs (tgt's core, the
+# transport, the store's submission); the rest of its CPU is the kernel's:
+# rxe's software RDMA (packets, checksums, copies) and the network softirqs
+# that run in tgtd's system calls, for both ends of the veth pair. A
+# transport cuts that part only by making fewer calls.
 cpu_table() {
   awk -F'\t' -v order="$order" -v ini="$1" "$MEDIAN_AWK"'
   NR > 1 && $4 == ini && $20 != "-" {
            k = $2 SUBSEP $3; g[k] = g[k] " " $20; busy[k] = busy[k] " " $21; top[k] = top[k] " " $22; sys[k] = sys[k] " " $23
+           user[k] = user[k] " " $24
            if ($3 == "stock" && $20 > $8) { share[$2] = share[$2] " " $8 / $20; ceil[$2] = ceil[$2] " " $20 / ($20 - $8) } }
   END {
-    print "| workload | guest CPU us/IO stock | rbio | guest busy % stock | rbio | busiest vCPU % stock | rbio | tgtd syscalls/IO stock | rbio | stock tgtd share | ceiling (tgtd free) |"
-    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+    print "| workload | guest CPU us/IO stock | rbio | guest busy % stock | rbio | busiest vCPU % stock | rbio | tgtd syscalls/IO stock | rbio | tgtd user us/IO stock | rbio | stock tgtd share | ceiling (tgtd free) |"
+    print "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
     n = split(order, ws, "\n")
     for (i = 1; i <= n; i++) {
       w = ws[i]
-      printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2fx |\n", w, median(g[w, "stock"]), median(g[w, "rbio"]),
+      printf "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %.2f | %.2fx |\n", w, median(g[w, "stock"]), median(g[w, "rbio"]),
         median(busy[w, "stock"]), median(busy[w, "rbio"]), median(top[w, "stock"]), median(top[w, "rbio"]),
-        median(sys[w, "stock"]), median(sys[w, "rbio"]),
+        median(sys[w, "stock"]), median(sys[w, "rbio"]), median(user[w, "stock"]), median(user[w, "rbio"]),
         median(share[w]), median(ceil[w])
     }
   }' "$RAW"
