@@ -67,10 +67,8 @@
 # an otherwise idle machine; it is not part of ctest.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
-
-die() { printf 'iser-compare: error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
+BENCH_NAME=iser-compare
+source "$HERE/lib.sh"
 
 ROUNDS=3 SECONDS_PER=6 SIZE_MB=256 OUT="" QUICK=0 BS_ALL=rdwr INITIATOR_LIST=kernel,rbio MTU=""
 args=("$@")
@@ -89,12 +87,7 @@ while (( $# )); do
   esac
 done
 if (( QUICK )); then ROUNDS=1 SECONDS_PER=3; fi
-IFS=, read -r BS_STOCK BS_RBIO extra <<< "$BS_ALL"
-BS_RBIO=${BS_RBIO:-$BS_STOCK}
-for b in "$BS_STOCK" "$BS_RBIO"; do
-  [[ -z $extra && ( $b == rdwr || $b == rbio ) ]] \
-    || die "--bstype takes rdwr or rbio, or two of them as STOCK,RBIO (got '$BS_ALL')"
-done
+split_bstypes "$BS_ALL"
 IFS=, read -ra INITIATORS <<< "$INITIATOR_LIST"
 (( ${#INITIATORS[@]} )) || die "--initiators takes kernel, rbio or kernel,rbio"
 declare -A WANT=()

@@ -22,4 +22,16 @@ need_pkg() {
   fi
 }
 
+# split_bstypes SPEC: the iSER benches' --bstype, "B" for both targets or
+# "STOCK,RBIO", each rdwr or rbio, into BS_STOCK and BS_RBIO.
+split_bstypes() {
+  local extra b
+  IFS=, read -r BS_STOCK BS_RBIO extra <<< "$1"
+  BS_RBIO=${BS_RBIO:-$BS_STOCK}
+  for b in "$BS_STOCK" "$BS_RBIO"; do
+    [[ -z $extra && ( $b == rdwr || $b == rbio ) ]] \
+      || die "--bstype takes rdwr or rbio, or two of them as STOCK,RBIO (got '$1')"
+  done
+}
+
 port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# iser-instructions.sh: what tgtd's own code costs per SCSI command over
+# iSER, counted rather than timed: stock tgt's iSER driver against rbio's
+# iSER transport, each tgtd run under valgrind's callgrind in one qemu
+# guest over soft-RoCE (rdma_rxe), loaded by the rbio initiator.
+#
+#   bench/iser-instructions.sh [--seconds S] [--bstype B|S,R] [--out DIR]
+#
+#   --seconds S   seconds counted per point (default 15), after 6 s of
+#                 warm-up in the same session
+#   --bstype B|S,R  backing store of both targets, or of stock's and of
+#                 rbio's (default rdwr,rbio: each stack as it ships)
+#   --out DIR     keep the guest run's files in DIR (results.md, the
+#                 callgrind profiles, each `rbio bench` report)
+#
+# Points: 4 KiB random reads and writes with 32 in flight (`rbio bench
+# --transport iser`, one session per point). Per point and target, from
+# the profile of the counted seconds (callgrind_control turns counting on
+# and off in a running tgtd): instructions per command (all of tgtd's
+# threads: tgt's core, the transport, the backing store, libc, rxe's
+# user-space provider; callgrind counts no kernel work), that total split
+# by object, malloc/calloc/realloc calls per command, and the functions
+# that cost most. Commands are the calls of tgt's target_cmd_queue(), which
+# every SCSI command passes once in both targets.
+#
+# Why: under TCG a tgtd's CPU time is mostly the kernel's (rxe's software
+# RDMA runs in its system calls; bench/iser-compare.sh shows the user/
+# system split), and timings move by tens of percent from run to run;
+# instruction counts repeat, and they are what the hot path's rules (no
+# allocation per I/O, no extra copy) can be checked against. Valgrind
+# slows tgtd about fiftyfold, so the IOPS here mean nothing.
+#
+# Run time: about 3 minutes. Run it on an otherwise idle machine; it is not
+# part of ctest.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+BENCH_NAME=iser-instructions
+source "$HERE/lib.sh"
+
+SECONDS_PER=15 BS_ALL=rdwr,rbio OUT=""
+args=("$@")
+while (( $# )); do
+  case $1 in
+    --seconds) SECONDS_PER=${2:-}; shift 2 ;;
+    --bstype) BS_ALL=${2:-}; shift 2 ;;
+    --out) OUT=${2:-}; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) printf 'iser-instructions: unknown option %s\n\n' "$1" >&2; usage 2 ;;
+  esac
+done
+[[ $SECONDS_PER =~ ^[0-9]+$ && $SECONDS_PER -gt 0 ]] || die "--seconds takes a positive integer (got '$SECONDS_PER')"
+split_bstypes "$BS_ALL"
+WARM=6
+
+# ------------------------------------------------------------ on the host
+if [[ -z ${RBIO_VM_GUEST:-} ]]; then
+  [[ $(id -u) -eq 0 ]] || die "run as root (it boots a qemu guest)"
+  build=${RBIO_BUILD_DIR:-$ROOT/build}
+  [[ -f $build/modules/bs_rbio.so && -x $build/initiator/rbio ]] \
+    || die "no build in $build: cmake -S . -B build && cmake --build build"
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
+    || die "valgrind is not installed (scripts/setup.sh installs it)"
+  run=(--timeout $(( 300 + 4 * (SECONDS_PER + WARM + 40) )) --mem 3072)
+  [[ -n $OUT ]] && run+=(--out "$OUT")
+  exec "$ROOT/scripts/vm/run.sh" "${run[@]}" "$HERE/iser-instructions.sh" "${args[@]}"
+fi
+
+# ------------------------------------------------------------ in the guest
+source "$ROOT/tests/vm/lib-rxe.sh"
+rxe_up || die "soft-RoCE did not come up"
+source "$ROOT/tests/vm/lib.sh"
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+PORTAL=$RXE_ADDR:3260
+RESULTS="${VM_OUT:-$WORK}"
+INITIATOR=iqn.2026-11.io.rbio:iser-instructions
+CTL=5703
+declare -A BSTYPE=([stock]=$BS_STOCK [rbio]=$BS_RBIO)
+declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_ISER=off" [rbio]="RBIO_ISER=on")
+WORKLOADS=("4k-randread-qd32 randread" "4k-randwrite-qd32 randwrite")
+fallocate -l 256M "$WORK/disk.img" || die "no room for the 256 MiB backing file"
+
+# tgtd under callgrind, counting nothing until told (callgrind_control -i on).
+WRAPPER="$WORK/tgtd-callgrind"
+cat > "$WRAPPER" <<EOF
+#!/bin/sh
+exec valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \\
+  --callgrind-out-file="$RESULTS/callgrind.%p.out" --log-file="$WORK/valgrind.%p.log" \\
+  "$(command -v tgtd)" "\$@"
+EOF
+chmod +x "$WRAPPER"
+
+# profile_point CONFIG NAME RW: one session of the rbio initiator; callgrind
+# counts the seconds after the warm-up and dumps them as part NAME.
+profile_point() {
+  local c=$1 name=$2 rw=$3 pid=$4 bench
+  bench="$RESULTS/bench-$name@$c.out"
+  "$RBIO" bench --transport iser -T "iqn.2026-11.io.rbio:instr-$c" -p "$PORTAL" --lun 1 \
+    --initiator-name "$INITIATOR" --rw "$rw" --bs 4096 --iodepth 32 --time $(( WARM + SECONDS_PER + 4 )) \
+    > "$bench" 2>&1 &
+  local bp=$!
+  sleep "$WARM"
+  callgrind_control -i on "$pid" > /dev/null 2>&1 || { kill "$bp"; die "$c: callgrind_control cannot reach tgtd"; }
+  sleep "$SECONDS_PER"
+  callgrind_control -i off "$pid" > /dev/null 2>&1
+  callgrind_control --dump="$name" "$pid" > /dev/null 2>&1
+  wait "$bp" || { tail -5 "$bench" >&2; die "rbio bench $name failed on $c"; }
+}
+
+# calls_of FILE REGEX: calls made to the functions whose names match REGEX
+# in a callgrind profile (names are compressed: "(N) name" the first time,
+# "(N)" after).
+calls_of() {
+  awk -v re="^($2)\$" '
+    match($0, /^c?fn=\([0-9]+\)/) {
+      id = substr($0, 1, RLENGTH); sub(/^c?fn=/, "", id)
+      if (length($0) > RLENGTH + 1) name[id] = substr($0, RLENGTH + 2)
+      want = $0 ~ /^cfn=/ && name[id] ~ re; next }
+    want && /^calls=/ { split($1, a, "="); n += a[2] }
+    { want = 0 }
+    END { print n + 0 }' "$1"
+}
+
+# self_by_object FILE: "OBJECT INSTRUCTIONS" lines, each object's own
+# instructions (a cost line right after calls= is the call's inclusive
+# cost, not the caller's own).
+self_by_object() {
+  awk '
+    match($0, /^ob=\([0-9]+\)/) {
+      id = substr($0, 4, RLENGTH - 3)
+      if (length($0) > RLENGTH + 1) obname[id] = substr($0, RLENGTH + 2)
+      ob = obname[id]; next }
+    match($0, /^cob=\([0-9]+\)/) {
+      id = substr($0, 5, RLENGTH - 4)
+      if (length($0) > RLENGTH + 1) obname[id] = substr($0, RLENGTH + 2)
+      next }
+    /^calls=/ { call = 1; next }
+    /^[-+*0-9]/ { if (call) call = 0; else self[ob] += $2; next }
+    END { for (o in self) { n = o; sub(/.*\//, "", n); print n, self[o] } }' "$1"
+}
+
+# summarise CONFIG NAME FILE: one results row and the top functions.
+summarise() {
+  local c=$1 name=$2 f=$3 cmds allocs
+  cmds=$(calls_of "$f" target_cmd_queue)
+  (( cmds > 0 )) || die "$c $name: no command in the profile ($f)"
+  allocs=$(calls_of "$f" 'malloc|calloc|realloc')
+  self_by_object "$f" | awk -v c="$c" -v name="$name" -v cmds="$cmds" -v allocs="$allocs" '
+    { total += $2; o = $1
+      if (o ~ /^libc\.so/) o = "libc"; else if (o ~ /^librxe/) o = "librxe"
+      else if (o != "tgtd" && o != "bs_rbio.so") o = "other"
+      by[o] += $2 }
+    END { printf "| %s | %s | %d | **%.0f** | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f |\n", name, c, cmds, total / cmds,
+            by["tgtd"] / cmds, by["bs_rbio.so"] / cmds, by["libc"] / cmds, by["librxe"] / cmds, by["other"] / cmds,
+            allocs / cmds }' >> "$WORK/rows.md"
+  {
+    printf '\n%s on %s: the 12 costliest functions (own instructions per command)\n\n' "$name" "$c"
+    callgrind_annotate "$f" 2>/dev/null | awk -v cmds="$cmds" '
+      /file:function/ { body = 1; next }
+      body && $1 ~ /^[0-9,]+$/ && n < 12 {
+        ir = $1; gsub(",", "", ir); line = $0
+        sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, "", line); sub(/^[^:]*:/, "", line)
+        if (match(line, / \[[^]]*\]$/)) { ob = substr(line, RSTART + 2, RLENGTH - 3); sub(/.*\//, "", ob)
+                                          line = substr(line, 1, RSTART - 1) " (" ob ")" }
+        printf "    %7.1f  %s\n", ir / cmds, substr(line, 1, 120); n++ }'
+  } >> "$WORK/top.md"
+}
+
+: > "$WORK/rows.md"; : > "$WORK/top.md"
+for c in stock rbio; do
+  state="$WORK/tgtd-$c"
+  # shellcheck disable=SC2086  # ENVS holds env(1) arguments
+  env ${ENVS[$c]} "$SANDBOX" start "$state" --modules "$MODULES" --tgtd "$WRAPPER" \
+    --control-port "$CTL" --portal "127.0.0.1:3273" -- --iser pool_sz_mb=128,buf_sz_kb=1024 > /dev/null \
+    || die "$c: tgtd under callgrind did not start"
+  VM_CLEANUP_HOOKS+=("\"\$SANDBOX\" stop \"$state\" 2>/dev/null")
+  pid=$(cat "$state/tgtd.pid")
+  tgtadm -C "$CTL" --lld iser --op new --mode target --tid 1 -T "iqn.2026-11.io.rbio:instr-$c" &&
+  tgtadm -C "$CTL" --lld iser --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/disk.img" --bstype "${BSTYPE[$c]}" &&
+  tgtadm -C "$CTL" --lld iser --op bind --mode target --tid 1 -I ALL &&
+  tgtadm -C "$CTL" --lld iser --op bind --mode target --tid 1 -Q "$INITIATOR" \
+    || die "$c: cannot set up the target"
+  for w in "${WORKLOADS[@]}"; do
+    read -r name rw <<< "$w"
+    echo "iser-instructions: $c: $name, ${SECONDS_PER} s counted" >&2
+    profile_point "$c" "$name" "$rw" "$pid"
+  done
+  "$SANDBOX" stop "$state"
+  for w in "${WORKLOADS[@]}"; do
+    read -r name _ <<< "$w"
+    f=$(grep -l "^desc: Trigger: dump $name\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1 || true)
+    [[ -n $f ]] || die "$c: no callgrind profile for $name"
+    mv "$f" "$RESULTS/callgrind-$name@$c.out"
+    summarise "$c" "$name" "$RESULTS/callgrind-$name@$c.out"
+  done
+  rm -f "$RESULTS"/callgrind.*.out*
+done
+
+{
+  echo "# tgtd's user-space instructions per SCSI command over iSER (callgrind)"
+  echo
+  echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null); $(valgrind --version);"
+  echo "initiator: \`rbio bench --transport iser\`, 4 KiB, 32 in flight; ${SECONDS_PER} s counted after ${WARM} s of warm-up;"
+  echo "backing store: stock bs $BS_STOCK, rbio bs $BS_RBIO; a 256 MiB fallocated tmpfs file."
+  echo
+  echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command |"
+  echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+  sort -t'|' -k2,2 -k3,3r "$WORK/rows.md"
+  cat "$WORK/top.md"
+} > "$RESULTS/results.md"
+cat "$RESULTS/results.md"
+finish
