@@ -45,7 +45,8 @@
 # on LUN 1 (its own login, TEST UNIT READY, READ CAPACITY, SYNCHRONIZE
 # CACHE and logout fall inside its point's CPU and counter samples).
 #
-# Tables in results.md, one per initiator: IOPS and MB/s per target,
+# Tables in results.md: first issue 6's goals at 4 KiB x 32, met or not;
+# then one per initiator: IOPS and MB/s per target,
 # rbio/stock (median of per-round ratios), tgtd CPU time per I/O
 # (utime+stime from /proc/PID/stat), and rbio's counters per point from
 # its statistics file: work requests per ibv_post_send call, signalled
@@ -451,7 +452,31 @@ initiator_table() {
       }
   }' "$RAW"
 }
+# goals_table: issue 6's goals at 4 KiB with 32 in flight, per initiator
+# and workload (medians; the ratio is the median of per-round ratios):
+# >= 8 work requests per post and <= 0.25 signalled completions per I/O on
+# rbio's tgtd, >= 1.5x stock's IOPS. Met or not, as measured.
+goals_table() {
+  awk -F'\t' "$MEDIAN_AWK"'
+  function verdict(ok) { return ok ? "met" : "**not met**" }
+  NR > 1 && $2 ~ /^4k-rand(read|write)-qd32$/ {
+    k = $4 SUBSEP $2; v[$1, k, $3] = $6; rounds[$1] = 1; seen[k] = 1
+    if ($3 == "rbio") { wpp[k] = wpp[k] " " $9; spi[k] = spi[k] " " $10 } }
+  END {
+    print "| initiator | workload | WRs/post (>= 8) | signalled/IO (<= 0.25) | rbio/stock IOPS (>= 1.5) |"
+    print "|---|---|--:|--:|--:|"
+    split("kernel rbio", inis, " "); split("4k-randread-qd32 4k-randwrite-qd32", ws, " ")
+    for (i = 1; i <= 2; i++) for (j = 1; j <= 2; j++) {
+      k = inis[i] SUBSEP ws[j]; if (!(k in seen)) continue
+      rr = ""; for (r in rounds) rr = rr " " v[r, k, "rbio"] / v[r, k, "stock"]
+      w = median(wpp[k]); sg = median(spi[k]); x = median(rr)
+      printf "| %s | %s | %.2f %s | %.3f %s | %.2f %s |\n", inis[i], ws[j], w, verdict(w >= 8), sg, verdict(sg <= 0.25),
+        x, verdict(x >= 1.5)
+    }
+  }' "$RAW"
+}
 {
+  printf "\n## Issue 6's goals at 4 KiB, 32 in flight (rbio's tgtd; medians)\n\n"; goals_table
   if [[ -n ${WANT[kernel]:-} ]]; then
     printf '\n## Kernel iSER initiator (ib_iser, fio)\n\n'; target_table kernel
     printf "\nThe guest's CPU per I/O (all vCPUs, /proc/stat):\n\n"; cpu_table kernel
