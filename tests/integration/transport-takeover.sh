@@ -66,7 +66,7 @@ stopped=$!
 sleep 2  # logged in and reading
 kill -STOP "$stopped"
 check "a stopped initiator's connection ends after 2 unanswered pings" \
-  bash -c "for i in \$(seq 50); do grep -q 'no reply to 2 NOP-In pings' '$STATE/tgtd.log' && exit 0; sleep 0.2; done; exit 1"
+  wait_for 10 log_has "no reply to 2 NOP-In pings"
 kill -9 "$stopped"; wait "$stopped" 2>/dev/null || true
 tadm --op update --mode target --tid 1 --name nop_interval --value 0
 

@@ -70,5 +70,14 @@ finish() {
   (( checks_failed == 0 ))
 }
 
+# wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.
+wait_for() {
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do
+    (( SECONDS < end )) || return 1
+    sleep 0.2
+  done
+}
+
 tgtd_alive() { kill -0 "$(tgtd_pid)" 2>/dev/null && tgtadm -C "$CTL" --mode system --op show >/dev/null; }
 log_has() { grep -q -- "$1" "$STATE/tgtd.log"; }

@@ -42,14 +42,6 @@ tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (4364288|8728576)( |$)" || true; }
 ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
 stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
-# wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.
-wait_for() {
-  local end=$((SECONDS + $1)); shift
-  until "$@"; do
-    (( SECONDS < end )) || return 1
-    sleep 0.5
-  done
-}
 qps_are() { [[ $(tgtd_qps) -eq $1 ]]; }
 mrs_are() { [[ $(conn_mrs) -eq $1 ]]; }
 
@@ -115,9 +107,12 @@ check "no tgtd queue pair is left" wait_for 15 qps_are 0
 # target's NOP-In pings (nop_interval, nop_count) do.
 iser_adm --op update --mode target --tid 1 --name nop_interval --value 1
 iser_adm --op update --mode target --tid 1 --name nop_count --value 2
-check "pings: a session that answers them runs its 3 s of verified writes"   bench pings-answered --rw randwrite --bs 4k --iodepth 8 --size 16M
-check "pings: the rbio initiator answered the target's NOP-In pings"   grep -q "pings_answered=[1-9]" "$WORK/pings-answered.out"
-check "pings: no connection was closed for unanswered pings"   eval '! grep -q "NOP-In pings" "$STATE/tgtd.log"'
+check "pings: a session that answers them runs its 3 s of verified writes" \
+  bench pings-answered --rw randwrite --bs 4k --iodepth 8 --size 16M
+check "pings: the rbio initiator answered the target's NOP-In pings" \
+  grep -q "pings_answered=[1-9]" "$WORK/pings-answered.out"
+check "pings: no connection was closed for unanswered pings" \
+  eval '! grep -q "NOP-In pings" "$STATE/tgtd.log"'
 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 1 --initiator-name "$ME" \
   --time 120 --timeout 60 --rw randread --bs 4k --iodepth 4 --size 16M > "$WORK/stopped.out" 2>&1 &
 BENCH_PID=$!
