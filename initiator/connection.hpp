@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "rbio/initiator/error.hpp"
 #include "rbio/initiator/session.hpp"
 #include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rx_buffer.hpp"
@@ -104,6 +105,15 @@ public:
     // completions without an event. Returns true when the target was heard
     // from; false also on EINTR.
     virtual bool wait_and_receive(int timeout_ms, int wake_fd, bool more) = 0;
+
+protected:
+    explicit Connection(const Portal& portal) : portal_(portal.to_string()) {}
+    // The connection is gone: ConnectionLost, naming the target.
+    [[noreturn]] void lost(const std::string& why) const {
+        fail(ErrorKind::ConnectionLost, "target " + portal_ + ": " + why);
+    }
+
+    const std::string portal_;  // for error messages
 };
 
 }  // namespace rbio::initiator

@@ -22,6 +22,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
+// Whether `buffer` lies wholly inside `region`.
+bool within(std::span<const uint8_t> buffer, std::span<const uint8_t> region) {
+    return buffer.data() >= region.data() && buffer.data() + buffer.size() <= region.data() + region.size();
+}
+
 [[noreturn]] void unreachable(const Portal& p, const std::string& why) {
     fail(ErrorKind::Unreachable, "iSER connection to " + p.to_string() + ": " + why);
 }
@@ -103,9 +108,8 @@ void IserConnection::restrict_offer(LoginOffer& offer) {
 }
 
 void IserConnection::check_buffer(std::span<const uint8_t> buffer, const std::vector<std::span<uint8_t>>& regions) {
-    if (buffer.size() <= kBounceSlotBytes || std::any_of(regions.begin(), regions.end(), [&](std::span<uint8_t> r) {
-            return buffer.data() >= r.data() && buffer.data() + buffer.size() <= r.data() + r.size();
-        }))
+    if (buffer.size() <= kBounceSlotBytes ||
+        std::any_of(regions.begin(), regions.end(), [&](std::span<uint8_t> r) { return within(buffer, r); }))
         return;
     throw std::invalid_argument("SCSI command over iSER: a buffer of " + std::to_string(buffer.size()) +
                                 " bytes outside SessionOptions::iser_regions (at most " +
@@ -129,7 +133,7 @@ std::unique_ptr<IserConnection> IserConnection::connect(const Portal& portal, st
 IserConnection::IserConnection(Resolved r, const Portal& portal, std::chrono::milliseconds timeout,
                                const std::vector<std::span<uint8_t>>& regions,
                                iser::ConnectionCounters& counters, ConnectionEvents& events)
-    : portal_(portal.to_string()),
+    : Connection(portal),
       counters_(counters),
       events_(events),
       channel_(std::move(r.channel)),
@@ -188,8 +192,7 @@ std::string IserConnection::poll_cm() {
 
 bool IserConnection::place(std::span<uint8_t> buffer, bool write, Placement& out) {
     for (size_t i = 0; i < regions_.size(); ++i) {
-        std::span<uint8_t> reg = regions_[i];
-        if (buffer.data() >= reg.data() && buffer.data() + buffer.size() <= reg.data() + reg.size()) {
+        if (within(buffer, regions_[i])) {
             out = {mrs_[i]->rkey, reinterpret_cast<uintptr_t>(buffer.data()), kNoSlot};
             return true;
         }
@@ -201,10 +204,6 @@ bool IserConnection::place(std::span<uint8_t> buffer, bool write, Placement& out
     if (write && !buffer.empty()) std::memcpy(bounce_.data(slot), buffer.data(), buffer.size());
     out = {bounce_.rkey(), reinterpret_cast<uintptr_t>(bounce_.data(slot)), slot};
     return true;
-}
-
-void IserConnection::lost(const std::string& why) const {
-    fail(ErrorKind::ConnectionLost, "target " + portal_ + ": " + why);
 }
 
 void IserConnection::send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, std::span<const uint8_t> ext,

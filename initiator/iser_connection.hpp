@@ -110,9 +110,7 @@ private:
     bool receive();
     // Takes pending CM events; a non-empty string says why the connection ended.
     std::string poll_cm();
-    [[noreturn]] void lost(const std::string& why) const;
 
-    const std::string portal_;
     iser::ConnectionCounters& counters_;
     ConnectionEvents& events_;
     iser::rdma::EventChannelPtr channel_;

@@ -92,7 +92,9 @@ void Session::Impl::connect_and_login(const Portal& start, std::chrono::millisec
     Portal p = start;
     for (int hop = 0;; ++hop) {
         portal_ = p;
-        // The one place that picks the backend; the old connection goes first.
+        // Where a session connects, and so picks the backend (a session
+        // handed a connected fd wraps it in Impl's constructor); the old
+        // connection goes first.
         conn_.reset();
         if (options_.transport == Transport::Iser)
             conn_ = IserConnection::connect(p, connect_timeout, options_.iser_regions, counters_, events());

@@ -1,9 +1,8 @@
 // The event loop and the full feature phase: commands, Data-In, R2T and
 // Data-Out, status, NOP-In, asynchronous messages.
-#include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 

@@ -40,9 +40,8 @@ iser::TxConfig tx_config() {
 
 TcpConnection::TcpConnection(UniqueFd fd, const Portal& portal, const SessionOptions& options,
                              iser::ConnectionCounters& counters, ConnectionEvents& events)
-    : fd_(std::move(fd)),
-      portal_(portal.to_string()),
-      options_(options),
+    : Connection(portal),
+      fd_(std::move(fd)),
       counters_(counters),
       events_(events),
       writer_(fd_.get()),
@@ -53,10 +52,6 @@ TcpConnection::~TcpConnection() {
     // Queued PDUs point into tasks' buffers and outq_; their completions
     // give the buffers back.
     tx_.cancel_all(-ECONNRESET);
-}
-
-void TcpConnection::lost(const std::string& why) const {
-    fail(ErrorKind::ConnectionLost, "target " + portal_ + ": " + why);
 }
 
 void TcpConnection::send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, std::span<const uint8_t> ext,
@@ -106,12 +101,11 @@ void TcpConnection::enter_full_feature(const NegotiatedParams& params) {
 bool TcpConnection::flush(bool) {
     const iser::TxState s = tx_.flush();
     if (s == iser::TxState::Failed) lost("send failed: " + tx_.error());
-    blocked_ = s == iser::TxState::Blocked;
-    return blocked_;
+    return s == iser::TxState::Blocked;
 }
 
 bool TcpConnection::wait_and_receive(int timeout_ms, int wake_fd, bool) {
-    pollfd fds[2] = {{fd_.get(), short(POLLIN | (blocked_ ? POLLOUT : 0)), 0}, {wake_fd, POLLIN, 0}};
+    pollfd fds[2] = {{fd_.get(), short(POLLIN | (tx_.state() == iser::TxState::Blocked ? POLLOUT : 0)), 0}, {wake_fd, POLLIN, 0}};
     const pollfd& pfd = fds[0];
     const int n = ::poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0) {

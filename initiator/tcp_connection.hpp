@@ -20,8 +20,8 @@ namespace rbio::initiator {
 
 class TcpConnection final : public Connection {
 public:
-    // Over `fd` (connected), with login limits and no digests. `options`,
-    // `counters` and `events` must outlive the connection.
+    // Over `fd` (connected), with login limits and no digests. `counters`
+    // and `events` must outlive the connection.
     TcpConnection(UniqueFd fd, const Portal& portal, const SessionOptions& options,
                   iser::ConnectionCounters& counters, ConnectionEvents& events);
     // Drops what is still queued: the tasks' buffers are released.
@@ -56,11 +56,8 @@ private:
 
     void on_tx_complete();
     bool receive();
-    [[noreturn]] void lost(const std::string& why) const;
 
     UniqueFd fd_;
-    const std::string portal_;
-    const SessionOptions& options_;
     iser::ConnectionCounters& counters_;
     ConnectionEvents& events_;
     iser::SocketWriter writer_;
@@ -68,7 +65,6 @@ private:
     std::unique_ptr<iser::RxBuffer> rx_;
     iser::TxQueue tx_;
     std::vector<uint8_t> scratch_;  // data the session has no place for
-    bool blocked_ = false;          // the last flush left bytes for POLLOUT
 };
 
 }  // namespace rbio::initiator
