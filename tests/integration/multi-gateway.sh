@@ -27,7 +27,7 @@ gw_adm() { local g=$1; shift; tgtadm -C "$(gw_ctl "$g")" --lld iscsi "$@"; }
 gw_log_has() { grep -q -- "$2" "$(gw_state "$1")/tgtd.log"; }
 probe() { local g=$1; shift; "$PROBE" "$(gw_url "$g")" "$@"; }
 
-writer=""
+writer="" LOOP=""
 multi_gateway_cleanup() {
   local rc=$? g
   if [[ -n $writer ]]; then kill "$writer" 2>/dev/null || true; fi
@@ -37,6 +37,7 @@ multi_gateway_cleanup() {
     fi
     "$SANDBOX" stop "$(gw_state "$g")" || true
   done
+  if [[ -n $LOOP ]]; then losetup -d "$LOOP" || true; fi
   (exit "$rc")
   tgt_test_cleanup
 }
@@ -130,7 +131,7 @@ for g in 1 2; do
   "$PROBE" "$(gw_url "$g")" wait-ua 2a06 20 > "$WORK/ua$g.out" 2>&1 &
   eval "ua_pid$g=$!"
 done
-check "both watchers hold a session" wait_for 15 eval 'grep -qx ready "$WORK/ua1.out" && grep -qx ready "$WORK/ua2.out"'
+check "both watchers hold a session" wait_for 15 eval 'grep -qsx ready "$WORK/ua1.out" && grep -qsx ready "$WORK/ua2.out"'
 set_groups "1 standby" "2 active/optimized"
 check "gateway 1's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$ua_pid1"
 check "gateway 2's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$ua_pid2"
@@ -184,6 +185,19 @@ check "... refuses an rbio LU" eval '! { gw_adm 3 --op new --mode target --tid 1
 check "... and serves an rdwr LU" eval 'gw_adm 3 --op new --mode logicalunit --tid 1 --lun 2 -b "$LU_FILE" --bstype rdwr &&
   "$PROBE" "iscsi://127.0.0.1:$(gw_port 3)/iqn.2026-11.io.rbio:mp/2" inquiry >/dev/null'
 "$SANDBOX" stop "$(gw_state 3)"
+
+# Page caches are per box: a block device (which other boxes may reach too)
+# is shared by gateways only with O_DIRECT.
+LOOP=$(losetup --find --show "$LU_FILE")
+check "an ALUA LU on a block device without O_DIRECT is refused" \
+  eval '! gw_adm 1 --op new --mode logicalunit --tid 1 --lun 2 -b "$LOOP" --bstype rbio 2>/dev/null'
+check "... with the reason in the log" gw_log_has 1 "a block device served by several gateways needs O_DIRECT"
+check "... and accepted with bsoflags direct" \
+  gw_adm 1 --op new --mode logicalunit --tid 1 --lun 2 -b "$LOOP" --bstype rbio --bsoflags direct
+check "... where it serves I/O" eval 'probe_lun2() { "$PROBE" "iscsi://127.0.0.1:$(gw_port 1)/iqn.2026-11.io.rbio:mp/2" "$@"; };
+  probe_lun2 write 5000 16 3 && probe_lun2 verify 5000 16 3'
+gw_adm 1 --op delete --mode logicalunit --tid 1 --lun 2
+losetup -d "$LOOP" && LOOP=""
 
 # --- a gateway killed mid-write, then both, then one back ---------------------------
 ACKED="$WORK/acked"
