@@ -87,7 +87,22 @@ must_start() {
   (( checks_failed == before )) || { echo "stopping: the remaining checks depend on this one"; finish; exit 1; }
 }
 must_start "gateway 1 (port group 1) starts and exports the LU" eval 'gw_start 1 && gw_export 1'
-must_start "gateway 2 (port group 2) starts and exports the same LU" eval 'gw_start 2 && gw_export 2'
+# Gateway 2 is configured as docs/several-gateways.md shows: targets.conf.
+cat > "$WORK/targets.conf" <<CONF
+<target iqn.2026-11.io.rbio:mp>
+    <backing-store $LU_FILE>
+        bs-type rbio
+        scsi_id $SCSI_ID
+        scsi_sn $SCSI_SN
+    </backing-store>
+    allow-in-use yes
+    initiator-address ALL
+</target>
+CONF
+must_start "gateway 2 (port group 2) starts and exports the same LU from targets.conf" \
+  eval 'gw_start 2 && tgt-admin -C "$(gw_ctl 2)" -c "$WORK/targets.conf" -e'
+check "tgt-admin gave it tid 1, LUN 1" eval 'gw_adm 2 --op show --mode target | grep -q "^Target 1: iqn.2026-11.io.rbio:mp" &&
+  gw_adm 2 --op show --mode target | grep -q "LUN: 1"'
 check "gateway 1 logs its ALUA state" gw_log_has 1 "rbio: alua: on, port group 1: active/optimized"
 
 # --- one identity, two target ports -----------------------------------------
