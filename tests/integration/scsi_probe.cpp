@@ -22,10 +22,15 @@
 //                                        at the first failure
 //   scsi_probe URL verify-log FILE       reads back every LBA in FILE
 //   scsi_probe URL write|verify LBA COUNT SEED   a pattern of SEED at LBA
+//   scsi_probe URL reads|writes LBA COUNT
+//                                        COUNT one-block commands at once (the
+//                                        target may merge them); "LBA RESULT"
+//                                        per command
 //
 // Exit 0 on success, 1 when the command or check failed, 2 on usage errors.
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -151,6 +156,49 @@ bool verify_block(Session& s, uint64_t lba, uint32_t seed) {
         return false;
     }
     return true;
+}
+
+struct Pending {
+    uint64_t lba = 0;
+    bool done = false;
+    Result result;
+};
+
+void on_pending(iscsi_context*, int status, void* command_data, void* priv) {
+    auto* p = static_cast<Pending*>(priv);
+    auto* task = static_cast<scsi_task*>(command_data);
+    p->done = true;
+    p->result.status = status;
+    if (status == SCSI_STATUS_CHECK_CONDITION && task) {
+        p->result.key = int(task->sense.key);
+        p->result.asc = task->sense.ascq;
+    }
+    if (task) scsi_free_scsi_task(task);
+}
+
+// COUNT one-block commands in flight together, so that the target sees them
+// in one pass and may merge adjacent ones into one I/O.
+int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
+    std::vector<Pending> p(count);
+    std::vector<std::vector<unsigned char>> data(count);
+    for (uint64_t i = 0; i < count; ++i) {
+        p[i].lba = lba + i;
+        data[i] = pattern(lba + i, 2);
+        scsi_task* t = write ? iscsi_write16_task(s.ctx, s.lun, lba + i, data[i].data(), block, block, 0, 0, 0, 0, 0,
+                                                  on_pending, &p[i])
+                             : iscsi_read16_task(s.ctx, s.lun, lba + i, block, block, 0, 0, 0, 0, 0, on_pending, &p[i]);
+        if (!t) die(std::string("cannot queue a command: ") + iscsi_get_error(s.ctx));
+    }
+    for (;;) {
+        bool all = true;
+        for (const auto& x : p) all = all && x.done;
+        if (all) break;
+        pollfd pfd{iscsi_get_fd(s.ctx), short(iscsi_which_events(s.ctx)), 0};
+        if (::poll(&pfd, 1, 15000) <= 0) die("no answer within 15 s", 1);
+        if (iscsi_service(s.ctx, pfd.revents) < 0) die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
+    }
+    for (const auto& x : p) std::printf("%llu %s\n", (unsigned long long)x.lba, describe(x.result).c_str());
+    return 0;
 }
 
 unsigned long number(const char* s, int base = 10) {
@@ -298,6 +346,9 @@ int main(int argc, char** argv) {
                 return 1;
             }
         }
+    } else if (what == "reads" || what == "writes") {
+        if (argc < 5) die("usage: scsi_probe URL reads|writes LBA COUNT");
+        return at_once(s, what == "writes", number(argv[3]), number(argv[4]));
     } else {
         die("unknown request " + what);
     }
