@@ -26,7 +26,11 @@ tgt_test_init() {
 
 tgt_test_cleanup() {
   local rc=$?
-  "$SANDBOX" stop "$STATE" || true
+  # A tgtd that crashed, hung or exited non-zero at shutdown fails the test.
+  if ! "$SANDBOX" stop "$STATE"; then
+    echo "FAIL: tgtd did not shut down cleanly (see above)"
+    (( rc != 0 )) || rc=1
+  fi
   if (( rc != 0 )) && [[ -f $STATE/tgtd.log ]]; then
     echo "--- tgtd log (last 40 lines) ---"; tail -40 "$STATE/tgtd.log"
   fi
