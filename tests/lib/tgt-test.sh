@@ -59,9 +59,29 @@ new_lun() {
 url() { echo "iscsi://127.0.0.1:$PORT/iqn.2026-11.io.rbio:$1/${2:-1}"; }
 
 # check DESCRIPTION COMMAND...: counts and reports one check.
+#
+# Every step of COMMAND counts: a function (or eval'd list) fails at its
+# first failing command, as under `set -e`, instead of passing on its last
+# one. `set -e` itself cannot do this (bash ignores it for a command whose
+# status is tested, and everything that command calls), so an ERR trap,
+# inherited by functions and subshells (-E), returns from the function the
+# failing command ran in; that failure propagates the same way up to here.
+# COMMAND runs in this shell, so variables it sets (e.g. DISK) stay set.
+# Commands whose failure is expected must say so (`! cmd`, `cmd || ...`,
+# `if cmd`), which the trap, like `set -e`, leaves alone.
+_check_run() { "$@"; }
 check() {
   local desc=$1; shift
-  if "$@"; then
+  local rc=0 opts=$- prev_trap
+  prev_trap=$(trap -p ERR)
+  set +e -E
+  trap 'if [[ ${FUNCNAME[0]:-} != check ]]; then return; fi' ERR
+  _check_run "$@"; rc=$?
+  trap - ERR
+  [[ -n $prev_trap ]] && eval "$prev_trap"
+  [[ $opts == *E* ]] || set +E
+  [[ $opts == *e* ]] && set -e
+  if (( rc == 0 )); then
     checks_passed=$((checks_passed + 1)); echo "ok: $desc"
   else
     checks_failed=$((checks_failed + 1)); echo "FAIL: $desc"
