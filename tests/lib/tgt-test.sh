@@ -88,10 +88,25 @@ check() {
   fi
 }
 
-# The summary line CI reads, and the exit status.
+# A missing prerequisite is never a pass: the test exits 77, which ctest
+# (SKIP_RETURN_CODE 77) reports as skipped and scripts/test.sh fails on
+# unless tests/allowed-skips.txt lists the test.
+# skip_test REASON: nothing more can run; skip now.
+skip_test() { echo "SKIP: $*"; exit 77; }
+# skip_part REASON: a part of the test cannot run; the rest does, and the
+# test then ends as skipped (if nothing failed).
+skipped_parts=()
+skip_part() { echo "SKIP (part): $*"; skipped_parts+=("$*"); }
+
+# The summary line CI reads, and the exit status: 1 if a check failed, 77 if
+# none did but a part was skipped, else 0.
 finish() {
   echo "$checks_passed passed, $checks_failed failed"
-  (( checks_failed == 0 ))
+  (( checks_failed == 0 )) || return 1
+  if (( ${#skipped_parts[@]} )); then
+    printf 'SKIP: not run: %s\n' "${skipped_parts[@]}"
+    return 77
+  fi
 }
 
 # wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.
