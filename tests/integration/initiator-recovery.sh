@@ -30,7 +30,11 @@ setup() {
   tadm --op bind --mode target --tid 1 -I ALL
   new_lun 1 1 "$WORK/lun.img" rbio
 }
-start() { tgtd_start >/dev/null && setup; }
+# start: tgtd with the target and its LU. Offline while they are set up: a
+# reconnect that lands between the target and its LU would log in to a
+# target without LUN 1 and see its writes fail (ILLEGAL REQUEST 25h).
+sys_state() { tgtadm -C "$CTL" --op update --mode sys --name State -v "$1"; }
+start() { tgtd_start >/dev/null && sys_state offline && setup && sys_state ready; }
 tgtd_kill() { kill_tgtd "$STATE"; }
 
 # bench_bg OUT ARGS...: rbio bench --verify in the background (pid in $BENCH).
