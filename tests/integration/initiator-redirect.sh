@@ -31,11 +31,15 @@ redirect_cleanup() {
 }
 trap redirect_cleanup EXIT
 
+# b_start: tgtd B with the target and its LU, set up while B is offline, so
+# a reconnect cannot log in to the target before its LU exists.
 b_start() {
   "$SANDBOX" start "$B_STATE" --modules "$MODULES" --control-port "$B_CTL" --portal "$B" >/dev/null
+  tgtadm -C "$B_CTL" --op update --mode sys --name State -v offline
   badm --op new --mode target --tid 1 -T "$IQN"
   badm --op bind --mode target --tid 1 -I ALL
   badm --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/lun.img" --bstype rbio
+  tgtadm -C "$B_CTL" --op update --mode sys --name State -v ready
 }
 badm() { tgtadm -C "$B_CTL" --lld iscsi "$@"; }
 # redirect ADM TARGET_ADDRESS TARGET_PORT REASON
