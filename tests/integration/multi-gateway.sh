@@ -194,9 +194,14 @@ set_groups "1 active/optimized" "2 active/optimized"
 # serving one without knowing its port group would mislead hosts.
 check "a gateway with RBIO_PORT_GROUP=abc starts" gw_start 3 RBIO_PORT_GROUP=abc
 check "... logs why" gw_log_has 3 "rbio: alua: bad settings, rbio LUs are refused"
-check "... refuses an rbio LU" eval '! { gw_adm 3 --op new --mode target --tid 1 -T iqn.2026-11.io.rbio:mp &&
-  gw_adm 3 --op bind --mode target --tid 1 -I ALL &&
-  gw_adm 3 --op new --mode logicalunit --tid 1 --lun 1 -b "$LU_FILE" --bstype rbio; } 2>/dev/null'
+rbio_lu_refused() {
+  gw_adm 3 --op new --mode target --tid 1 -T iqn.2026-11.io.rbio:mp &&
+    gw_adm 3 --op bind --mode target --tid 1 -I ALL || return 1
+  if gw_adm 3 --op new --mode logicalunit --tid 1 --lun 1 -b "$LU_FILE" --bstype rbio 2>/dev/null; then
+    return 1
+  fi
+}
+check "... refuses an rbio LU" rbio_lu_refused
 check "... and serves an rdwr LU" eval 'gw_adm 3 --op new --mode logicalunit --tid 1 --lun 2 -b "$LU_FILE" --bstype rdwr &&
   "$PROBE" "iscsi://127.0.0.1:$(gw_port 3)/iqn.2026-11.io.rbio:mp/2" inquiry >/dev/null'
 "$SANDBOX" stop "$(gw_state 3)"

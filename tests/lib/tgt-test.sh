@@ -68,7 +68,9 @@ url() { echo "iscsi://127.0.0.1:$PORT/iqn.2026-11.io.rbio:$1/${2:-1}"; }
 # failing command ran in; that failure propagates the same way up to here.
 # COMMAND runs in this shell, so variables it sets (e.g. DISK) stay set.
 # Commands whose failure is expected must say so (`! cmd`, `cmd || ...`,
-# `if cmd`), which the trap, like `set -e`, leaves alone.
+# `if cmd`), which the trap, like `set -e`, leaves alone. `! { a && b; }`
+# does not: a failing b counts before `!` can invert the group; expect a
+# multi-step failure with `if` inside a function instead.
 _check_run() { "$@"; }
 check() {
   local desc=$1; shift
