@@ -19,6 +19,7 @@ SCSI_ID=6001405abcdef0123
 SCSI_SN=RBIOMP0001
 truncate -s 64M "$LU_FILE"
 
+# Gateway G: control port CTL+G, portal PORT+G (offsets 61-63 stay free for it).
 gw_state() { echo "$WORK/gw$1"; }
 gw_ctl() { echo $((CTL + $1)); }
 gw_port() { echo $((PORT + $1)); }
