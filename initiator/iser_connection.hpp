@@ -84,6 +84,7 @@ public:
         return false;
     }
     bool wait_and_receive(int timeout_ms, int wake_fd, bool more) override;
+    void poll_fds(std::vector<pollfd>& fds) const override;
 
 private:
     struct Resolved {

@@ -42,6 +42,7 @@ public:
     void enter_full_feature(const NegotiatedParams& params) override;
     bool flush(bool quiet) override;
     bool wait_and_receive(int timeout_ms, int wake_fd, bool more) override;
+    void poll_fds(std::vector<pollfd>& fds) const override;
 
 private:
     // A PDU handed to the TxQueue: its header (and owned data) live here
