@@ -26,11 +26,21 @@ commands:
                                  (all sessions without -T); refused (12) while a file is open
   session [-T IQN] [--state-dir DIR]
                                  list the sessions: portal, LUs, negotiated parameters, counters
-  bench -T IQN -p HOST[:PORT]    load one LU over one session and report
+  bench -T IQN -p HOST[:PORT] [-p HOST[:PORT]...]
+                                 load one LU over one session and report
         [--lun N] [--bs SIZE] [--iodepth N] [--rw read|write|randread|randwrite|rw]
         [--time S] [--size SIZE] [--verify] [--timeout S]
         --verify writes known data first (for reads) or reads every written
         block back (for writes) and compares it byte for byte.
+        Several -p: portals (gateways) of the same LU, one session each
+        (multipath, TCP only): I/O goes to the paths whose ALUA state is
+        best (active/optimized, else active/non-optimized; REPORT TARGET
+        PORT GROUPS), round robin; on a path failure or a NOT READY /
+        state-change answer the commands move to another path; a failed
+        path logs in again every second and takes I/O back when its state
+        is best. --replacement-timeout S: how long I/O waits while no path
+        serves it (then exit 10). Prints the paths' states and commands on
+        each progress line and per-path counters at the end.
   inquiry -T IQN -p HOST[:PORT] [--lun N] [--vpd PAGE]
                                  identify one LU (default LUN 0): standard INQUIRY, capacity and
                                  the supported VPD pages; --vpd decodes one page: serial (0x80),
