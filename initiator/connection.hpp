@@ -110,6 +110,9 @@ public:
     // Appends the fds (and events) wait_and_receive would poll, for a caller
     // polling several connections at once.
     virtual void poll_fds(std::vector<pollfd>& fds) const = 0;
+    // PDUs are queued that the next flush would send now (not waiting for
+    // the connection to become writable).
+    virtual bool unsent() const = 0;
 
 protected:
     explicit Connection(const Portal& portal) : portal_(portal.to_string()) {}

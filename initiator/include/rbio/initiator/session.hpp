@@ -249,8 +249,9 @@ public:
     // (MultipathSession): appends what this session waits on (its
     // connection's fds and events; nothing while it has no connection) and
     // returns the latest time its next pass must run by (a command's or
-    // task management's deadline, a NOP-Out ping). After the poll, a
-    // run_nowait() receives what arrived and handles what is due.
+    // task management's deadline, a NOP-Out ping; now when it has PDUs
+    // ready to send, e.g. Data-Out for an R2T it received). After the poll,
+    // a run_nowait() receives what arrived and handles what is due.
     std::chrono::steady_clock::time_point poll_fds(std::vector<struct pollfd>& fds) const;
     // LOGICAL UNIT RESET of `lun` (RFC 7143 §11.5.1): runs the loop until the
     // target answers and returns its answer. On Complete, the LU's commands
