@@ -600,8 +600,8 @@ void MultipathSession::run_nowait() { pass(std::chrono::milliseconds(0), true); 
 void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
     if (!failed_.empty()) fail(ErrorKind::ConnectionLost, failed_);
     Clock::time_point now = Clock::now();
-    start_logins(now);
-    if (now >= refresh_due_) {
+    if (!closing_) start_logins(now);
+    if (!closing_ && now >= refresh_due_) {
         for (size_t p = 0; p < paths_.size(); ++p) send_rtpg(p);
         refresh_due_ = now + (waiting_.empty() ? options_.state_poll_interval : kWaitingRefresh);
     }
@@ -619,7 +619,7 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
             x.fd_begin = pollfds_.size();
             x.fd_count = 0;
             if (!x.session) {
-                if (!x.login) until = std::min(until, x.next_login);
+                if (!x.login && !closing_) until = std::min(until, x.next_login);
                 continue;
             }
             any_up = true;
@@ -628,7 +628,7 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
             until = std::min(until, x.wake_by);
             busy = busy || x.dirty;
         }
-        if (any_up) until = std::min(until, refresh_due_);
+        if (any_up && !closing_) until = std::min(until, refresh_due_);
         if (no_path_since_ && !waiting_.empty()) until = std::min(until, *no_path_since_ + options_.no_path_timeout);
         const size_t login_index = pollfds_.size();
         pollfds_.push_back({login_fd_.get(), POLLIN, 0});
@@ -672,9 +672,24 @@ SessionStats MultipathSession::stats() const {
 }
 
 void MultipathSession::logout(std::chrono::milliseconds timeout) {
+    if (outstanding_ != 0) throw std::logic_error("multipath: logout with commands outstanding");
+    // No new state reads or logins; the reads in flight finish first (a
+    // session logs out only without commands).
+    closing_ = true;
+    const Clock::time_point until = Clock::now() + timeout;
+    auto reading = [&] {
+        return std::any_of(paths_.begin(), paths_.end(), [](const Path& x) { return x.session && x.rtpg_in_flight; });
+    };
+    while (reading() && Clock::now() < until) pass(std::chrono::milliseconds(100), false);
     std::optional<InitiatorError> first;
     for (Path& x : paths_) {
         if (!x.session) continue;
+        if (x.session->outstanding() != 0) {
+            RBIO_LOG(Warning, "multipath: path " << x.stats.portal
+                                                 << ": REPORT TARGET PORT GROUPS unanswered at logout; dropping the session");
+            x.session.reset();
+            continue;
+        }
         try {
             x.session->logout(timeout);
         } catch (const InitiatorError& e) {

@@ -210,6 +210,7 @@ private:
     std::optional<std::chrono::steady_clock::time_point> no_path_since_;
     std::optional<std::chrono::steady_clock::time_point> failover_since_;
     std::string failed_;  // set once run_once gave up
+    bool closing_ = false;  // logout: no new state reads or logins
     MultipathStats totals_;  // everything but `paths`
 };
 
