@@ -30,8 +30,10 @@ multipath_cleanup() {
   local rc=$?
   set +e
   [[ -n $bg ]] && kill "$bg" 2>/dev/null
-  "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
+  local sp; sp=$(sed -n 's/^pid=//p' "$SD"/*.state 2>/dev/null | head -1)
+  timeout 20 "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
+  [[ -n $sp ]] && kill -KILL "$sp" 2>/dev/null
   gateways_stop "$rc"
   (exit "$rc")
   tgt_test_cleanup
@@ -174,12 +176,13 @@ check "login --mount with two portals" \
 check "... serves the LU as a file" test -f "$MNT/lun1"
 check "... rbio session lists both paths" eval 'session_has "path $(gw_portal 1) port group 1" && session_has "path $(gw_portal 2) port group 2"'
 head -c 16M /dev/urandom > "$WORK/src"
-# 16 writes of 1 MiB, gateway 1 killed after the first.
-( for i in $(seq 0 15); do
-    dd if="$WORK/src" of="$MNT/lun1" bs=1M skip="$i" seek="$i" count=1 conv=notrunc status=none || exit 1
-    if (( i == 0 )); then touch "$WORK/first-written"; fi
-  done ) & bg=$!
-wait_for 10 test -f "$WORK/first-written"
+# 16 writes of 1 MiB (R2T and Data-Out on the paths), gateway 1 killed after
+# the first; 30 s is ample (a stalled pass would take seconds per write).
+timeout 30 bash -c 'for i in $(seq 0 15); do
+    dd if="$1/src" of="$2/lun1" bs=1M skip="$i" seek="$i" count=1 conv=notrunc status=none || exit 1
+    if (( i == 0 )); then touch "$1/first-written"; fi
+  done' sh "$WORK" "$MNT" & bg=$!
+check "FUSE: the first 1 MiB write through the mount completes" wait_for 10 test -f "$WORK/first-written"
 kill_tgtd "$(gw_state 1)"
 check "FUSE: writes go on through gateway 2 after gateway 1 is killed" wait "$bg"
 bg=""
