@@ -16,11 +16,13 @@ commands:
   discover -p HOST[:PORT] [--no-store]
                                  SendTargets discovery; prints "ADDRESS,TPGT IQN" per portal
                                  and stores each as an open-iscsi node record (iscsiadm -m node)
-  login -T IQN [-p HOST[:PORT]] [--mount DIR] [--state-dir DIR]
+  login -T IQN [-p HOST[:PORT]...] [--mount DIR] [--state-dir DIR]
                                  log in and hold the session in a background process; with
                                  --mount, each disk LU is the file DIR/lun<N> (FUSE): reads and
                                  writes go to the LU, fsync is SYNCHRONIZE CACHE. Returns once
                                  the files are usable. Without -p: the target's node record.
+                                 Several -p: gateways of one LU, one session each (multipath
+                                 with ALUA, as for bench); rbio session lists the paths.
   logout [-T IQN] [--state-dir DIR]
                                  unmount, synchronize every LU's cache, log out, end the process
                                  (all sessions without -T); refused (12) while a file is open
@@ -71,7 +73,9 @@ options of every command that logs in:
   --replacement-timeout S (120)  after a lost connection, a command timeout or an unanswered
                                  ping, log in again (same ISID, TSIH 0: session reinstatement)
                                  and re-send every command without status, for at most S
-                                 seconds; then the commands fail (exit 10). 0: no recovery
+                                 seconds; then the commands fail (exit 10). 0: no recovery.
+                                 With several -p: how long commands wait while no path
+                                 serves I/O (each path fails over at once instead)
   --abort-timeout S (15), --lu-reset-timeout S (30)
                                  a command past --timeout is aborted (ABORT TASK) and re-sent;
                                  if the target cannot abort it, the LU is reset (LOGICAL UNIT
