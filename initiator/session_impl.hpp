@@ -61,6 +61,7 @@ public:
     size_t outstanding() const { return tasks_.size(); }
     void run_once(std::chrono::milliseconds max_wait);
     void run_nowait();
+    Clock::time_point poll_fds(std::vector<pollfd>& fds) const;
     SessionStats stats() const;
     const NegotiatedParams& params() const { return params_; }
     bool recovering() const { return down_; }
