@@ -70,16 +70,14 @@ run_all() {
   bench_pid=$!
   check "I/O runs on LUN 2" wait_for_io "$WORK/gone.out"
   t0=$SECONDS
-  # tgt refuses while a command is in its LU queue at that instant: retry.
-  remove_lun2() {
-    local i
-    for (( i = 0; i < 50; i++ )); do
-      tadm --op delete --mode logicalunit --tid 1 --lun 2 2>/dev/null && return 0
-      sleep 0.1
-    done
-    return 1
-  }
-  check "LUN 2 can be removed while in use" remove_lun2
+  # tgt refuses while a command is in its LU queue. A client that resubmits
+  # from its completions keeps the queue busy for good, so it is paused
+  # (SIGSTOP) with its session open: what it had sent finishes, the LU is
+  # removed under it, and it resumes into a LUN that is gone.
+  kill -STOP "$bench_pid"
+  remove_lun2() { tadm --op delete --mode logicalunit --tid 1 --lun 2 2>/dev/null; }
+  check "LUN 2 can be removed while its session is open" wait_for 10 remove_lun2
+  kill -CONT "$bench_pid"
   wait "$bench_pid" || rc=$?
   check "bench on the removed LUN ends with exit 7 (I/O error)" test "$rc" -eq 7
   check "... within 15 s" test $((SECONDS - t0)) -le 15

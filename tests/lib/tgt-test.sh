@@ -73,20 +73,22 @@ url() { echo "iscsi://127.0.0.1:$PORT/iqn.2026-11.io.rbio:$1/${2:-1}"; }
 # multi-step failure with `if` inside a function instead.
 _check_run() { "$@"; }
 check() {
-  local desc=$1; shift
-  local rc=0 opts=$- prev_trap
-  prev_trap=$(trap -p ERR)
+  # Underscored locals: COMMAND is often an eval that reads the caller's
+  # variables (rc, desc, ...), which a plain `local rc` here would shadow.
+  local _check_desc=$1; shift
+  local _check_rc=0 _check_opts=$- _check_prev_trap
+  _check_prev_trap=$(trap -p ERR)
   set +e -E
   trap 'if [[ ${FUNCNAME[0]:-} != check ]]; then return; fi' ERR
-  _check_run "$@"; rc=$?
+  _check_run "$@"; _check_rc=$?
   trap - ERR
-  [[ -n $prev_trap ]] && eval "$prev_trap"
-  [[ $opts == *E* ]] || set +E
-  [[ $opts == *e* ]] && set -e
-  if (( rc == 0 )); then
-    checks_passed=$((checks_passed + 1)); echo "ok: $desc"
+  [[ -n $_check_prev_trap ]] && eval "$_check_prev_trap"
+  [[ $_check_opts == *E* ]] || set +E
+  [[ $_check_opts == *e* ]] && set -e
+  if (( _check_rc == 0 )); then
+    checks_passed=$((checks_passed + 1)); echo "ok: $_check_desc"
   else
-    checks_failed=$((checks_failed + 1)); echo "FAIL: $desc"
+    checks_failed=$((checks_failed + 1)); echo "FAIL: $_check_desc"
   fi
 }
 
