@@ -1,0 +1,351 @@
+#!/usr/bin/env bash
+# Several gateways, one LU (issue 14): unmodified hosts — the kernel's
+# open-iscsi initiator and multipath-tools' dm-multipath — see ONE device
+# through two tgtd+rbio gateways that export the same backing file, inside
+# a qemu guest (the host kernel has no SCSI, iSCSI or device-mapper
+# multipath):
+#  1. identity: both gateways export the same target IQN and the same LU
+#     (same file, --bstype rbio) with the same scsi_id/scsi_sn, set once;
+#     the host logs in through both portals, both disks have the same WWID
+#     (udev's scsi_id) and unit serial number (VPD 0x80), and multipath
+#     builds exactly one map over both;
+#  2. ALUA: each gateway is its own target port group (RBIO_PORT_GROUP),
+#     their states come from one file every gateway reads
+#     (RBIO_ALUA_GROUPS): INQUIRY reports TPGS, REPORT TARGET PORT GROUPS
+#     lists both groups and their states, multipath (group_by_prio, prio
+#     alua) puts the gateways in two path groups of different priority and
+#     sends I/O to the active/optimized one only;
+#  3. failover: a fio crc32c verify job runs on the map while the gateway
+#     carrying its I/O is SIGKILLed: fio ends with exit 0 and no verify
+#     error; the failover time (kill to the end of the I/O stall, from
+#     fio's per-I/O completion log) is printed;
+#  4. failback: the killed gateway restarts (same portal, same LU
+#     settings), its path becomes active again and carries verified I/O;
+#  5. an ALUA state change: the groups file makes the other gateway
+#     active/optimized, and I/O moves to it (per-path counters);
+#  6. both gateways active/optimized (one path group, round-robin):
+#     aggregate IOPS through both vs through one, printed (not asserted:
+#     under emulation both gateways share the guest's two CPUs).
+#
+# Host settings for fast failures: iSCSI replacement_timeout 5 s, NOP-Out
+# every 2 s (2 s timeout), one login attempt; multipathd checks paths every
+# second (tur) and fails back at once.
+#
+# Run on the host, it starts itself in a guest through scripts/vm/run.sh
+# (ctest does that explicitly: test vm.multipath).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 600 "$@"
+
+source "$HERE/lib.sh"
+
+IQN=iqn.2026-11.io.rbio:vm-mpath
+# The LU's identity, set on every gateway (tgtadm --params scsi_id=,scsi_sn=).
+# tgt builds VPD 0x83 from scsi_id: a T10 vendor designator (its text) and
+# an NAA 6 designator (IEEE registered extended) that takes scsi_id's
+# characters as hex digits, right-adjusted in 128 bits — any other
+# character counts as 0, so an id that is not hex collapses (tgt's default,
+# "IET     " + tid + lun, gives every tid 1 LUN 1 of every tgt the same
+# WWID). Hosts (udev's scsi_id, multipath) prefer the NAA designator: the
+# id is hex, at most 31 digits, unique per LU.
+LU_ID=0b10da7a2026110000000001 LU_SN=RBIOMP0001
+GROUPS_FILE="$WORK/alua-groups"           # every gateway's view of the groups' states
+BACKING="$WORK/mpath.img"
+REPLACEMENT_TIMEOUT=5
+FAILOVER_BOUND=30                         # seconds from the kill to I/O flowing again
+truncate -s 256M "$BACKING"
+
+now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }
+since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
+
+# gw N: gateway N's state folder, control port (5700+N) and portal
+# (127.0.0.1:3259+N) become the current ones for tgtd_start, tadm, ...
+gw() { tgt_gateway "gw$1" $((5700 + $1)) $((3259 + $1)); PORTAL=127.0.0.1:$PORT; GW=$1; }
+
+# groups "ID STATE"...: rewrite the groups file (a rename: no gateway reads
+# it half-written).
+groups() { printf '%s\n' "$@" > "$GROUPS_FILE.new" && mv "$GROUPS_FILE.new" "$GROUPS_FILE"; }
+
+# start_gateway N: gateway N's tgtd, in target port group N, with the LU;
+# tgtd's State stays offline until the LU has its identity, so no host
+# sees it without (rbio's transport queues connections meanwhile).
+start_gateway() {
+  gw "$1"
+  rm -f "$STATE/tgtd.pid" "$STATE/rbio.stats"
+  RBIO_PORT_GROUP=$1 RBIO_ALUA_GROUPS=$GROUPS_FILE tgtd_start &&
+  tgtadm -C "$CTL" --op update --mode sys --name State -v offline &&
+  new_target 1 vm-mpath && new_lun 1 1 "$BACKING" rbio &&
+  tadm --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$LU_ID,scsi_sn=$LU_SN" &&
+  tgtadm -C "$CTL" --op update --mode sys --name State -v ready
+}
+
+# --- the gateways and the host's sessions ------------------------------------------
+groups "1 active/optimized" "2 active/non-optimized"
+must "gateway 1 (port group 1, portal 127.0.0.1:3260) exports the LU" start_gateway 1
+must "gateway 2 (port group 2, portal 127.0.0.1:3261) exports the LU" start_gateway 2
+
+start_initiator
+must "the SCSI generic driver, device-mapper multipath, round-robin and the ALUA handler load" \
+  modprobe -a sg dm_mod dm_multipath dm_round_robin scsi_dh_alua
+
+# udev: multipath reads paths' identities from its database. systemd's
+# tools refuse to run in a chroot unless told to.
+export SYSTEMD_IGNORE_CHROOT=1
+/lib/systemd/systemd-udevd > "$WORK/udevd.log" 2>&1 &
+UDEVD_PID=$!
+VM_CLEANUP_HOOKS+=('kill "$UDEVD_PID" 2>/dev/null; wait "$UDEVD_PID" 2>/dev/null')
+must "udevd runs" wait_for 10 test -S /run/udev/control
+
+NODE_SETTINGS=(node.session.initial_login_retry_max=1 node.conn[0].timeo.login_timeout=5
+               node.session.timeo.replacement_timeout=$REPLACEMENT_TIMEOUT
+               node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2)
+for n in 1 2; do
+  gw "$n"
+  must "discovery through gateway $n finds the target at its portal" \
+    eval 'discover "$IQN" && grep -q "^$PORTAL," "$WORK/discovery"'
+  must "node settings for gateway $n (fast failure)" set_node "$IQN" "${NODE_SETTINGS[@]}"
+  must "login through gateway $n" login "$IQN"
+done
+
+# disk_of_port PORT: DISK = the sd disk of LUN 1 of the session through that port.
+disk_of_port() {
+  local s c d
+  for s in /sys/class/iscsi_session/session*; do
+    for c in "$s"/device/connection*/iscsi_connection/connection*; do
+      [[ -r $c/persistent_port && $(< "$c/persistent_port") == "$1" ]] || continue
+      for d in "$s"/device/target*/*:*:*:1/block/*; do
+        [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
+      done
+    done
+  done
+  return 1
+}
+must "gateway 1's LU appears as a disk" wait_for 30 disk_of_port 3260; SD1=$DISK
+must "gateway 2's LU appears as a disk" wait_for 30 disk_of_port 3261; SD2=$DISK
+echo "gateway 1 path: $SD1, gateway 2 path: $SD2"
+check "two different disks" test "$SD1" != "$SD2"
+must "udev has processed them" udevadm settle --timeout=30
+
+# --- 1. one identity ------------------------------------------------------------
+inq_field() { sg_inq "$1" | sed -n "s/^ *$2 identification: *//p" | sed 's/ *$//'; }
+inq() { echo "$(inq_field "$1" Vendor),$(inq_field "$1" Product)"; }
+VENDOR_PRODUCT=$(inq "$SD1")
+echo "INQUIRY: $VENDOR_PRODUCT"
+check "both paths answer the same vendor and product" test "$(inq "$SD2")" = "$VENDOR_PRODUCT"
+wwid() { /lib/udev/scsi_id -g -u -d "$1"; }
+WWID=$(wwid "$SD1")
+echo "WWID (scsi_id): $WWID"
+sg_vpd -p di "$SD1" | sed 's/^/  /'
+check "both paths have the same WWID (scsi_id, VPD 0x83)" \
+  eval '[[ -n $WWID && $(wwid "$SD2") == "$WWID" ]]'
+naa=$(printf '%32s' "$LU_ID" | tr ' ' 0)
+check "the WWID is the NAA 6 designator built from the scsi_id set ($LU_ID)" test "$WWID" = "36${naa:1}"
+serial() { sg_vpd -p sn "$1" | sed -n 's/^ *Unit serial number: *//p'; }
+check "both paths' unit serial number (VPD 0x80) is the one set ($LU_SN)" \
+  eval '[[ $(serial "$SD1") == "$LU_SN" && $(serial "$SD2") == "$LU_SN" ]]'
+
+# ALUA: INQUIRY's TPGS field (0: none, 1: implicit, 2: explicit, 3: both).
+tpgs() { sg_inq --export "$1" | sed -n 's/^SCSI_TPGS=//p'; }
+TPGS1=$(tpgs "$SD1") TPGS2=$(tpgs "$SD2")
+echo "INQUIRY TPGS: $TPGS1 (gateway 1), $TPGS2 (gateway 2)"
+ALUA=0
+if [[ $TPGS1 =~ ^[1-3]$ && $TPGS2 =~ ^[1-3]$ ]]; then ALUA=1; fi
+if (( ! ALUA )); then
+  echo "NOTE: the gateways report no ALUA support (TPGS=0): the ALUA checks are NOT run;"
+  echo "      multipath uses one path group over both gateways (multibus)"
+fi
+
+# --- the host's multipath configuration ---------------------------------------------
+vendor=$(inq_field "$SD1" Vendor) product=$(inq_field "$SD1" Product)
+if (( ALUA )); then
+  policy='path_grouping_policy group_by_prio
+        prio alua
+        hardware_handler "1 alua"'
+else
+  policy='path_grouping_policy multibus
+        prio const'
+fi
+rm -f /etc/multipath/bindings /etc/multipath/wwids   # the guest's overlay only
+mkdir -p /etc/multipath
+cat > /etc/multipath.conf <<CONF
+defaults {
+    user_friendly_names yes
+    find_multipaths no
+    polling_interval 1
+    max_polling_interval 2
+}
+devices {
+    device {
+        vendor "$vendor"
+        product "$product"
+        $policy
+        path_selector "round-robin 0"
+        rr_min_io_rq 1
+        path_checker tur
+        failback immediate
+        no_path_retry 30
+    }
+}
+CONF
+must "multipath -v2 builds the map" multipath -v2
+multipathd -d -s > "$WORK/multipathd.log" 2>&1 &
+MPD_PID=$!
+VM_CLEANUP_HOOKS+=('(( rc == 0 )) || { echo "--- multipathd log (last 30 lines) ---"; tail -30 "$WORK/multipathd.log"; }'
+                   'kill "$MPD_PID" 2>/dev/null; wait "$MPD_PID" 2>/dev/null'
+                   'multipath -F >/dev/null 2>&1')
+must "multipathd answers" wait_for 20 eval 'multipathd show daemon 2>/dev/null | grep -Eq "idle|running"'
+multipath -ll | sed 's/^/  /'
+
+maps() { dmsetup ls --target multipath | awk '$1 != "No" { print $1 }'; }
+check "exactly one multipath map" test "$(maps | wc -l)" -eq 1
+MAP=$(maps | head -1)
+DM=$(basename "$(readlink -f "/dev/mapper/$MAP")")
+echo "map $MAP is $DM"
+slaves() { ls "/sys/block/$DM/slaves" | sort | paste -sd' ' -; }
+check "the map has two paths: gateway 1's and gateway 2's disks" \
+  test "$(slaves)" = "$(printf '%s\n' "${SD1#/dev/}" "${SD2#/dev/}" | sort | paste -sd' ' -)"
+check "the map's WWID is the paths' WWID" \
+  eval '[[ $(multipathd show maps format "%n %w" | awk -v m="$MAP" "\$1 == m { print \$2 }") == "$WWID" ]]'
+
+# Per-path and map counters: completed reads + writes (the block layer's).
+ios() { awk '{ print $1 + $5 }' "/sys/block/${1#/dev/}/stat"; }
+# path_state SD: multipath's view of one path, e.g. "active ready running".
+path_line() { multipath -ll "$MAP" | grep -E " ${1#/dev/} [0-9]+:[0-9]+ "; }
+path_active() { path_line "$1" | grep -q 'active ready running'; }
+# carries SD SECONDS: I/O completes on SD during SECONDS (something runs).
+carries() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") > a )); }
+idle() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") == a )); }
+
+# --- 2. ALUA: groups, states, path groups -------------------------------------------
+# rtpg SD: "ID STATE" per group, from REPORT TARGET PORT GROUPS.
+rtpg() {
+  sg_rtpg -d "$1" | awk '
+    /target port group id :/ { id = $6; sub(/,$/, "", id) }
+    /asymmetric access state :/ { s = $0; sub(/.*\(/, "", s); sub(/\).*/, "", s); print id, s }'
+}
+# pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll.
+pg_of() {
+  multipath -ll "$MAP" | awk -v sd="${1#/dev/}" '
+    /policy=/ { p = $0; sub(/.*prio=/, "", p); split(p, a, " "); st = $0; sub(/.*status=/, "", st); pg = a[1] " " st }
+    $0 ~ (" " sd " [0-9]+:[0-9]+ ") { print pg }'
+}
+if (( ALUA )); then
+  for sd in "$SD1" "$SD2"; do
+    echo "sg_rtpg $sd:"; rtpg "$sd" | sed 's/^/  group /'
+    check "REPORT TARGET PORT GROUPS through $sd lists both groups with their states" \
+      test "$(rtpg "$sd" | paste -sd';' -)" = "0x1 active/optimized;0x2 active/non optimized"
+  done
+  check "the kernel's ALUA handler sees gateway 1 active/optimized" \
+    test "$(cat "/sys/block/${SD1#/dev/}/device/access_state")" = active/optimized
+  check "... and gateway 2 active/non-optimized" \
+    test "$(cat "/sys/block/${SD2#/dev/}/device/access_state")" = active/non-optimized
+  two_groups() {
+    local a b
+    a=$(pg_of "$SD1") b=$(pg_of "$SD2")
+    [[ $a == *" active" && -n $b && ${a%% *} -gt ${b%% *} ]]
+  }
+  check "multipath: two path groups, gateway 1's of higher priority and active" wait_for 10 two_groups
+  echo "  path groups (prio status): gateway 1 $(pg_of "$SD1"), gateway 2 $(pg_of "$SD2")"
+fi
+
+# --- 3. failover: the gateway carrying I/O is killed during verified writes ----------
+FIO_PID=""
+VM_CLEANUP_HOOKS=('[[ -z $FIO_PID ]] || { kill -TERM "$FIO_PID"; wait "$FIO_PID"; } 2>/dev/null' "${VM_CLEANUP_HOOKS[@]}")
+# 4 KiB random writes over 32 MiB, every block once, then a verify pass;
+# every completion is logged with its time (ms since the epoch).
+fio --name=failover --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio \
+  --rw=randwrite --bs=4k --iodepth=16 --size=32M --verify=crc32c --verify_fatal=1 \
+  --write_lat_log="$WORK/failover" --log_avg_msec=0 --log_unix_epoch=1 \
+  --output="$WORK/fio-failover.log" > /dev/null 2> "$WORK/fio-failover.err" &
+FIO_PID=$!
+writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(ios "$DM") >= 500 )); }
+must "fio writes through the map" wait_for 60 writing
+check "gateway 1's path carries I/O" carries "$SD1" 1
+if (( ALUA )); then
+  check "gateway 2's path (active/non-optimized) carries none" idle "$SD2" 1
+fi
+gw 1
+KILLED=$(tgtd_pid)
+kill -KILL "$KILLED"
+t_kill=$(now_ms)
+echo "killed gateway 1 (tgtd pid $KILLED) after $(ios "$DM") I/Os on the map"
+flowing() { kill -0 "$FIO_PID" 2>/dev/null && carries "$SD2" 0.2; }
+check "I/O flows through gateway 2 within ${FAILOVER_BOUND} s" wait_for "$FAILOVER_BOUND" flowing
+echo "I/O flowing on gateway 2's path $(since "$t_kill") s after the kill"
+fio_done() { ! kill -0 "$FIO_PID" 2>/dev/null; }
+check "fio ends within 120 s" wait_for 120 fio_done
+FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
+grep -E '^ *(write|read):|err=' "$WORK/fio-failover.log" | sed 's/^ */  /'
+check "fio: exit code 0, no error, no verify failure" \
+  eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-failover.log" && ! grep -qi "verify" "$WORK/fio-failover.err"'
+# Failover time: from the kill to the end of the longest pause between two
+# completions that follows it (the in-flight I/O of the dead path fails
+# after replacement_timeout, dm-multipath fails the path and retries on the
+# other one).
+failover_ms() {
+  sort -t, -n -k1,1 "$WORK"/failover_clat.1.log | awk -F, -v k="$t_kill" '
+    { t = $1 + 0 }
+    t >= k && prev != "" && t - (prev > k ? prev : k) > gap { gap = t - (prev > k ? prev : k); end = t }
+    { prev = t }
+    END { if (end == "") exit 1; printf "%d %d\n", end - k, gap }'
+}
+if read -r FAILOVER STALL < <(failover_ms); then
+  echo "FAILOVER: ${FAILOVER} ms from the kill to I/O completing again (longest stall ${STALL} ms;" \
+       "replacement_timeout ${REPLACEMENT_TIMEOUT} s)"
+fi
+check "the failover time was measured from fio's completion log" test -n "${FAILOVER:-}"
+check "multipath marks gateway 1's path failed" wait_for 10 eval '! path_active "$SD1"'
+
+# --- 4. the killed gateway comes back -----------------------------------------------
+must "gateway 1 restarts (same portal, same LU settings)" start_gateway 1
+t_up=$(now_ms)
+check "gateway 1's path is active again in multipath -ll within 60 s" wait_for 60 path_active "$SD1"
+echo "path $SD1 active again $(since "$t_up") s after gateway 1 was ready"
+path_line "$SD1" | sed 's/^/  /'
+a1=$(ios "$SD1")
+check "fio verify through the map after the restart" \
+  fio_job after-restart "/dev/mapper/$MAP" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=64M
+check "gateway 1's path carried part of that I/O" test "$(ios "$SD1")" -gt "$a1"
+
+# --- 5. ALUA: the other gateway becomes active/optimized -----------------------------
+if (( ALUA )); then
+  fio --name=switch --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw=randread \
+    --bs=4k --iodepth=8 --size=64M --time_based --runtime=60 --output="$WORK/fio-switch.log" \
+    > /dev/null 2>&1 &
+  FIO_PID=$!
+  must "reads run on gateway 1's path" wait_for 20 carries "$SD1" 0.5
+  groups "1 active/non-optimized" "2 active/optimized"
+  t_sw=$(now_ms)
+  moved() { local a1 a2; a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5; (( $(ios "$SD1") == a1 && $(ios "$SD2") > a2 )); }
+  check "I/O moves to gateway 2 (its path only) within 30 s" wait_for 30 moved
+  echo "I/O moved to gateway 2 $(since "$t_sw") s after the groups file changed"
+  for sd in "$SD1" "$SD2"; do
+    check "REPORT TARGET PORT GROUPS through $sd shows the new states" \
+      test "$(rtpg "$sd" | paste -sd';' -)" = "0x1 active/non optimized;0x2 active/optimized"
+  done
+  kill -TERM "$FIO_PID"; wait "$FIO_PID" 2>/dev/null || true; FIO_PID=""
+fi
+
+# --- 6. both gateways active: aggregate IOPS vs one gateway -------------------------
+if (( ALUA )); then
+  groups "1 active/optimized" "2 active/optimized"
+  one_group() { [[ $(pg_of "$SD1") == "$(pg_of "$SD2")" && $(pg_of "$SD1") == *" active" ]]; }
+  must "both gateways active/optimized: one path group" wait_for 30 one_group
+fi
+iops() {  # iops DEVICE: 4 KiB random reads, 32 in flight, 8 s
+  fio --name=iops --filename="$1" --direct=1 --ioengine=libaio --rw=randread --bs=4k \
+    --iodepth=32 --size=128M --time_based --runtime=8 --output-format=terse --terse-version=3 \
+    | cut -d';' -f8
+}
+a1=$(ios "$SD1") a2=$(ios "$SD2")
+IOPS_TWO=$(iops "/dev/mapper/$MAP")
+check "both paths carried the map's reads" test "$(ios "$SD1")" -gt "$a1" -a "$(ios "$SD2")" -gt "$a2"
+IOPS_ONE=$(iops "$SD1")
+echo "IOPS (4 KiB random reads, 32 in flight, 8 s): two gateways (map) $IOPS_TWO, one gateway ($SD1) $IOPS_ONE"
+check "both measurements ran" eval '[[ $IOPS_TWO =~ ^[0-9]+$ && $IOPS_ONE =~ ^[0-9]+$ && $IOPS_TWO -gt 0 && $IOPS_ONE -gt 0 ]]'
+
+# --- end -------------------------------------------------------------------------------
+kill "$MPD_PID"; wait "$MPD_PID" 2>/dev/null || true
+check "multipath -F removes the map" multipath -F
+iscsiadm -m node --logoutall=all > /dev/null
+check "no session is left" no_session
+finish
