@@ -216,11 +216,30 @@ carries() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") > a )); }
 idle() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") == a )); }
 
 # --- 2. ALUA: groups, states, path groups -------------------------------------------
-# rtpg SD: "ID STATE" per group, from REPORT TARGET PORT GROUPS.
+# rtpg SD: one line per target port group from REPORT TARGET PORT GROUPS:
+# "GROUP STATE PORT..." (numbers in decimal, "non optimized" as
+# "non-optimized", as in the groups file).
 rtpg() {
-  sg_rtpg -d "$1" | awk '
-    /target port group id :/ { id = $6; sub(/,$/, "", id) }
-    /asymmetric access state :/ { s = $0; sub(/.*\(/, "", s); sub(/\).*/, "", s); print id, s }'
+  local line id="" st="" ports=()
+  sg_rtpg -d "$1" > "$WORK/rtpg.out" || return 1
+  while IFS= read -r line; do
+    if [[ $line =~ target\ port\ group\ id\ :\ *0x([0-9a-fA-F]+) ]]; then
+      [[ -z $id ]] || echo "$id $st${ports[*]:+ ${ports[*]}}"
+      id=$((16#${BASH_REMATCH[1]})) st="" ports=()
+    elif [[ $line == *"asymmetric access state :"* ]]; then
+      st=${line#*\(} st=${st%%)*} st=${st// /-}
+    elif [[ $line =~ ^\ *0x([0-9a-fA-F]+)\ *$ ]]; then
+      ports+=($((16#${BASH_REMATCH[1]})))
+    fi
+  done < "$WORK/rtpg.out"
+  [[ -z $id ]] || echo "$id $st${ports[*]:+ ${ports[*]}}"
+}
+# vpd83 SD WHAT: a designator of VPD 0x83 in decimal, WHAT "Target port
+# group" or "Relative target port".
+vpd83() {
+  local v
+  v=$(sg_vpd -p di "$1" | sed -n "s/^ *$2: *0x\([0-9a-fA-F]*\).*/\1/p" | head -1)
+  [[ -n $v ]] && echo $((16#$v))
 }
 # pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll.
 pg_of() {
@@ -228,16 +247,30 @@ pg_of() {
     /policy=/ { p = $0; sub(/.*prio=/, "", p); split(p, a, " "); st = $0; sub(/.*status=/, "", st); pg = a[1] " " st }
     $0 ~ (" " sd " [0-9]+:[0-9]+ ") { print pg }'
 }
-if (( ALUA )); then
+access_state() { cat "/sys/block/${1#/dev/}/device/access_state"; }
+# rtpg_is STATE1 STATE2: both paths report these states for groups 1 and 2,
+# each group listing its gateway's relative target port.
+rtpg_is() {
+  local want="1 $1 $RTP1;2 $2 $RTP2" sd
   for sd in "$SD1" "$SD2"; do
-    echo "sg_rtpg $sd:"; rtpg "$sd" | sed 's/^/  group /'
-    check "REPORT TARGET PORT GROUPS through $sd lists both groups with their states" \
-      test "$(rtpg "$sd" | paste -sd';' -)" = "0x1 active/optimized;0x2 active/non optimized"
+    [[ $(rtpg "$sd" | paste -sd';' -) == "$want" ]] || return 1
   done
-  check "the kernel's ALUA handler sees gateway 1 active/optimized" \
-    test "$(cat "/sys/block/${SD1#/dev/}/device/access_state")" = active/optimized
-  check "... and gateway 2 active/non-optimized" \
-    test "$(cat "/sys/block/${SD2#/dev/}/device/access_state")" = active/non-optimized
+}
+if (( ALUA )); then
+  RTP1=$(vpd83 "$SD1" "Relative target port") RTP2=$(vpd83 "$SD2" "Relative target port")
+  echo "VPD 0x83: gateway 1 target port group $(vpd83 "$SD1" "Target port group"), relative target port $RTP1;" \
+       "gateway 2 target port group $(vpd83 "$SD2" "Target port group"), relative target port $RTP2"
+  check "VPD 0x83 names each gateway's target port group (1 and 2)" \
+    eval '[[ $(vpd83 "$SD1" "Target port group") == 1 && $(vpd83 "$SD2" "Target port group") == 2 ]]'
+  check "VPD 0x83 gives the gateways different relative target ports" \
+    eval '[[ -n $RTP1 && -n $RTP2 && $RTP1 != "$RTP2" ]]'
+  for sd in "$SD1" "$SD2"; do
+    echo "sg_rtpg $sd (group state ports):"; rtpg "$sd" | sed 's/^/  /'
+  done
+  check "REPORT TARGET PORT GROUPS, through either path, lists both groups, their states and ports" \
+    rtpg_is active/optimized active/non-optimized
+  check "the kernel's ALUA handler sees gateway 1 active/optimized, gateway 2 active/non-optimized" \
+    eval '[[ $(access_state "$SD1") == active/optimized && $(access_state "$SD2") == active/non-optimized ]]'
   two_groups() {
     local a b
     a=$(pg_of "$SD1") b=$(pg_of "$SD2")
@@ -307,41 +340,67 @@ check "fio verify through the map after the restart" \
 check "gateway 1's path carried part of that I/O" test "$(ios "$SD1")" -gt "$a1"
 
 # --- 5. ALUA: the other gateway becomes active/optimized -----------------------------
+# Reads run for a fixed time while the groups file changes: the move
+# (gateways see the file, raise UNIT ATTENTION 2A/06; multipathd's alua
+# prio sees new priorities and switches path groups) must fail none.
 if (( ALUA )); then
   fio --name=switch --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw=randread \
-    --bs=4k --iodepth=8 --size=64M --time_based --runtime=60 --output="$WORK/fio-switch.log" \
-    > /dev/null 2>&1 &
+    --bs=4k --iodepth=8 --size=64M --time_based --runtime=25 --output="$WORK/fio-switch.log" \
+    > /dev/null 2> "$WORK/fio-switch.err" &
   FIO_PID=$!
   must "reads run on gateway 1's path" wait_for 20 carries "$SD1" 0.5
   groups "1 active/non-optimized" "2 active/optimized"
   t_sw=$(now_ms)
-  moved() { local a1 a2; a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5; (( $(ios "$SD1") == a1 && $(ios "$SD2") > a2 )); }
-  check "I/O moves to gateway 2 (its path only) within 30 s" wait_for 30 moved
+  moved() {
+    local a1 a2
+    a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5
+    (( $(ios "$SD1") == a1 && $(ios "$SD2") > a2 ))
+  }
+  check "I/O moves to gateway 2, and only there, within 20 s" wait_for 20 moved
   echo "I/O moved to gateway 2 $(since "$t_sw") s after the groups file changed"
-  for sd in "$SD1" "$SD2"; do
-    check "REPORT TARGET PORT GROUPS through $sd shows the new states" \
-      test "$(rtpg "$sd" | paste -sd';' -)" = "0x1 active/non optimized;0x2 active/optimized"
-  done
-  kill -TERM "$FIO_PID"; wait "$FIO_PID" 2>/dev/null || true; FIO_PID=""
+  check "REPORT TARGET PORT GROUPS, through either path, shows the new states" \
+    rtpg_is active/non-optimized active/optimized
+  check "the kernel's ALUA handler sees the new states" \
+    eval '[[ $(access_state "$SD1") == active/non-optimized && $(access_state "$SD2") == active/optimized ]]'
+  check "multipath: gateway 2's path group now has the higher priority and is active" \
+    eval '[[ $(pg_of "$SD2") == *" active" && $(pg_of "$SD2" | cut -d" " -f1) -gt $(pg_of "$SD1" | cut -d" " -f1) ]]'
+  check "the reads end within 40 s" wait_for 40 fio_done
+  FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
+  check "the reads saw no error across the move (exit code 0, err= 0)" \
+    eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-switch.log"'
 fi
 
-# --- 6. both gateways active: aggregate IOPS vs one gateway -------------------------
+# --- 6. aggregate IOPS: both gateways vs one -----------------------------------------
+# 4 KiB random reads, 32 in flight, 8 s, through the map: with both
+# gateways active/optimized (one path group, round-robin), then with
+# gateway 2 standby (its own, lower path group: gateway 1 alone).
+iops() {
+  fio --name=iops --filename="$1" --direct=1 --ioengine=libaio --rw=randread --bs=4k \
+    --iodepth=32 --size=128M --time_based --runtime=8 --output-format=terse --terse-version=3 \
+    | cut -d';' -f8
+}
 if (( ALUA )); then
   groups "1 active/optimized" "2 active/optimized"
   one_group() { [[ $(pg_of "$SD1") == "$(pg_of "$SD2")" && $(pg_of "$SD1") == *" active" ]]; }
   must "both gateways active/optimized: one path group" wait_for 30 one_group
 fi
-iops() {  # iops DEVICE: 4 KiB random reads, 32 in flight, 8 s
-  fio --name=iops --filename="$1" --direct=1 --ioengine=libaio --rw=randread --bs=4k \
-    --iodepth=32 --size=128M --time_based --runtime=8 --output-format=terse --terse-version=3 \
-    | cut -d';' -f8
-}
 a1=$(ios "$SD1") a2=$(ios "$SD2")
 IOPS_TWO=$(iops "/dev/mapper/$MAP")
 check "both paths carried the map's reads" test "$(ios "$SD1")" -gt "$a1" -a "$(ios "$SD2")" -gt "$a2"
-IOPS_ONE=$(iops "$SD1")
-echo "IOPS (4 KiB random reads, 32 in flight, 8 s): two gateways (map) $IOPS_TWO, one gateway ($SD1) $IOPS_ONE"
-check "both measurements ran" eval '[[ $IOPS_TWO =~ ^[0-9]+$ && $IOPS_ONE =~ ^[0-9]+$ && $IOPS_TWO -gt 0 && $IOPS_ONE -gt 0 ]]'
+if (( ALUA )); then
+  groups "1 active/optimized" "2 standby"
+  standby() { [[ $(pg_of "$SD1") == *" active" && $(pg_of "$SD1") != "$(pg_of "$SD2")" ]]; }
+  must "gateway 2 standby: gateway 1's path group alone is active" wait_for 30 standby
+  check "REPORT TARGET PORT GROUPS shows gateway 2 standby" rtpg_is active/optimized standby
+  a2=$(ios "$SD2")
+  IOPS_ONE=$(iops "/dev/mapper/$MAP") ONE="map, gateway 2 standby"
+  check "gateway 2's path carried none of them" test "$(ios "$SD2")" -eq "$a2"
+else
+  IOPS_ONE=$(iops "$SD1") ONE="$SD1 directly"
+fi
+echo "IOPS (4 KiB random reads, 32 in flight, 8 s): two gateways $IOPS_TWO, one gateway ($ONE) $IOPS_ONE"
+check "both measurements ran" \
+  eval '[[ $IOPS_TWO =~ ^[0-9]+$ && $IOPS_ONE =~ ^[0-9]+$ && $IOPS_TWO -gt 0 && $IOPS_ONE -gt 0 ]]'
 
 # --- end -------------------------------------------------------------------------------
 kill "$MPD_PID"; wait "$MPD_PID" 2>/dev/null || true
