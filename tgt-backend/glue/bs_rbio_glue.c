@@ -24,6 +24,7 @@
 #include "target.h"
 
 #include "rbio/bs/c_api.h"
+#include "alua_glue.h"
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 
@@ -38,12 +39,18 @@ struct rbio_lu_priv {
 	struct scsi_lu *lu;
 	struct event_data flush_ev; /* end-of-pass flush, once per pass */
 	int event_fd;
+	struct rbio_alua_lu alua;
 };
 
 static struct rbio_lu_priv *rbio_priv(struct scsi_lu *lu)
 {
 	/* tgt allocates bs_datasize bytes right behind the scsi_lu */
 	return (struct rbio_lu_priv *)((char *)lu + sizeof(*lu));
+}
+
+struct rbio_alua_lu *rbio_lu_alua(struct scsi_lu *lu)
+{
+	return &rbio_priv(lu)->alua;
 }
 
 static void rbio_complete(void *ctx, void *handle, const struct rbio_bs_result *res)
@@ -131,8 +138,11 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	hooks.request_flush = rbio_request_flush;
 	hooks.log = rbio_log;
 
+	if (rbio_alua_glue_lu_init(lu, &priv->alua))
+		return TGTADM_INVALID_REQUEST;
 	if (rbio_bs_lu_create(bsopts, &hooks, &priv->engine, err, sizeof(err))) {
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
+		rbio_alua_glue_lu_exit(&priv->alua);
 		return TGTADM_INVALID_REQUEST;
 	}
 	tgt_init_sched_event(&priv->flush_ev, rbio_flush_handler, priv);
@@ -151,6 +161,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 			  lu->tgt->tid, lu->lun);
 		rbio_bs_lu_destroy(priv->engine);
 		priv->engine = NULL;
+		rbio_alua_glue_lu_exit(&priv->alua);
 		return TGTADM_UNKNOWN_ERR;
 	}
 
@@ -175,6 +186,7 @@ static void rbio_exit(struct scsi_lu *lu)
 	struct rbio_lu_priv *priv = rbio_priv(lu);
 	char stats[512];
 
+	rbio_alua_glue_lu_exit(&priv->alua);
 	if (!priv->engine)
 		return;
 	tgt_remove_sched_event(&priv->flush_ev);
@@ -277,6 +289,7 @@ RBIO_EXPORT void register_bs_module(void)
 
 	bs_create_opcode_map(&rbio_bst, opcodes, (int)sizeof(opcodes));
 	register_backingstore_template(&rbio_bst);
+	rbio_alua_glue_start();
 	log_error("rbio: backing store 'rbio' registered (built against tgt %s)\n",
 		  RBIO_TGT_VERSION);
 	rbio_iscsi_tcp_start();

@@ -10,20 +10,14 @@
 #include <string>
 #include <string_view>
 
+#include "rbio/bs/alua_settings.hpp"
+#include "rbio/bs/config_file.hpp"
 #include "rbio/bs/tcp_transport.h"
 
 namespace {
 
-struct SettingsError : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-        s.remove_suffix(1);
-    return s;
-}
+using SettingsError = rbio::bs::ConfigError;
+using rbio::bs::trim;
 
 bool parse_switch(std::string_view v, const std::string& where) {
     if (v == "on" || v == "yes" || v == "true" || v == "1" || v == "rbio") return true;
@@ -75,30 +69,21 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
         s.iser_spin_us = parse_uint(value, 0, 1000, w);
     else if (key == "iser_srq_depth")
         s.iser_srq_depth = parse_uint(value, 0, 16384, w);
+    else if (rbio::bs::alua::is_setting(key))
+        ;  // ALUA's own: read and checked by alua_settings.cpp
     else
         throw SettingsError(where + ": unknown key '" + std::string(key) +
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
-                            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth)");
+                            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth, "
+                            "port_group, alua_groups_file)");
 }
 
 void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
-    std::ifstream in(path);
-    if (!in) {
-        if (!must_exist && errno == ENOENT) return;
-        throw SettingsError(path + ": " + std::strerror(errno));
-    }
-    std::string line;
-    for (int no = 1; std::getline(in, line); ++no) {
-        std::string_view l = line;
-        if (auto hash = l.find('#'); hash != l.npos) l = l.substr(0, hash);
-        l = trim(l);
-        if (l.empty()) continue;
-        std::string where = path + ":" + std::to_string(no);
-        auto eq = l.find('=');
-        if (eq == l.npos) throw SettingsError(where + ": expected key = value");
-        apply(s, trim(l.substr(0, eq)), trim(l.substr(eq + 1)), where);
-    }
-    std::snprintf(s.source, sizeof(s.source), "%s", path.c_str());
+    bool read = rbio::bs::read_config(path, must_exist,
+        [&](std::string_view key, std::string_view value, const std::string& where) {
+            apply(s, key, value, where);
+        });
+    if (read) std::snprintf(s.source, sizeof(s.source), "%s", path.c_str());
 }
 
 void load(rbio_tp_settings& s) {
@@ -116,20 +101,15 @@ void load(rbio_tp_settings& s) {
     std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");
     std::snprintf(s.source, sizeof(s.source), "defaults");
 
-    const char* config = std::getenv("RBIO_CONFIG");
-    load_file(s, config && *config ? config : RBIO_TP_DEFAULT_CONFIG, config && *config);
+    auto [path, must_exist] = rbio::bs::config_source();
+    load_file(s, path, must_exist);
 
-    std::string env_used;
-    auto env = [&](const char* name, const char* key) {
-        if (const char* v = std::getenv(name)) {
-            apply(s, key, trim(v), std::string("environment ") + name);
-            env_used += std::string(env_used.empty() ? "" : ",") + name;
-        }
-    };
-    env("RBIO_TRANSPORT", "transport");
-    env("RBIO_ISER", "iser");
-    env("RBIO_PORTALS", "portals");
-    env("RBIO_STATS_FILE", "stats_file");
+    std::string env_used = rbio::bs::apply_environment(
+        {{"RBIO_TRANSPORT", "transport"}, {"RBIO_ISER", "iser"}, {"RBIO_PORTALS", "portals"},
+         {"RBIO_STATS_FILE", "stats_file"}},
+        [&](std::string_view key, std::string_view value, const std::string& where) {
+            apply(s, key, value, where);
+        });
     if (!env_used.empty()) {
         std::string src = std::string(s.source) + " + " + env_used;
         std::snprintf(s.source, sizeof(s.source), "%s", src.c_str());

@@ -1,0 +1,96 @@
+// extern "C" entry points for the ALUA glue. Each one catches everything:
+// no C++ exception may unwind into tgtd.
+#include "rbio/bs/alua.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "rbio/bs/alua.hpp"
+#include "rbio/bs/alua_gateway.hpp"
+
+struct rbio_alua {
+    explicit rbio_alua(rbio::bs::alua::Settings s) : gateway(std::move(s)) {}
+    rbio::bs::alua::Gateway gateway;
+};
+
+static_assert(RBIO_ALUA_PORT_DESIGNATORS == rbio::bs::alua::port_designators_size);
+static_assert(RBIO_ALUA_INQUIRY_TPGS == rbio::bs::alua::inquiry_tpgs_implicit);
+
+namespace {
+
+void put_msg(char* buf, size_t len, const char* msg) {
+    if (buf && len) std::snprintf(buf, len, "%s", msg);
+}
+
+}  // namespace
+
+extern "C" {
+
+int rbio_alua_create(rbio_alua** out, char* err, size_t errlen) {
+    *out = nullptr;
+    try {
+        auto s = rbio::bs::alua::load_settings();
+        if (!s.enabled()) return 0;
+        auto a = std::make_unique<rbio_alua>(std::move(s));
+        a->gateway.poll();  // the first read; a bad file is logged by the first timer poll
+        *out = a.release();
+        return 0;
+    } catch (const std::exception& e) {
+        put_msg(err, errlen, e.what());
+    } catch (...) {
+        put_msg(err, errlen, "unexpected error reading the ALUA settings");
+    }
+    return -1;
+}
+
+void rbio_alua_destroy(rbio_alua* a) { std::unique_ptr<rbio_alua> owned(a); }
+
+enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, char* msg, size_t msglen) {
+    using Poll = rbio::bs::alua::Gateway::Poll;
+    try {
+        switch (a->gateway.poll()) {
+        case Poll::unchanged: return RBIO_ALUA_UNCHANGED;
+        case Poll::changed: return RBIO_ALUA_CHANGED;
+        case Poll::bad: put_msg(msg, msglen, a->gateway.message().c_str()); return RBIO_ALUA_BAD;
+        }
+    } catch (const std::exception& e) {
+        put_msg(msg, msglen, e.what());
+    } catch (...) {
+        put_msg(msg, msglen, "unexpected error reading the ALUA groups file");
+    }
+    return RBIO_ALUA_BAD;
+}
+
+int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, uint8_t* key,
+                    uint16_t* asc) {
+    auto r = rbio::bs::alua::check_access(a->gateway.own_state(), {cdb, cdb_len});
+    if (!r) return 0;
+    *key = r->key;
+    *asc = r->asc;
+    return 1;
+}
+
+int rbio_alua_is_rtpg(const uint8_t* cdb, uint32_t cdb_len) {
+    return rbio::bs::alua::is_report_target_port_groups({cdb, cdb_len}) ? 1 : 0;
+}
+
+long rbio_alua_rtpg(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, uint8_t* buf,
+                    size_t len) {
+    auto n = rbio::bs::alua::report_target_port_groups(
+        a->gateway.groups(), {cdb, cdb_len}, a->gateway.changed_implicitly(), {buf, len});
+    return n ? long(*n) : -1;
+}
+
+size_t rbio_alua_port_designators(const rbio_alua* a, uint8_t* buf, size_t len) {
+    return rbio::bs::alua::port_designators(a->gateway.port_group(), {buf, len});
+}
+
+void rbio_alua_describe(const rbio_alua* a, char* buf, size_t len) {
+    try {
+        put_msg(buf, len, a->gateway.describe().c_str());
+    } catch (...) {
+        put_msg(buf, len, "(cannot describe the ALUA state)");
+    }
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+#pragma once
+// This gateway's view of the LU set's ALUA states: its settings and the
+// last good contents of the groups file, re-read when the file changes.
+// Lives in tgtd's event-loop thread; poll() is called from a timer.
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <sys/types.h>
+
+#include "rbio/bs/alua.hpp"
+#include "rbio/bs/alua_settings.hpp"
+
+namespace rbio::bs::alua {
+
+class Gateway {
+public:
+    // Until the groups file has been read, this gateway's group is
+    // transitioning: it serves no I/O on a state it does not know. Without
+    // a groups file it is active/optimized, alone.
+    explicit Gateway(Settings s);
+
+    enum class Poll {
+        unchanged,  // nothing new
+        changed,    // states changed: raise ASYMMETRIC ACCESS STATE CHANGED
+        bad,        // the file is missing or wrong: states kept, message() says why
+    };
+    // Re-reads the groups file if it changed since the last poll (its
+    // inode, size or times). A bad file is reported once per version.
+    Poll poll();
+    const std::string& message() const { return message_; }
+
+    const Settings& settings() const { return settings_; }
+    uint16_t port_group() const { return settings_.port_group; }
+    State own_state() const { return own_state_; }
+    const GroupTable& groups() const { return groups_; }
+    // Whether states have changed since start (RTPG status code 02h).
+    bool changed_implicitly() const { return changed_; }
+    // "port group 2: standby (groups 1 active/optimized, 2 standby; from FILE)"
+    std::string describe() const;
+
+private:
+    struct FileVersion {
+        dev_t dev = 0;
+        ino_t ino = 0;
+        off_t size = -1;
+        timespec mtime{};
+        timespec ctime{};
+        bool operator==(const FileVersion& o) const;
+    };
+
+    Poll reject(const std::string& why);
+
+    Settings settings_;
+    GroupTable groups_;
+    State own_state_;
+    bool changed_ = false;
+    bool have_version_ = false;
+    bool missing_reported_ = false;
+    FileVersion version_;
+    std::string message_;
+};
+
+}  // namespace rbio::bs::alua
