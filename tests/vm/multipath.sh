@@ -23,9 +23,11 @@
 #     settings), its path becomes active again and carries verified I/O;
 #  5. an ALUA state change: the groups file makes the other gateway
 #     active/optimized, and I/O moves to it (per-path counters);
-#  6. both gateways active/optimized (one path group, round-robin):
-#     aggregate IOPS through both vs through one, printed (not asserted:
-#     under emulation both gateways share the guest's two CPUs).
+#  6. aggregate IOPS through the map with both gateways active/optimized
+#     (one path group, round-robin) vs with gateway 2 standby (gateway 1
+#     alone), printed (not asserted: under emulation both gateways share
+#     the guest's two CPUs); a standby gateway refuses a READ sent to it
+#     (NOT READY, 04/0B).
 #
 # Host settings for fast failures: iSCSI replacement_timeout 5 s, NOP-Out
 # every 2 s (2 s timeout), one login attempt; multipathd checks paths every
@@ -147,23 +149,11 @@ check "both paths' unit serial number (VPD 0x80) is the one set ($LU_SN)" \
 tpgs() { sg_inq --export "$1" | sed -n 's/^SCSI_TPGS=//p'; }
 TPGS1=$(tpgs "$SD1") TPGS2=$(tpgs "$SD2")
 echo "INQUIRY TPGS: $TPGS1 (gateway 1), $TPGS2 (gateway 2)"
-ALUA=0
-if [[ $TPGS1 =~ ^[1-3]$ && $TPGS2 =~ ^[1-3]$ ]]; then ALUA=1; fi
-if (( ! ALUA )); then
-  echo "NOTE: the gateways report no ALUA support (TPGS=0): the ALUA checks are NOT run;"
-  echo "      multipath uses one path group over both gateways (multibus)"
-fi
+must "both gateways report ALUA in INQUIRY (TPGS not 0)" \
+  eval '[[ $TPGS1 =~ ^[1-3]$ && $TPGS2 =~ ^[1-3]$ ]]'
 
 # --- the host's multipath configuration ---------------------------------------------
 vendor=$(inq_field "$SD1" Vendor) product=$(inq_field "$SD1" Product)
-if (( ALUA )); then
-  policy='path_grouping_policy group_by_prio
-        prio alua
-        hardware_handler "1 alua"'
-else
-  policy='path_grouping_policy multibus
-        prio const'
-fi
 rm -f /etc/multipath/bindings /etc/multipath/wwids   # the guest's overlay only
 mkdir -p /etc/multipath
 cat > /etc/multipath.conf <<CONF
@@ -177,7 +167,9 @@ devices {
     device {
         vendor "$vendor"
         product "$product"
-        $policy
+        path_grouping_policy group_by_prio
+        prio alua
+        hardware_handler "1 alua"
         path_selector "round-robin 0"
         rr_min_io_rq 1
         path_checker tur
@@ -256,29 +248,27 @@ rtpg_is() {
     [[ $(rtpg "$sd" | paste -sd';' -) == "$want" ]] || return 1
   done
 }
-if (( ALUA )); then
-  RTP1=$(vpd83 "$SD1" "Relative target port") RTP2=$(vpd83 "$SD2" "Relative target port")
-  echo "VPD 0x83: gateway 1 target port group $(vpd83 "$SD1" "Target port group"), relative target port $RTP1;" \
-       "gateway 2 target port group $(vpd83 "$SD2" "Target port group"), relative target port $RTP2"
-  check "VPD 0x83 names each gateway's target port group (1 and 2)" \
-    eval '[[ $(vpd83 "$SD1" "Target port group") == 1 && $(vpd83 "$SD2" "Target port group") == 2 ]]'
-  check "VPD 0x83 gives the gateways different relative target ports" \
-    eval '[[ -n $RTP1 && -n $RTP2 && $RTP1 != "$RTP2" ]]'
-  for sd in "$SD1" "$SD2"; do
-    echo "sg_rtpg $sd (group state ports):"; rtpg "$sd" | sed 's/^/  /'
-  done
-  check "REPORT TARGET PORT GROUPS, through either path, lists both groups, their states and ports" \
-    rtpg_is active/optimized active/non-optimized
-  check "the kernel's ALUA handler sees gateway 1 active/optimized, gateway 2 active/non-optimized" \
-    eval '[[ $(access_state "$SD1") == active/optimized && $(access_state "$SD2") == active/non-optimized ]]'
-  two_groups() {
-    local a b
-    a=$(pg_of "$SD1") b=$(pg_of "$SD2")
-    [[ $a == *" active" && -n $b && ${a%% *} -gt ${b%% *} ]]
-  }
-  check "multipath: two path groups, gateway 1's of higher priority and active" wait_for 10 two_groups
-  echo "  path groups (prio status): gateway 1 $(pg_of "$SD1"), gateway 2 $(pg_of "$SD2")"
-fi
+RTP1=$(vpd83 "$SD1" "Relative target port") RTP2=$(vpd83 "$SD2" "Relative target port")
+echo "VPD 0x83: gateway 1 target port group $(vpd83 "$SD1" "Target port group"), relative target port $RTP1;" \
+     "gateway 2 target port group $(vpd83 "$SD2" "Target port group"), relative target port $RTP2"
+check "VPD 0x83 names each gateway's target port group (1 and 2)" \
+  eval '[[ $(vpd83 "$SD1" "Target port group") == 1 && $(vpd83 "$SD2" "Target port group") == 2 ]]'
+check "VPD 0x83 gives the gateways different relative target ports" \
+  eval '[[ -n $RTP1 && -n $RTP2 && $RTP1 != "$RTP2" ]]'
+for sd in "$SD1" "$SD2"; do
+  echo "sg_rtpg $sd (group state ports):"; rtpg "$sd" | sed 's/^/  /'
+done
+check "REPORT TARGET PORT GROUPS, through either path, lists both groups, their states and ports" \
+  rtpg_is active/optimized active/non-optimized
+check "the kernel's ALUA handler sees gateway 1 active/optimized, gateway 2 active/non-optimized" \
+  eval '[[ $(access_state "$SD1") == active/optimized && $(access_state "$SD2") == active/non-optimized ]]'
+two_groups() {
+  local a b
+  a=$(pg_of "$SD1") b=$(pg_of "$SD2")
+  [[ $a == *" active" && -n $b && ${a%% *} -gt ${b%% *} ]]
+}
+check "multipath: two path groups, gateway 1's of higher priority and active" wait_for 10 two_groups
+echo "  path groups (prio status): gateway 1 $(pg_of "$SD1"), gateway 2 $(pg_of "$SD2")"
 
 # --- 3. failover: the gateway carrying I/O is killed during verified writes ----------
 FIO_PID=""
@@ -293,9 +283,7 @@ FIO_PID=$!
 writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(ios "$DM") >= 500 )); }
 must "fio writes through the map" wait_for 60 writing
 check "gateway 1's path carries I/O" carries "$SD1" 1
-if (( ALUA )); then
-  check "gateway 2's path (active/non-optimized) carries none" idle "$SD2" 1
-fi
+check "gateway 2's path (active/non-optimized) carries none" idle "$SD2" 1
 gw 1
 KILLED=$(tgtd_pid)
 kill -KILL "$KILLED"
@@ -343,32 +331,30 @@ check "gateway 1's path carried part of that I/O" test "$(ios "$SD1")" -gt "$a1"
 # Reads run for a fixed time while the groups file changes: the move
 # (gateways see the file, raise UNIT ATTENTION 2A/06; multipathd's alua
 # prio sees new priorities and switches path groups) must fail none.
-if (( ALUA )); then
-  fio --name=switch --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw=randread \
-    --bs=4k --iodepth=8 --size=64M --time_based --runtime=25 --output="$WORK/fio-switch.log" \
-    > /dev/null 2> "$WORK/fio-switch.err" &
-  FIO_PID=$!
-  must "reads run on gateway 1's path" wait_for 20 carries "$SD1" 0.5
-  groups "1 active/non-optimized" "2 active/optimized"
-  t_sw=$(now_ms)
-  moved() {
-    local a1 a2
-    a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5
-    (( $(ios "$SD1") == a1 && $(ios "$SD2") > a2 ))
-  }
-  check "I/O moves to gateway 2, and only there, within 20 s" wait_for 20 moved
-  echo "I/O moved to gateway 2 $(since "$t_sw") s after the groups file changed"
-  check "REPORT TARGET PORT GROUPS, through either path, shows the new states" \
-    rtpg_is active/non-optimized active/optimized
-  check "the kernel's ALUA handler sees the new states" \
-    eval '[[ $(access_state "$SD1") == active/non-optimized && $(access_state "$SD2") == active/optimized ]]'
-  check "multipath: gateway 2's path group now has the higher priority and is active" \
-    eval '[[ $(pg_of "$SD2") == *" active" && $(pg_of "$SD2" | cut -d" " -f1) -gt $(pg_of "$SD1" | cut -d" " -f1) ]]'
-  check "the reads end within 40 s" wait_for 40 fio_done
-  FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
-  check "the reads saw no error across the move (exit code 0, err= 0)" \
-    eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-switch.log"'
-fi
+fio --name=switch --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw=randread \
+  --bs=4k --iodepth=8 --size=64M --time_based --runtime=25 --output="$WORK/fio-switch.log" \
+  > /dev/null 2> "$WORK/fio-switch.err" &
+FIO_PID=$!
+must "reads run on gateway 1's path" wait_for 20 carries "$SD1" 0.5
+groups "1 active/non-optimized" "2 active/optimized"
+t_sw=$(now_ms)
+moved() {
+  local a1 a2
+  a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5
+  (( $(ios "$SD1") == a1 && $(ios "$SD2") > a2 ))
+}
+check "I/O moves to gateway 2, and only there, within 20 s" wait_for 20 moved
+echo "I/O moved to gateway 2 $(since "$t_sw") s after the groups file changed"
+check "REPORT TARGET PORT GROUPS, through either path, shows the new states" \
+  rtpg_is active/non-optimized active/optimized
+check "the kernel's ALUA handler sees the new states" \
+  eval '[[ $(access_state "$SD1") == active/non-optimized && $(access_state "$SD2") == active/optimized ]]'
+check "multipath: gateway 2's path group now has the higher priority and is active" \
+  eval '[[ $(pg_of "$SD2") == *" active" && $(pg_of "$SD2" | cut -d" " -f1) -gt $(pg_of "$SD1" | cut -d" " -f1) ]]'
+check "the reads end within 40 s" wait_for 40 fio_done
+FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
+check "the reads saw no error across the move (exit code 0, err= 0)" \
+  eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-switch.log"'
 
 # --- 6. aggregate IOPS: both gateways vs one -----------------------------------------
 # 4 KiB random reads, 32 in flight, 8 s, through the map: with both
@@ -379,26 +365,30 @@ iops() {
     --iodepth=32 --size=128M --time_based --runtime=8 --output-format=terse --terse-version=3 \
     | cut -d';' -f8
 }
-if (( ALUA )); then
-  groups "1 active/optimized" "2 active/optimized"
-  one_group() { [[ $(pg_of "$SD1") == "$(pg_of "$SD2")" && $(pg_of "$SD1") == *" active" ]]; }
-  must "both gateways active/optimized: one path group" wait_for 30 one_group
-fi
+groups "1 active/optimized" "2 active/optimized"
+one_group() { [[ $(pg_of "$SD1") == "$(pg_of "$SD2")" && $(pg_of "$SD1") == *" active" ]]; }
+must "both gateways active/optimized: one path group" wait_for 30 one_group
 a1=$(ios "$SD1") a2=$(ios "$SD2")
 IOPS_TWO=$(iops "/dev/mapper/$MAP")
 check "both paths carried the map's reads" test "$(ios "$SD1")" -gt "$a1" -a "$(ios "$SD2")" -gt "$a2"
-if (( ALUA )); then
-  groups "1 active/optimized" "2 standby"
-  standby() { [[ $(pg_of "$SD1") == *" active" && $(pg_of "$SD1") != "$(pg_of "$SD2")" ]]; }
-  must "gateway 2 standby: gateway 1's path group alone is active" wait_for 30 standby
-  check "REPORT TARGET PORT GROUPS shows gateway 2 standby" rtpg_is active/optimized standby
-  a2=$(ios "$SD2")
-  IOPS_ONE=$(iops "/dev/mapper/$MAP") ONE="map, gateway 2 standby"
-  check "gateway 2's path carried none of them" test "$(ios "$SD2")" -eq "$a2"
-else
-  IOPS_ONE=$(iops "$SD1") ONE="$SD1 directly"
-fi
-echo "IOPS (4 KiB random reads, 32 in flight, 8 s): two gateways $IOPS_TWO, one gateway ($ONE) $IOPS_ONE"
+groups "1 active/optimized" "2 standby"
+standby() { [[ $(pg_of "$SD1") == *" active" && $(pg_of "$SD1") != "$(pg_of "$SD2")" ]]; }
+must "gateway 2 standby: gateway 1's path group alone is active" wait_for 30 standby
+check "REPORT TARGET PORT GROUPS shows gateway 2 standby" rtpg_is active/optimized standby
+a2=$(ios "$SD2")
+IOPS_ONE=$(iops "/dev/mapper/$MAP")
+check "gateway 2's path carried none of them" test "$(ios "$SD2")" -eq "$a2"
+echo "IOPS (4 KiB random reads, 32 in flight, 8 s, through the map): both gateways $IOPS_TWO," \
+     "gateway 1 alone (gateway 2 standby) $IOPS_ONE"
+# A READ(10) of 8 blocks sent straight to gateway 2 (SG_IO passes by the
+# kernel's ALUA handler, which would refuse it itself).
+standby_refuses() {
+  local rc=0
+  sg_raw -r 4096 "$SD2" 28 00 00 00 00 00 00 00 08 00 > "$WORK/sg_raw.out" 2>&1 || rc=$?
+  grep -iE 'sense key|standby' "$WORK/sg_raw.out" | sed 's/^ */  /'
+  (( rc != 0 )) && grep -q "target port in standby state" "$WORK/sg_raw.out"
+}
+check "the standby gateway refuses a READ: NOT READY, target port in standby state (04/0B)" standby_refuses
 check "both measurements ran" \
   eval '[[ $IOPS_TWO =~ ^[0-9]+$ && $IOPS_ONE =~ ^[0-9]+$ && $IOPS_TWO -gt 0 && $IOPS_ONE -gt 0 ]]'
 
