@@ -199,13 +199,14 @@ check "the map's WWID is the paths' WWID" \
   eval '[[ $(multipathd show maps format "%n %w" | awk -v m="$MAP" "\$1 == m { print \$2 }") == "$WWID" ]]'
 
 # Per-path and map counters: completed reads + writes (the block layer's).
-ios() { awk '{ print $1 + $5 }' "/sys/block/${1#/dev/}/stat"; }
+# (bash builtins only: under emulation every exec costs a good part of
+# the sampling windows below)
+ios() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo $(( f[0] + f[4] )); }
 # path_state SD: multipath's view of one path, e.g. "active ready running".
 path_line() { multipath -ll "$MAP" | grep -E " ${1#/dev/} [0-9]+:[0-9]+ "; }
 path_active() { path_line "$1" | grep -q 'active ready running'; }
 # carries SD SECONDS: I/O completes on SD during SECONDS (something runs).
 carries() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") > a )); }
-idle() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") == a )); }
 
 # --- 2. ALUA: groups, states, path groups -------------------------------------------
 # rtpg SD: one line per target port group from REPORT TARGET PORT GROUPS:
@@ -273,22 +274,39 @@ echo "  path groups (prio status): gateway 1 $(pg_of "$SD1"), gateway 2 $(pg_of 
 # --- 3. failover: the gateway carrying I/O is killed during verified writes ----------
 FIO_PID=""
 VM_CLEANUP_HOOKS=('[[ -z $FIO_PID ]] || { kill -TERM "$FIO_PID"; wait "$FIO_PID"; } 2>/dev/null' "${VM_CLEANUP_HOOKS[@]}")
-# 4 KiB random writes over 32 MiB, every block once, then a verify pass;
+# 4 KiB random writes over 32 MiB, every block once (8192 writes, at most
+# 1000 a second: the write phase lasts over 8 s, so the kill, about 2 s
+# in, lands in it on a fast host too), then a verify pass at full speed;
 # every completion is logged with its time (ms since the epoch).
+WRITES=8192
 fio --name=failover --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio \
-  --rw=randwrite --bs=4k --iodepth=16 --size=32M --verify=crc32c --verify_fatal=1 \
+  --rw=randwrite --bs=4k --iodepth=16 --size=$((WRITES * 4))k --rate_iops=,1000 \
+  --verify=crc32c --verify_fatal=1 \
   --write_lat_log="$WORK/failover" --log_avg_msec=0 --log_unix_epoch=1 \
   --output="$WORK/fio-failover.log" > /dev/null 2> "$WORK/fio-failover.err" &
 FIO_PID=$!
-writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(ios "$DM") >= 500 )); }
+writes() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo "${f[4]}"; }
+writes_inflight() { local f; read -ra f < "/sys/block/${1#/dev/}/inflight"; echo "${f[1]}"; }
+writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(writes "$DM") >= 300 )); }
 must "fio writes through the map" wait_for 60 writing
-check "gateway 1's path carries I/O" carries "$SD1" 1
-check "gateway 2's path (active/non-optimized) carries none" idle "$SD2" 1
+only_on_1() {
+  local a1 a2 b1 b2
+  a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5; b1=$(ios "$SD1") b2=$(ios "$SD2")
+  echo "  in 0.5 s: $((b1 - a1)) I/Os on gateway 1's path, $((b2 - a2)) on gateway 2's"
+  (( b1 > a1 && b2 == a2 ))
+}
+check "I/O goes to gateway 1 (active/optimized) only, none to gateway 2" only_on_1
+# The kill comes at a moment when gateway 1 has writes (the rate limit
+# leaves moments with none).
+in_flight() { (( $(writes_inflight "$SD1") > 0 )); }
+check "writes are in flight on gateway 1's path" wait_for 2 in_flight
 gw 1
-KILLED=$(tgtd_pid)
+KILLED=$(tgtd_pid) W_INFLIGHT=$(writes_inflight "$SD1")
 kill -KILL "$KILLED"
 t_kill=$(now_ms)
-echo "killed gateway 1 (tgtd pid $KILLED) after $(ios "$DM") I/Os on the map"
+W_KILL=$(writes "$DM")
+echo "killed gateway 1 (tgtd pid $KILLED) after $W_KILL of $WRITES writes on the map, $W_INFLIGHT in flight on its path"
+check "the kill came in the write phase" test "$W_KILL" -lt "$WRITES"
 flowing() { kill -0 "$FIO_PID" 2>/dev/null && carries "$SD2" 0.2; }
 check "I/O flows through gateway 2 within ${FAILOVER_BOUND} s" wait_for "$FAILOVER_BOUND" flowing
 echo "I/O flowing on gateway 2's path $(since "$t_kill") s after the kill"
