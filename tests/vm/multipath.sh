@@ -1,37 +1,38 @@
 #!/usr/bin/env bash
 # Several gateways, one LU (issue 14): unmodified hosts — the kernel's
 # open-iscsi initiator and multipath-tools' dm-multipath — see ONE device
-# through two tgtd+rbio gateways that export the same backing file, inside
-# a qemu guest (the host kernel has no SCSI, iSCSI or device-mapper
+# through three tgtd+rbio gateways that export the same backing file,
+# inside a qemu guest (the host kernel has no SCSI, iSCSI or device-mapper
 # multipath):
-#  1. identity: both gateways export the same target IQN and the same LU
+#  1. identity: the gateways export the same target IQN and the same LU
 #     (same file, --bstype rbio) with the same scsi_id/scsi_sn, set once;
-#     the host logs in through both portals, both disks have the same WWID
+#     the host logs in through every portal, every disk has the same WWID
 #     (udev's scsi_id) and unit serial number (VPD 0x80), and multipath
-#     builds exactly one map over both;
+#     builds exactly one map over all three;
 #  2. ALUA: each gateway is its own target port group (RBIO_PORT_GROUP),
 #     their states come from one file every gateway reads
-#     (RBIO_ALUA_GROUPS): INQUIRY reports TPGS, REPORT TARGET PORT GROUPS
-#     lists both groups and their states, multipath (group_by_prio, prio
-#     alua) puts the gateways in two path groups of different priority and
-#     sends I/O to the active/optimized one only;
-#  3. failover: a fio crc32c verify job runs on the map while the gateway
-#     carrying its I/O is SIGKILLed: fio ends with exit 0 and no verify
-#     error; the failover time (kill to the end of the I/O stall, from
-#     fio's per-I/O completion log) is printed;
+#     (RBIO_ALUA_GROUPS): INQUIRY reports TPGS, VPD 0x83 names the group and
+#     a relative target port, REPORT TARGET PORT GROUPS lists every group,
+#     its state and port; multipath (group_by_prio, prio alua) puts gateway
+#     1 (active/optimized) in a path group of its own, above gateways 2 and
+#     3 (active/non-optimized), and sends I/O to gateway 1 only;
+#  3. failover: a fio crc32c verify job runs on the map while gateway 1,
+#     carrying its I/O, is SIGKILLed in the middle of its writes: I/O
+#     moves to gateways 2 and 3, fio ends with exit 0 and no verify error;
+#     the failover time (kill to I/O completing again, from fio's per-I/O
+#     completion log) is printed;
 #  4. failback: the killed gateway restarts (same portal, same LU
 #     settings), its path becomes active again and carries verified I/O;
-#  5. an ALUA state change: the groups file makes the other gateway
-#     active/optimized, and I/O moves to it (per-path counters);
-#  6. aggregate IOPS through the map with both gateways active/optimized
-#     (one path group, round-robin) vs with gateway 2 standby (gateway 1
-#     alone), printed (not asserted: under emulation both gateways share
-#     the guest's two CPUs); a standby gateway refuses a READ sent to it
-#     (NOT READY, 04/0B).
+#  5. an ALUA state change: the groups file makes gateway 2
+#     active/optimized, and I/O moves to it alone, no read failing;
+#  6. aggregate IOPS through the map with three, two and one gateways
+#     active/optimized (the others standby), printed (not asserted: under
+#     emulation the gateways share the guest's two CPUs); a standby gateway
+#     refuses a READ sent to it (NOT READY, 04/0B).
 #
 # Host settings for fast failures: iSCSI replacement_timeout 5 s, NOP-Out
 # every 2 s (2 s timeout), one login attempt; multipathd checks paths every
-# second (tur) and fails back at once.
+# second or two (tur) and fails back at once.
 #
 # Run on the host, it starts itself in a guest through scripts/vm/run.sh
 # (ctest does that explicitly: test vm.multipath).
@@ -50,6 +51,7 @@ IQN=iqn.2026-11.io.rbio:vm-mpath
 # WWID). Hosts (udev's scsi_id, multipath) prefer the NAA designator: the
 # id is hex, at most 31 digits, unique per LU.
 LU_ID=0b10da7a2026110000000001 LU_SN=RBIOMP0001
+GWS=(1 2 3)                               # the gateways (and their port groups)
 GROUPS_FILE="$WORK/alua-groups"           # every gateway's view of the groups' states
 BACKING="$WORK/mpath.img"
 REPLACEMENT_TIMEOUT=5
@@ -61,11 +63,14 @@ since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 
 
 # gw N: gateway N's state folder, control port (5700+N) and portal
 # (127.0.0.1:3259+N) become the current ones for tgtd_start, tadm, ...
-gw() { tgt_gateway "gw$1" $((5700 + $1)) $((3259 + $1)); PORTAL=127.0.0.1:$PORT; GW=$1; }
+gw() { tgt_gateway "gw$1" $((5700 + $1)) $((3259 + $1)); PORTAL=127.0.0.1:$PORT; }
 
-# groups "ID STATE"...: rewrite the groups file (a rename: no gateway reads
-# it half-written).
-groups() { printf '%s\n' "$@" > "$GROUPS_FILE.new" && mv "$GROUPS_FILE.new" "$GROUPS_FILE"; }
+# groups STATE1 STATE2 STATE3: rewrite the groups file, one state per
+# gateway's group (a rename: no gateway reads it half-written).
+groups() {
+  local n
+  for n in "${GWS[@]}"; do echo "$n ${!n}"; done > "$GROUPS_FILE.new" && mv "$GROUPS_FILE.new" "$GROUPS_FILE"
+}
 
 # start_gateway N: gateway N's tgtd, in target port group N, with the LU;
 # tgtd's State stays offline until the LU has its identity, so no host
@@ -81,9 +86,10 @@ start_gateway() {
 }
 
 # --- the gateways and the host's sessions ------------------------------------------
-groups "1 active/optimized" "2 active/non-optimized"
-must "gateway 1 (port group 1, portal 127.0.0.1:3260) exports the LU" start_gateway 1
-must "gateway 2 (port group 2, portal 127.0.0.1:3261) exports the LU" start_gateway 2
+groups active/optimized active/non-optimized active/non-optimized
+for n in "${GWS[@]}"; do
+  must "gateway $n (port group $n, portal 127.0.0.1:$((3259 + n))) exports the LU" start_gateway "$n"
+done
 
 start_initiator
 must "the SCSI generic driver, device-mapper multipath, round-robin and the ALUA handler load" \
@@ -100,7 +106,7 @@ must "udevd runs" wait_for 10 test -S /run/udev/control
 NODE_SETTINGS=(node.session.initial_login_retry_max=1 node.conn[0].timeo.login_timeout=5
                node.session.timeo.replacement_timeout=$REPLACEMENT_TIMEOUT
                node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2)
-for n in 1 2; do
+for n in "${GWS[@]}"; do
   gw "$n"
   must "discovery through gateway $n finds the target at its portal" \
     eval 'discover "$IQN" && grep -q "^$PORTAL," "$WORK/discovery"'
@@ -121,39 +127,40 @@ disk_of_port() {
   done
   return 1
 }
-must "gateway 1's LU appears as a disk" wait_for 30 disk_of_port 3260; SD1=$DISK
-must "gateway 2's LU appears as a disk" wait_for 30 disk_of_port 3261; SD2=$DISK
-echo "gateway 1 path: $SD1, gateway 2 path: $SD2"
-check "two different disks" test "$SD1" != "$SD2"
+SD=()   # SD[N]: gateway N's path (sd disk)
+for n in "${GWS[@]}"; do
+  must "gateway $n's LU appears as a disk" wait_for 30 disk_of_port $((3259 + n)); SD[n]=$DISK
+  echo "gateway $n path: ${SD[n]}"
+done
+check "three different disks" test "$(printf '%s\n' "${SD[@]}" | sort -u | wc -l)" -eq 3
 must "udev has processed them" udevadm settle --timeout=30
+# on_all FUNCTION VALUE: FUNCTION gives VALUE on every path.
+on_all() { local n; for n in "${GWS[@]}"; do [[ $("$1" "${SD[n]}") == "$2" ]] || return 1; done; }
 
 # --- 1. one identity ------------------------------------------------------------
 inq_field() { sg_inq "$1" | sed -n "s/^ *$2 identification: *//p" | sed 's/ *$//'; }
 inq() { echo "$(inq_field "$1" Vendor),$(inq_field "$1" Product)"; }
-VENDOR_PRODUCT=$(inq "$SD1")
+VENDOR_PRODUCT=$(inq "${SD[1]}")
 echo "INQUIRY: $VENDOR_PRODUCT"
-check "both paths answer the same vendor and product" test "$(inq "$SD2")" = "$VENDOR_PRODUCT"
+check "every path answers the same vendor and product" on_all inq "$VENDOR_PRODUCT"
 wwid() { /lib/udev/scsi_id -g -u -d "$1"; }
-WWID=$(wwid "$SD1")
+WWID=$(wwid "${SD[1]}")
 echo "WWID (scsi_id): $WWID"
-sg_vpd -p di "$SD1" | sed 's/^/  /'
-check "both paths have the same WWID (scsi_id, VPD 0x83)" \
-  eval '[[ -n $WWID && $(wwid "$SD2") == "$WWID" ]]'
+sg_vpd -p di "${SD[1]}" | sed 's/^/  /'
+check "every path has the same WWID (scsi_id, VPD 0x83)" eval '[[ -n $WWID ]] && on_all wwid "$WWID"'
 naa=$(printf '%32s' "$LU_ID" | tr ' ' 0)
 check "the WWID is the NAA 6 designator built from the scsi_id set ($LU_ID)" test "$WWID" = "36${naa:1}"
 serial() { sg_vpd -p sn "$1" | sed -n 's/^ *Unit serial number: *//p'; }
-check "both paths' unit serial number (VPD 0x80) is the one set ($LU_SN)" \
-  eval '[[ $(serial "$SD1") == "$LU_SN" && $(serial "$SD2") == "$LU_SN" ]]'
+check "every path's unit serial number (VPD 0x80) is the one set ($LU_SN)" on_all serial "$LU_SN"
 
 # ALUA: INQUIRY's TPGS field (0: none, 1: implicit, 2: explicit, 3: both).
 tpgs() { sg_inq --export "$1" | sed -n 's/^SCSI_TPGS=//p'; }
-TPGS1=$(tpgs "$SD1") TPGS2=$(tpgs "$SD2")
-echo "INQUIRY TPGS: $TPGS1 (gateway 1), $TPGS2 (gateway 2)"
-must "both gateways report ALUA in INQUIRY (TPGS not 0)" \
-  eval '[[ $TPGS1 =~ ^[1-3]$ && $TPGS2 =~ ^[1-3]$ ]]'
+echo "INQUIRY TPGS: $(for n in "${GWS[@]}"; do printf '%s (gateway %s) ' "$(tpgs "${SD[n]}")" "$n"; done)"
+has_tpgs() { local n; for n in "${GWS[@]}"; do [[ $(tpgs "${SD[n]}") =~ ^[1-3]$ ]] || return 1; done; }
+must "every gateway reports ALUA in INQUIRY (TPGS not 0)" has_tpgs
 
 # --- the host's multipath configuration ---------------------------------------------
-vendor=$(inq_field "$SD1" Vendor) product=$(inq_field "$SD1" Product)
+vendor=$(inq_field "${SD[1]}" Vendor) product=$(inq_field "${SD[1]}" Product)
 rm -f /etc/multipath/bindings /etc/multipath/wwids   # the guest's overlay only
 mkdir -p /etc/multipath
 cat > /etc/multipath.conf <<CONF
@@ -193,20 +200,32 @@ MAP=$(maps | head -1)
 DM=$(basename "$(readlink -f "/dev/mapper/$MAP")")
 echo "map $MAP is $DM"
 slaves() { ls "/sys/block/$DM/slaves" | sort | paste -sd' ' -; }
-check "the map has two paths: gateway 1's and gateway 2's disks" \
-  test "$(slaves)" = "$(printf '%s\n' "${SD1#/dev/}" "${SD2#/dev/}" | sort | paste -sd' ' -)"
+check "the map has three paths: the gateways' disks" \
+  test "$(slaves)" = "$(printf '%s\n' "${SD[@]#/dev/}" | sort | paste -sd' ' -)"
 check "the map's WWID is the paths' WWID" \
   eval '[[ $(multipathd show maps format "%n %w" | awk -v m="$MAP" "\$1 == m { print \$2 }") == "$WWID" ]]'
 
-# Per-path and map counters: completed reads + writes (the block layer's).
-# (bash builtins only: under emulation every exec costs a good part of
-# the sampling windows below)
+# Per-path counters: completed reads + writes (the block layer's; bash
+# builtins only: under emulation every exec costs a good part of the
+# sampling windows below).
 ios() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo $(( f[0] + f[4] )); }
-# path_state SD: multipath's view of one path, e.g. "active ready running".
+SNAP=() DELTA=()
+snap() { local n; for n in "${GWS[@]}"; do SNAP[n]=$(ios "${SD[n]}"); done; }
+delta() { local n; for n in "${GWS[@]}"; do DELTA[n]=$(( $(ios "${SD[n]}") - SNAP[n] )); done; }
+io_split() { echo "I/Os per path: gateway 1 ${DELTA[1]}, gateway 2 ${DELTA[2]}, gateway 3 ${DELTA[3]}"; }
+# only_on N...: since snap, the paths of gateways N... completed I/O, the others none.
+only_on() {
+  local n want=" $* "
+  for n in "${GWS[@]}"; do
+    if [[ $want == *" $n "* ]]; then (( DELTA[n] > 0 )) || return 1
+    else (( DELTA[n] == 0 )) || return 1; fi
+  done
+}
+# carried_by SECONDS N...: in SECONDS, I/O completed on gateways N... only.
+carried_by() { snap; sleep "$1"; delta; only_on "${@:2}"; }
+# path_line SD: multipath's line for one path, e.g. "... sda 8:0 active ready running".
 path_line() { multipath -ll "$MAP" | grep -E " ${1#/dev/} [0-9]+:[0-9]+ "; }
 path_active() { path_line "$1" | grep -q 'active ready running'; }
-# carries SD SECONDS: I/O completes on SD during SECONDS (something runs).
-carries() { local a; a=$(ios "$1"); sleep "$2"; (( $(ios "$1") > a )); }
 
 # --- 2. ALUA: groups, states, path groups -------------------------------------------
 # rtpg SD: one line per target port group from REPORT TARGET PORT GROUPS:
@@ -234,42 +253,55 @@ vpd83() {
   v=$(sg_vpd -p di "$1" | sed -n "s/^ *$2: *0x\([0-9a-fA-F]*\).*/\1/p" | head -1)
   [[ -n $v ]] && echo $((16#$v))
 }
-# pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll.
+# pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll
+# (group_by_prio: paths of equal priority share one group).
 pg_of() {
   multipath -ll "$MAP" | awk -v sd="${1#/dev/}" '
     /policy=/ { p = $0; sub(/.*prio=/, "", p); split(p, a, " "); st = $0; sub(/.*status=/, "", st); pg = a[1] " " st }
     $0 ~ (" " sd " [0-9]+:[0-9]+ ") { print pg }'
 }
-access_state() { cat "/sys/block/${1#/dev/}/device/access_state"; }
-# rtpg_is STATE1 STATE2: both paths report these states for groups 1 and 2,
-# each group listing its gateway's relative target port.
-rtpg_is() {
-  local want="1 $1 $RTP1;2 $2 $RTP2" sd
-  for sd in "$SD1" "$SD2"; do
-    [[ $(rtpg "$sd" | paste -sd';' -) == "$want" ]] || return 1
+prio_of() { local p; p=$(pg_of "$1"); echo "${p%% *}"; }
+# pgs_are "N..." "N..." ...: multipath's path groups, the active one first,
+# then by falling priority, each named by its gateways.
+pgs_are() {
+  local i n first p g
+  for (( i = 1; i <= $#; i++ )); do
+    read -ra g <<<"${!i}"
+    first=$(pg_of "${SD[${g[0]}]}")
+    [[ -n $first ]] || return 1
+    (( i > 1 )) || [[ $first == *" active" ]] || return 1
+    for n in "${g[@]}"; do [[ $(pg_of "${SD[n]}") == "$first" ]] || return 1; done
+    if (( i > 1 )); then (( ${first%% *} < p )) || return 1; fi
+    p=${first%% *}
   done
 }
-RTP1=$(vpd83 "$SD1" "Relative target port") RTP2=$(vpd83 "$SD2" "Relative target port")
-echo "VPD 0x83: gateway 1 target port group $(vpd83 "$SD1" "Target port group"), relative target port $RTP1;" \
-     "gateway 2 target port group $(vpd83 "$SD2" "Target port group"), relative target port $RTP2"
-check "VPD 0x83 names each gateway's target port group (1 and 2)" \
-  eval '[[ $(vpd83 "$SD1" "Target port group") == 1 && $(vpd83 "$SD2" "Target port group") == 2 ]]'
-check "VPD 0x83 gives the gateways different relative target ports" \
-  eval '[[ -n $RTP1 && -n $RTP2 && $RTP1 != "$RTP2" ]]'
-for sd in "$SD1" "$SD2"; do
-  echo "sg_rtpg $sd (group state ports):"; rtpg "$sd" | sed 's/^/  /'
-done
-check "REPORT TARGET PORT GROUPS, through either path, lists both groups, their states and ports" \
-  rtpg_is active/optimized active/non-optimized
-check "the kernel's ALUA handler sees gateway 1 active/optimized, gateway 2 active/non-optimized" \
-  eval '[[ $(access_state "$SD1") == active/optimized && $(access_state "$SD2") == active/non-optimized ]]'
-two_groups() {
-  local a b
-  a=$(pg_of "$SD1") b=$(pg_of "$SD2")
-  [[ $a == *" active" && -n $b && ${a%% *} -gt ${b%% *} ]]
+pgs() { local n; for n in "${GWS[@]}"; do printf 'gateway %s: %s; ' "$n" "$(pg_of "${SD[n]}")"; done; echo; }
+access_state() { cat "/sys/block/${1#/dev/}/device/access_state"; }
+# states_are STATE1 STATE2 STATE3: REPORT TARGET PORT GROUPS, through
+# every path, gives each group that state and its gateway's relative
+# target port; the kernel's ALUA handler has the same on each path.
+RTP=()
+rtpg_is() {
+  local want="" n
+  for n in "${GWS[@]}"; do want+="${want:+;}$n ${!n} ${RTP[n]}"; done
+  for n in "${GWS[@]}"; do [[ $(rtpg "${SD[n]}" | paste -sd';' -) == "$want" ]] || return 1; done
 }
-check "multipath: two path groups, gateway 1's of higher priority and active" wait_for 10 two_groups
-echo "  path groups (prio status): gateway 1 $(pg_of "$SD1"), gateway 2 $(pg_of "$SD2")"
+kernel_sees() { local n; for n in "${GWS[@]}"; do [[ $(access_state "${SD[n]}") == "${!n}" ]] || return 1; done; }
+for n in "${GWS[@]}"; do
+  RTP[n]=$(vpd83 "${SD[n]}" "Relative target port")
+  echo "VPD 0x83 through gateway $n: target port group $(vpd83 "${SD[n]}" "Target port group"), relative target port ${RTP[n]}"
+done
+own_group() { local n; for n in "${GWS[@]}"; do [[ $(vpd83 "${SD[n]}" "Target port group") == "$n" ]] || return 1; done; }
+check "VPD 0x83 names each gateway's own target port group" own_group
+check "VPD 0x83 gives each gateway its own relative target port" \
+  eval '[[ $(printf "%s\n" "${RTP[@]}" | grep -c .) -eq 3 && $(printf "%s\n" "${RTP[@]}" | sort -u | wc -l) -eq 3 ]]'
+echo "sg_rtpg ${SD[1]} (group state ports):"; rtpg "${SD[1]}" | sed 's/^/  /'
+check "REPORT TARGET PORT GROUPS, through every path, lists every group, its state and port" \
+  rtpg_is active/optimized active/non-optimized active/non-optimized
+check "the kernel's ALUA handler sees the same states" \
+  kernel_sees active/optimized active/non-optimized active/non-optimized
+check "multipath: gateway 1's path group, active, above gateways 2 and 3's" wait_for 10 pgs_are "1" "2 3"
+echo "  path groups (prio status): $(pgs)"
 
 # --- 3. failover: the gateway carrying I/O is killed during verified writes ----------
 FIO_PID=""
@@ -289,27 +321,29 @@ writes() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo "${f[4]}"; }
 writes_inflight() { local f; read -ra f < "/sys/block/${1#/dev/}/inflight"; echo "${f[1]}"; }
 writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(writes "$DM") >= 300 )); }
 must "fio writes through the map" wait_for 60 writing
-only_on_1() {
-  local a1 a2 b1 b2
-  a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5; b1=$(ios "$SD1") b2=$(ios "$SD2")
-  echo "  in 0.5 s: $((b1 - a1)) I/Os on gateway 1's path, $((b2 - a2)) on gateway 2's"
-  (( b1 > a1 && b2 == a2 ))
-}
-check "I/O goes to gateway 1 (active/optimized) only, none to gateway 2" only_on_1
+check "I/O goes to gateway 1 (active/optimized) only" carried_by 0.5 1
+echo "  in 0.5 s: $(io_split)"
 # The kill comes at a moment when gateway 1 has writes (the rate limit
-# leaves moments with none).
-in_flight() { (( $(writes_inflight "$SD1") > 0 )); }
-check "writes are in flight on gateway 1's path" wait_for 2 in_flight
+# leaves moments with none): the block layer's count is read right before.
 gw 1
-KILLED=$(tgtd_pid) W_INFLIGHT=$(writes_inflight "$SD1")
-kill -KILL "$KILLED"
+KILLED=$(tgtd_pid)
+kill_in_flight() {
+  local i
+  for (( i = 0; i < 300; i++ )); do
+    W_INFLIGHT=$(writes_inflight "${SD[1]}")
+    if (( W_INFLIGHT > 0 )); then kill -KILL "$KILLED"; return 0; fi
+    sleep 0.01
+  done
+  return 1
+}
+must "gateway 1 is SIGKILLed while writes are in flight on its path" kill_in_flight
 t_kill=$(now_ms)
 W_KILL=$(writes "$DM")
 echo "killed gateway 1 (tgtd pid $KILLED) after $W_KILL of $WRITES writes on the map, $W_INFLIGHT in flight on its path"
 check "the kill came in the write phase" test "$W_KILL" -lt "$WRITES"
-flowing() { kill -0 "$FIO_PID" 2>/dev/null && carries "$SD2" 0.2; }
-check "I/O flows through gateway 2 within ${FAILOVER_BOUND} s" wait_for "$FAILOVER_BOUND" flowing
-echo "I/O flowing on gateway 2's path $(since "$t_kill") s after the kill"
+flowing() { kill -0 "$FIO_PID" 2>/dev/null && carried_by 0.3 2 3; }
+check "I/O moves to gateways 2 and 3 (round-robin) within ${FAILOVER_BOUND} s" wait_for "$FAILOVER_BOUND" flowing
+echo "I/O seen on gateways 2 and 3 (0.3 s samples) $(since "$t_kill") s after the kill; in 0.3 s: $(io_split)"
 fio_done() { ! kill -0 "$FIO_PID" 2>/dev/null; }
 check "fio ends within 120 s" wait_for 120 fio_done
 FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
@@ -318,8 +352,8 @@ check "fio: exit code 0, no error, no verify failure" \
   eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-failover.log" && ! grep -qi "verify" "$WORK/fio-failover.err"'
 # Failover time: from the kill to the end of the longest pause between two
 # completions that follows it (the in-flight I/O of the dead path fails
-# after replacement_timeout, dm-multipath fails the path and retries on the
-# other one).
+# after replacement_timeout, dm-multipath fails the path and retries on
+# the next path group).
 failover_ms() {
   sort -t, -n -k1,1 "$WORK"/failover_clat.1.log | awk -F, -v k="$t_kill" '
     { t = $1 + 0 }
@@ -332,20 +366,22 @@ if read -r FAILOVER STALL < <(failover_ms); then
        "replacement_timeout ${REPLACEMENT_TIMEOUT} s)"
 fi
 check "the failover time was measured from fio's completion log" test -n "${FAILOVER:-}"
-check "multipath marks gateway 1's path failed" wait_for 10 eval '! path_active "$SD1"'
+check "multipath marks gateway 1's path failed" wait_for 10 eval '! path_active "${SD[1]}"'
 
 # --- 4. the killed gateway comes back -----------------------------------------------
 must "gateway 1 restarts (same portal, same LU settings)" start_gateway 1
 t_up=$(now_ms)
-check "gateway 1's path is active again in multipath -ll within 60 s" wait_for 60 path_active "$SD1"
-echo "path $SD1 active again $(since "$t_up") s after gateway 1 was ready"
-path_line "$SD1" | sed 's/^/  /'
-a1=$(ios "$SD1")
+check "gateway 1's path is active again in multipath -ll within 60 s" wait_for 60 path_active "${SD[1]}"
+echo "path ${SD[1]} active again $(since "$t_up") s after gateway 1 was ready"
+path_line "${SD[1]}" | sed 's/^/  /'
+check "its path group is the active one again (failback)" wait_for 10 pgs_are "1" "2 3"
+snap
 check "fio verify through the map after the restart" \
   fio_job after-restart "/dev/mapper/$MAP" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=64M
-check "gateway 1's path carried part of that I/O" test "$(ios "$SD1")" -gt "$a1"
+delta; echo "  $(io_split)"
+check "gateway 1's path carried it" only_on 1
 
-# --- 5. ALUA: the other gateway becomes active/optimized -----------------------------
+# --- 5. ALUA: gateway 2 becomes active/optimized -------------------------------------
 # Reads run for a fixed time while the groups file changes: the move
 # (gateways see the file, raise UNIT ATTENTION 2A/06; multipathd's alua
 # prio sees new priorities and switches path groups) must fail none.
@@ -353,62 +389,61 @@ fio --name=switch --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --r
   --bs=4k --iodepth=8 --size=64M --time_based --runtime=25 --output="$WORK/fio-switch.log" \
   > /dev/null 2> "$WORK/fio-switch.err" &
 FIO_PID=$!
-must "reads run on gateway 1's path" wait_for 20 carries "$SD1" 0.5
-groups "1 active/non-optimized" "2 active/optimized"
+must "reads run on gateway 1's path" wait_for 20 carried_by 0.5 1
+groups active/non-optimized active/optimized active/non-optimized
 t_sw=$(now_ms)
-moved() {
-  local a1 a2
-  a1=$(ios "$SD1") a2=$(ios "$SD2"); sleep 0.5
-  (( $(ios "$SD1") == a1 && $(ios "$SD2") > a2 ))
-}
-check "I/O moves to gateway 2, and only there, within 20 s" wait_for 20 moved
-echo "I/O moved to gateway 2 $(since "$t_sw") s after the groups file changed"
-check "REPORT TARGET PORT GROUPS, through either path, shows the new states" \
-  rtpg_is active/non-optimized active/optimized
+check "I/O moves to gateway 2, and only there, within 20 s" wait_for 20 carried_by 0.5 2
+echo "I/O moved to gateway 2 $(since "$t_sw") s after the groups file changed; in 0.5 s: $(io_split)"
+check "REPORT TARGET PORT GROUPS, through every path, shows the new states" \
+  rtpg_is active/non-optimized active/optimized active/non-optimized
 check "the kernel's ALUA handler sees the new states" \
-  eval '[[ $(access_state "$SD1") == active/non-optimized && $(access_state "$SD2") == active/optimized ]]'
-check "multipath: gateway 2's path group now has the higher priority and is active" \
-  eval '[[ $(pg_of "$SD2") == *" active" && $(pg_of "$SD2" | cut -d" " -f1) -gt $(pg_of "$SD1" | cut -d" " -f1) ]]'
+  kernel_sees active/non-optimized active/optimized active/non-optimized
+check "multipath: gateway 2's path group is the active one, above gateways 1 and 3's" pgs_are "2" "1 3"
 check "the reads end within 40 s" wait_for 40 fio_done
 FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
 check "the reads saw no error across the move (exit code 0, err= 0)" \
   eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-switch.log"'
 
-# --- 6. aggregate IOPS: both gateways vs one -----------------------------------------
-# 4 KiB random reads, 32 in flight, 8 s, through the map: with both
-# gateways active/optimized (one path group, round-robin), then with
-# gateway 2 standby (its own, lower path group: gateway 1 alone).
+# --- 6. aggregate IOPS: three, two, one gateways -------------------------------------
+# 4 KiB random reads, 32 in flight, 6 s, through the map, with 3, 2 and 1
+# gateways active/optimized (one round-robin path group) and the others
+# standby (a lower path group each priority; no I/O).
 iops() {
-  fio --name=iops --filename="$1" --direct=1 --ioengine=libaio --rw=randread --bs=4k \
-    --iodepth=32 --size=128M --time_based --runtime=8 --output-format=terse --terse-version=3 \
+  fio --name=iops --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw=randread --bs=4k \
+    --iodepth=32 --size=128M --time_based --runtime=6 --output-format=terse --terse-version=3 \
     | cut -d';' -f8
 }
-groups "1 active/optimized" "2 active/optimized"
-one_group() { [[ $(pg_of "$SD1") == "$(pg_of "$SD2")" && $(pg_of "$SD1") == *" active" ]]; }
-must "both gateways active/optimized: one path group" wait_for 30 one_group
-a1=$(ios "$SD1") a2=$(ios "$SD2")
-IOPS_TWO=$(iops "/dev/mapper/$MAP")
-check "both paths carried the map's reads" test "$(ios "$SD1")" -gt "$a1" -a "$(ios "$SD2")" -gt "$a2"
-groups "1 active/optimized" "2 standby"
-standby() { [[ $(pg_of "$SD1") == *" active" && $(pg_of "$SD1") != "$(pg_of "$SD2")" ]]; }
-must "gateway 2 standby: gateway 1's path group alone is active" wait_for 30 standby
-check "REPORT TARGET PORT GROUPS shows gateway 2 standby" rtpg_is active/optimized standby
-a2=$(ios "$SD2")
-IOPS_ONE=$(iops "/dev/mapper/$MAP")
-check "gateway 2's path carried none of them" test "$(ios "$SD2")" -eq "$a2"
-echo "IOPS (4 KiB random reads, 32 in flight, 8 s, through the map): both gateways $IOPS_TWO," \
-     "gateway 1 alone (gateway 2 standby) $IOPS_ONE"
-# A READ(10) of 8 blocks sent straight to gateway 2 (SG_IO passes by the
+IOPS=()
+# measure K STATES... PATH-GROUPS...: set the states, wait for the path
+# groups, measure; only the K active/optimized gateways may carry the reads.
+measure() {
+  local k=$1 pgs; shift
+  groups "${@:1:3}"
+  pgs=$(printf '(%s) ' "${@:4}")
+  check "gateways $4 active/optimized: multipath path groups ${pgs% }, the first active" \
+    wait_for 30 pgs_are "${@:4}"
+  snap; IOPS[k]=$(iops); delta
+  echo "  gateways $4: ${IOPS[k]} IOPS; $(io_split)"
+  # shellcheck disable=SC2086  # the group's gateways, word-split on purpose
+  check "the reads went to gateways $4 only" only_on $4
+}
+measure 3 active/optimized active/optimized active/optimized "1 2 3"
+measure 2 active/optimized active/optimized standby "1 2" "3"
+measure 1 active/optimized standby standby "1" "2 3"
+echo "IOPS (4 KiB random reads, 32 in flight, 6 s, through the map): three gateways ${IOPS[3]}," \
+     "two ${IOPS[2]}, one ${IOPS[1]}"
+check "all three measurements ran" \
+  eval '[[ ${IOPS[1]} =~ ^[1-9][0-9]*$ && ${IOPS[2]} =~ ^[1-9][0-9]*$ && ${IOPS[3]} =~ ^[1-9][0-9]*$ ]]'
+check "REPORT TARGET PORT GROUPS shows gateways 2 and 3 standby" rtpg_is active/optimized standby standby
+# A READ(10) of 8 blocks sent straight to gateway 3 (SG_IO passes by the
 # kernel's ALUA handler, which would refuse it itself).
 standby_refuses() {
   local rc=0
-  sg_raw -r 4096 "$SD2" 28 00 00 00 00 00 00 00 08 00 > "$WORK/sg_raw.out" 2>&1 || rc=$?
+  sg_raw -r 4096 "${SD[3]}" 28 00 00 00 00 00 00 00 08 00 > "$WORK/sg_raw.out" 2>&1 || rc=$?
   grep -iE 'sense key|standby' "$WORK/sg_raw.out" | sed 's/^ */  /'
   (( rc != 0 )) && grep -q "target port in standby state" "$WORK/sg_raw.out"
 }
-check "the standby gateway refuses a READ: NOT READY, target port in standby state (04/0B)" standby_refuses
-check "both measurements ran" \
-  eval '[[ $IOPS_TWO =~ ^[0-9]+$ && $IOPS_ONE =~ ^[0-9]+$ && $IOPS_TWO -gt 0 && $IOPS_ONE -gt 0 ]]'
+check "a standby gateway refuses a READ: NOT READY, target port in standby state (04/0B)" standby_refuses
 
 # --- end -------------------------------------------------------------------------------
 kill "$MPD_PID"; wait "$MPD_PID" 2>/dev/null || true
