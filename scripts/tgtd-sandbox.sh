@@ -11,8 +11,13 @@
 # --portal may be given more than once: one tgtd then listens on each (the
 # default is 127.0.0.1:3260). tgtd inherits the environment, e.g. rbio's
 # RBIO_TRANSPORT / RBIO_PORTALS.
-# STATE_DIR receives tgtd.pid, tgtd.log and the overlay scratch space.
-# `stop` ends only the tgtd this script started (by the PID it recorded).
+# STATE_DIR receives tgtd.pid, tgtd.log, tgtd.status (tgtd's exit status,
+# written when it exits) and the overlay scratch space.
+# `stop` ends only the tgtd this script started (by the PID it recorded) and
+# fails when tgtd did not exit cleanly: a non-zero exit status, a signal, no
+# exit within 30 s of the shutdown request, or (under --valgrind) valgrind's
+# "Process terminating" (valgrind's own error status 99 is left to the
+# caller, which reads valgrind.log).
 set -euo pipefail
 
 die() { printf 'tgtd-sandbox: error: %s\n' "$*" >&2; exit 1; }
@@ -46,16 +51,23 @@ start() {
   state=$(realpath "$state")
   [[ -f $state/tgtd.pid ]] && kill -0 "$(cat "$state/tgtd.pid")" 2>/dev/null \
     && die "a tgtd started from $state is still running (pid $(cat "$state/tgtd.pid"))"
+  rm -f "$state/tgtd.pid" "$state/tgtd.status" "$state/valgrind"
   rm -rf "$state/ovl" && mkdir -p "$state/ovl/upper" "$state/ovl/work" "$state/empty"
   [[ -n $modules ]] || modules="$state/empty"
 
   # /usr/lib/tgt/backing-store need not exist on the host: an overlay on
   # /usr/lib inside the namespace gives us a mount point without touching it.
   local prefix=()
-  (( valgrind )) && prefix=(valgrind --error-exitcode=99 --leak-check=full
-                            --errors-for-leak-kinds=definite --track-fds=no
-                            --log-file="$state/valgrind.log")
+  if (( valgrind )); then
+    prefix=(valgrind --error-exitcode=99 --leak-check=full
+            --errors-for-leak-kinds=definite --track-fds=no
+            --log-file="$state/valgrind.log")
+    : > "$state/valgrind"   # tells `stop` how to read the exit status
+  fi
+  # The shell's PID is tgtd's (unshare and exec keep it): it is recorded
+  # before the exec, so the PID file never names anything else.
   local inner='set -e
+    echo $$ > "$1/tgtd.pid.new" && mv "$1/tgtd.pid.new" "$1/tgtd.pid"
     if [ ! -d /usr/lib/tgt/backing-store ]; then
       mount -t overlay overlay -o lowerdir=/usr/lib,upperdir="$1/ovl/upper",workdir="$1/ovl/work" /usr/lib
       mkdir -p /usr/lib/tgt/backing-store
@@ -69,56 +81,88 @@ start() {
   # the statistics file stays in the state folder.
   export RBIO_CONFIG=${RBIO_CONFIG:-/dev/null}
   export RBIO_STATS_FILE=${RBIO_STATS_FILE:-$state/rbio.stats}
-  unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
-    "${prefix[@]}" "$tgtd" -f -C "$port" --iscsi "$iscsi_opts" "${extra[@]}" \
-    >> "$state/tgtd.log" 2>&1 < /dev/null &
-  local pid=$!
-  echo "$pid" > "$state/tgtd.pid"
   echo "$port" > "$state/control-port"
-  local i
+  # A watcher subshell is tgtd's parent: it reaps tgtd and writes its exit
+  # status (128+N for signal N) to tgtd.status for `stop` to judge.
+  (
+    rc=0
+    unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
+      "${prefix[@]}" "$tgtd" -f -C "$port" --iscsi "$iscsi_opts" "${extra[@]}" || rc=$?
+    echo "$rc" > "$state/tgtd.status.new" && mv "$state/tgtd.status.new" "$state/tgtd.status"
+  ) >> "$state/tgtd.log" 2>&1 < /dev/null &
+  local i pid
   for (( i = 0; i < 300; i++ )); do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if [[ -f $state/tgtd.status ]]; then
       cat "$state/tgtd.log" >&2
-      die "tgtd exited during start-up (log: $state/tgtd.log)"
+      rm -f "$state/tgtd.pid"
+      die "tgtd exited during start-up with status $(cat "$state/tgtd.status") (log: $state/tgtd.log)"
     fi
-    if tgtadm -C "$port" --mode system --op show >/dev/null 2>&1; then
+    if [[ -f $state/tgtd.pid ]] && tgtadm -C "$port" --mode system --op show >/dev/null 2>&1; then
+      pid=$(cat "$state/tgtd.pid")
       echo "tgtd running: pid $pid, control port $port, portal ${portals[*]}"
       return 0
     fi
     sleep 0.1
   done
-  kill "$pid" 2>/dev/null || true
+  if [[ -f $state/tgtd.pid ]]; then kill -KILL "$(cat "$state/tgtd.pid")" 2>/dev/null || true; fi
+  rm -f "$state/tgtd.pid"
   die "tgtd did not answer on control port $port within 30 s (log: $state/tgtd.log)"
+}
+
+# exited_within SECONDS: tgtd's watcher wrote its exit status in time.
+exited_within() {
+  local i
+  for (( i = 0; i < $1 * 10; i++ )); do
+    [[ -f $state/tgtd.status ]] && return 0
+    sleep 0.1
+  done
+  return 1
 }
 
 stop() {
   [[ -f $state/tgtd.pid ]] || return 0
-  local pid port i
+  local pid port problems=()
   pid=$(cat "$state/tgtd.pid"); port=$(cat "$state/control-port" 2>/dev/null || echo 0)
-  if kill -0 "$pid" 2>/dev/null; then
+  if ! [[ -f $state/tgtd.status ]]; then
     # A clean shutdown, as tgt's own init script does it: offline, remove
     # every target (their LUs close their backing stores), then exit. This
-    # lets valgrind see a normal exit and report leaks.
-    tgtadm -C "$port" --op update --mode sys --name State -v offline >/dev/null 2>&1 || true
+    # lets valgrind see a normal exit and report leaks. The requests' own
+    # statuses do not matter: how tgtd exits does, and is judged below.
+    # Each has a time limit: a stopped or hung tgtd never answers.
+    timeout 10 tgtadm -C "$port" --op update --mode sys --name State -v offline >/dev/null 2>&1 || true
     local tid
-    for tid in $(tgtadm -C "$port" --lld iscsi --op show --mode target 2>/dev/null \
+    for tid in $(timeout 10 tgtadm -C "$port" --lld iscsi --op show --mode target 2>/dev/null \
                  | sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
-      tgtadm -C "$port" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 || true
+      timeout 10 tgtadm -C "$port" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 || true
     done
-    tgtadm -C "$port" --op delete --mode system >/dev/null 2>&1 || true
-    for (( i = 0; i < 300; i++ )); do
-      kill -0 "$pid" 2>/dev/null || break
-      # The process may linger as a zombie of an earlier shell; reap if ours.
-      [[ $(ps -o stat= -p "$pid" 2>/dev/null) == Z* ]] && break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid" 2>/dev/null) != Z* ]]; then
-      kill -TERM "$pid" 2>/dev/null || true; sleep 1
+    timeout 10 tgtadm -C "$port" --op delete --mode system >/dev/null 2>&1 || true
+    if ! exited_within 30; then
+      problems+=("tgtd (pid $pid) did not exit within 30 s of the shutdown request: killed")
       kill -KILL "$pid" 2>/dev/null || true
+      exited_within 10 || problems+=("tgtd (pid $pid) did not go away after SIGKILL")
     fi
   fi
-  wait "$pid" 2>/dev/null || true
   rm -f "$state/tgtd.pid"
+  local status
+  status=$(cat "$state/tgtd.status" 2>/dev/null) || status=unknown
+  if [[ -f $state/valgrind ]]; then
+    # valgrind's error status (99) is the caller's to judge from the log;
+    # a signal that ended tgtd is a crash whatever the status.
+    if grep -q "Process terminating with default action of signal" "$state/valgrind.log" 2>/dev/null; then
+      problems+=("valgrind: tgtd crashed: $(grep -m1 -A3 "Process terminating" "$state/valgrind.log" | tr '\n' ' ')")
+    fi
+    [[ $status == 0 || $status == 99 ]] || problems+=("tgtd under valgrind exited with status $status")
+  elif [[ $status != 0 ]]; then
+    if [[ $status =~ ^[0-9]+$ ]] && (( status > 128 )); then
+      problems+=("tgtd (pid $pid) was ended by signal $((status - 128)) ($(kill -l "$((status - 128))" 2>/dev/null || echo '?'))")
+    else
+      problems+=("tgtd (pid $pid) exited with status $status")
+    fi
+  fi
+  (( ${#problems[@]} == 0 )) && return 0
+  local p
+  for p in "${problems[@]}"; do printf 'tgtd-sandbox: error: %s (log: %s)\n' "$p" "$state/tgtd.log" >&2; done
+  return 1
 }
 
 case $cmd in

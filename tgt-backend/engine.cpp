@@ -653,12 +653,14 @@ void Engine::rw_done(Io* io, int res) {
         return;
     }
     // Error or short transfer: settle each command of the I/O on its own so
-    // only the ones really affected fail.
+    // only the ones really affected fail. A merged I/O that failed as a whole
+    // (EIO from one bad block) is retried command by command: its other
+    // commands may be fine.
     uint64_t start = 0;
     for (uint32_t i = 0; i < io->n; ++i) {
         Cmd* c = io->cmds[i];
         int c_res;
-        if (res < 0) c_res = res;
+        if (res < 0) c_res = io->n == 1 ? res : 0;
         else if (uint64_t(res) >= start + c->length) c_res = int(c->length);
         else c_res = uint64_t(res) > start ? int(uint64_t(res) - start) : 0;
         int err = settle(io->write, c->data, c->length, c->offset, c->fua, c_res);

@@ -155,12 +155,16 @@ done
 # tgtadm's value for a digest setting.
 tgt_digest() { case $1 in none) echo None ;; crc32c) echo CRC32C ;; esac; }
 
+# A missing tool is a missing prerequisite: exit 77, which ctest reports
+# as skipped (and scripts/test.sh fails on unless tests/allowed-skips.txt
+# lists the test), never a pass.
+missing_tool() { printf 'SKIP: %s not found (scripts/setup.sh installs it)\n' "$1"; exit 77; }
 for tool in tgtadm iscsi-test-cu iscsi-inq timeout stdbuf python3 ss; do
-  command -v "$tool" >/dev/null || die "$tool not found"
+  command -v "$tool" >/dev/null || missing_tool "$tool"
 done
 if [[ $compare == transport ]]; then
   for tool in iscsi-ls iscsi-readcapacity16 iscsi-swp iscsi-perf; do
-    command -v "$tool" >/dev/null || die "$tool not found"
+    command -v "$tool" >/dev/null || missing_tool "$tool"
   done
 fi
 if [[ -n $modules ]]; then
@@ -265,7 +269,11 @@ cleanup() {
       tgtadm -C "$control_port" --lld iscsi --op delete --mode target --tid "$t" \
         --force >/dev/null 2>&1 || true
     done
-    "$sandbox" stop "$tgtd_state" || true
+    # A tgtd that crashed, hung or exited non-zero at shutdown fails the run.
+    if ! "$sandbox" stop "$tgtd_state"; then
+      echo "FAILED: tgtd did not shut down cleanly (see above; log: $results/tgtd.log)"
+      (( rc != 0 )) || rc=1
+    fi
     cp -f "$tgtd_state/tgtd.log" "$results/tgtd.log" 2>/dev/null || true
   fi
   rm -rf "$shm"
@@ -453,7 +461,12 @@ run_suites() {
       wait $!
       echo $? > "$rcfile"
     ) 2>&1 | python3 "$helper" stamp "$results/$name.log" "$results/$name.timed" &
-    wait $! || true
+    # The pipeline's status is the stamper's (the suite's is in $rcfile): a
+    # failed stamper means a log and times that cannot be trusted.
+    if ! wait $!; then
+      echo "   $name: $suite: the log stamper failed; its results are incomplete"
+      run_bad=$(( run_bad + 1 ))
+    fi
     rc=$(cat "$rcfile" 2>/dev/null || echo 255)
     rm -f "$pidfile"
     printf '%s\t%s\t%s\n' "$(awk -v a="$s0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.2f", b - a}')" \
@@ -532,7 +545,6 @@ done
 # The comparison means something only if the rbio portal really went
 # through rbio's transport and the stock one did not.
 if [[ $compare == transport ]]; then
-  sleep 1.2  # the statistics file is rewritten once a second
   served="rbio: tcp: portal 127.0.0.1:%s served by rbio's transport"
   # shellcheck disable=SC2059
   if grep -qF "$(printf "$served" "$rbio_port")" "$tgtd_state/tgtd.log" &&
@@ -542,8 +554,15 @@ if [[ $compare == transport ]]; then
     checks_bad=$(( checks_bad + 1 ))
     echo "FAIL: tgtd's log does not show :$rbio_port (only) taken over by rbio's transport"
   fi
-  conns=$(sed -n 's/^connections_total=//p' "$results/rbio-transport.stats" 2>/dev/null || true)
-  if (( ${conns:-0} > 0 )); then
+  # The statistics file is rewritten once a second and when a connection
+  # ends: wait (up to 10 s) for it to count one.
+  stats_count_connections() {
+    local c
+    c=$(sed -n 's/^connections_total=//p' "$results/rbio-transport.stats" 2>/dev/null) || return 1
+    (( ${c:-0} > 0 ))
+  }
+  for (( w = 0; w < 100; w++ )); do stats_count_connections && break; sleep 0.1; done
+  if stats_count_connections; then
     checks_ok=$(( checks_ok + 1 ))
   else
     checks_bad=$(( checks_bad + 1 ))

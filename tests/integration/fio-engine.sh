@@ -18,20 +18,21 @@ truncate -s 128M "$WORK/lun.img"
 new_lun 1 1 "$WORK/lun.img" rbio
 check "rbio's transport serves the portal" log_has "portal 127.0.0.1:$PORT served by rbio's transport"
 
-fio_verify_job rand4k "$P" "$IQN" 1 randwrite 4k 32 32M || true
-check "fio: 4 KiB random writes, 32 in flight, verify=crc32c" fio_ok rand4k
+check "fio: 4 KiB random writes, 32 in flight, verify=crc32c" \
+  fio_verify_ok rand4k "$P" "$IQN" 1 randwrite 4k 32 32M
 check "... several commands per sendmsg" fio_batched rand4k
-fio_verify_job seq1m "$P" "$IQN" 1 write 1M 8 64M || true
-check "fio: 1 MiB sequential writes, 8 in flight, verify=crc32c" fio_ok seq1m
+check "fio: 1 MiB sequential writes, 8 in flight, verify=crc32c" \
+  fio_verify_ok seq1m "$P" "$IQN" 1 write 1M 8 64M
 tadm --op update --mode target --tid 1 --name HeaderDigest --value CRC32C
 tadm --op update --mode target --tid 1 --name DataDigest --value CRC32C
-fio_verify_job mixed "$P" "$IQN" 1 randwrite 4k-256k 16 32M header_digest=crc32c data_digest=crc32c || true
-check "fio: 4-256 KiB random writes with CRC32C digests, verify=crc32c" fio_ok mixed
+check "fio: 4-256 KiB random writes with CRC32C digests, verify=crc32c" \
+  fio_verify_ok mixed "$P" "$IQN" 1 randwrite 4k-256k 16 32M header_digest=crc32c data_digest=crc32c
 
-fio_verify_job nosuch "$P" iqn.2026-11.io.rbio:no-such-target 1 randwrite 4k 1 1M || true
-check "an unknown target fails the job with the login status" \
-  grep -q "target not found" "$WORK/fio-nosuch.out"
-fio_verify_job unreach 127.0.0.1:1 "$IQN" 1 randwrite 4k 1 1M || true
-check "an unreachable portal fails the job" grep -q "cannot connect" "$WORK/fio-unreach.out"
+check "an unknown target fails the job (fio exits non-zero)" \
+  fio_verify_fails nosuch "$P" iqn.2026-11.io.rbio:no-such-target 1 randwrite 4k 1 1M
+check "... with the login status" grep -q "target not found" "$WORK/fio-nosuch.out"
+check "an unreachable portal fails the job (fio exits non-zero)" \
+  fio_verify_fails unreach 127.0.0.1:1 "$IQN" 1 randwrite 4k 1 1M
+check "... saying it cannot connect" grep -q "cannot connect" "$WORK/fio-unreach.out"
 check "tgtd is alive" tgtd_alive
 finish

@@ -126,7 +126,7 @@ fds_back() {
 tgtd_answers() {
   kill -0 "$(tgtd_pid)" 2>/dev/null && timeout 5 tgtadm -C "$CTL" --mode system --op show > /dev/null
 }
-closing_lines() { grep -c "closing connection" "$STATE/tgtd.log" || true; }
+closing_lines() { awk '/closing connection/ { n++ } END { print n + 0 }' "$STATE/tgtd.log"; }
 
 # The good client: iscsi_rw_check writes LUN 1 and verifies every byte,
 # run after run, until good_stop (at least once).
@@ -151,8 +151,12 @@ good_start() {
 }
 good_stop() {
   touch "$WORK/good.stop"
-  wait "$GOOD_PID" || true
+  local rc=0
+  wait "$GOOD_PID" || rc=$?
   read -r GOOD_RUNS GOOD_FAILED < "$WORK/good.result"
+  if (( rc != 0 )); then
+    echo "    good client: its loop exited $rc"; GOOD_FAILED=$((GOOD_FAILED + 1))
+  fi
   (( GOOD_FAILED == 0 )) || grep -v "^round\|^LUN" "$WORK/good.log" | tail -5 | sed 's/^/    good client: /'
 }
 good_ok() { (( GOOD_RUNS > 0 && GOOD_FAILED == 0 )); }
@@ -221,7 +225,7 @@ hold_case() {
   local apid=$!
   good_start "$HOLD_GOOD_TIMEOUT"
   good_stop
-  wait "$apid" || true
+  wait "$apid" || echo "no: the tgtadm probe exited $?" > "$answered"
   expect "$case" "$case: the good client verified its data while the hostile one held ($GOOD_RUNS runs, $GOOD_FAILED failed, limit $HOLD_GOOD_TIMEOUT s)" good_ok
   expect "$case" "$case: tgtd answered tgtadm while the hostile client held" grep -qx yes "$answered"
   touch "$release"
@@ -263,7 +267,7 @@ valgrind_checks() {
   # there (the --iscsi portal= option at start-up, the --bsopts string of
   # every LU); anything else is a finding, reported.
   local startup="iscsi_param_parse_portals|tgt_device_create"
-  known_leaks=$(records "definitely lost" "$startup" 0 | grep -c "definitely lost in loss record" || true)
+  known_leaks=$(records "definitely lost" "$startup" 0 | awk '/definitely lost in loss record/ { n++ } END { print n + 0 }')
   (( known_leaks > 0 )) && echo "  [$RUN] valgrind: $known_leaks known stock-tgt leak record(s) outside the connection path ($startup)"
   other_leaks=$(records "definitely lost" "rbio|$startup" 1)
   if [[ -n $other_leaks ]]; then
@@ -272,7 +276,7 @@ valgrind_checks() {
     echo "$other_leaks" | head -80 | sed 's/^/  /'
   fi
   local kinds="^==[0-9]+== (Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param .*uninitialised|Mismatched free|Source and destination overlap)"
-  errors=$(grep -cE "$kinds" "$vlog" || true)
+  errors=$(awk -v k="$kinds" '$0 ~ k { n++ } END { print n + 0 }' "$vlog")
   if (( errors > 0 )); then
     stock_issues+=("[$RUN] valgrind: $errors memory error context(s) (see above)")
     echo "STOCK TGT ISSUE (report only): [$RUN] valgrind reported memory errors:"

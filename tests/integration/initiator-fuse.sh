@@ -23,9 +23,9 @@ FS="$WORK/fs"
 mkdir -p "$MNT" "$FS"
 
 for t in losetup mkfs.ext4 e2fsck iscsiadm python3; do
-  command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 0; }
+  command -v "$t" >/dev/null || skip_test "$t not installed (scripts/setup.sh installs it)"
 done
-[[ -c /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 0; }
+[[ -c /dev/fuse ]] || skip_test "no /dev/fuse"
 
 # Whatever a failed run leaves: loop devices over the LU files, mounts, the
 # session process; then the usual tgtd cleanup.

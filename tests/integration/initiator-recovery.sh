@@ -30,7 +30,11 @@ setup() {
   tadm --op bind --mode target --tid 1 -I ALL
   new_lun 1 1 "$WORK/lun.img" rbio
 }
-start() { tgtd_start >/dev/null && setup; }
+# start: tgtd with the target and its LU. Offline while they are set up: a
+# reconnect that lands between the target and its LU would log in to a
+# target without LUN 1 and see its writes fail (ILLEGAL REQUEST 25h).
+sys_state() { tgtadm -C "$CTL" --op update --mode sys --name State -v "$1"; }
+start() { tgtd_start >/dev/null && sys_state offline && setup && sys_state ready; }
 tgtd_kill() { kill_tgtd "$STATE"; }
 
 # bench_bg OUT ARGS...: rbio bench --verify in the background (pid in $BENCH).
@@ -42,6 +46,12 @@ bench_bg() {
 }
 # bench_wait: waits for it; its exit status in $rc.
 bench_wait() { rc=0; wait "$BENCH" || rc=$?; }
+# logged TEXT FILE: FILE has TEXT (polled with wait_for).
+logged() { grep -q -- "$1" "$2"; }
+# unread_at_tgtd: requests wait unread in tgtd's connection (Recv-Q > 0).
+unread_at_tgtd() {
+  ss -tnH state established "sport = :$PORT" | awk '$1 > 0 { found = 1 } END { exit !found }'
+}
 # field OUT NAME: the number after NAME= in bench's report.
 field() { sed -n "s/.*[ ]$2=\([0-9]*\).*/\1/p" "$1" | tail -1; }
 
@@ -53,13 +63,12 @@ killed_during_writes() {
   bench_bg "$out" --rw randwrite --bs 4k --iodepth 16 --time 3 --size 64M --noop-out-interval 1 \
     --noop-out-timeout 2
   check "writes are flowing before the kill" wait_for_io "$out"
-  sleep 1
   # Stopped first, so the writes sent meanwhile sit unread in its socket
   # and die with it: they must be re-sent, or verify finds old data.
   kill -STOP "$(tgtd_pid)"
-  sleep 0.5
+  check "writes sent to the stopped tgtd wait unread in its socket" wait_for 10 unread_at_tgtd
   tgtd_kill
-  sleep 1
+  check "the initiator tries to reconnect while tgtd is down" wait_for 10 logged 'reconnect attempt' "$out"
   start
   bench_wait
   check "bench completes after the restart (exit $rc)" test "$rc" = 0
@@ -69,7 +78,7 @@ killed_during_writes() {
   check "the reconnect attempts were logged" grep -q 'reconnect attempt' "$out"
   check "... and the reinstatement" grep -q 'reinstated after' "$out"
   (( rc == 0 )) || tail -15 "$out"
-  grep 'recovery:' "$out" || true
+  sed -n '/recovery:/p' "$out"
 }
 
 start
@@ -88,7 +97,8 @@ out="$WORK/abort.out"
 bench_bg "$out" --rw randwrite --bs 4k --iodepth 16 --time 8 --timeout 2 --noop-out-interval 0
 check "writes are flowing before the stop" wait_for_io "$out"
 kill -STOP "$(tgtd_pid)"
-sleep 4
+check "a command timed out at the stopped tgtd and ABORT TASK went out" \
+  wait_for 20 logged 'got no status within 2000 ms; aborting it' "$out"
 kill -CONT "$(tgtd_pid)"
 bench_wait
 check "bench completes after SIGCONT (exit $rc)" test "$rc" = 0
@@ -103,7 +113,8 @@ bench_bg "$out" --rw randwrite --bs 4k --iodepth 16 --time 8 --timeout 2 --abort
   --login-timeout 1 --noop-out-interval 0
 check "writes are flowing before the stop" wait_for_io "$out"
 kill -STOP "$(tgtd_pid)"
-sleep 5
+check "the stopped tgtd left ABORT TASK unanswered: reinstating" \
+  wait_for 30 logged 'ABORT TASK (LUN 1) got no answer in time; reinstating' "$out"
 kill -CONT "$(tgtd_pid)"
 bench_wait
 check "bench completes after SIGCONT (exit $rc)" test "$rc" = 0
@@ -125,27 +136,22 @@ echo "== NOP-Out pings"
 ST="$WORK/state"
 check "login with 1 s pings" "$RBIO" login -T "$IQN" -p "$P" --state-dir "$ST" \
   --noop-out-interval 1 --noop-out-timeout 2
-sleep 3.5
-"$RBIO" session -T "$IQN" --state-dir "$ST" >"$WORK/session.out" 2>&1 || true
-check "the idle session sent pings" test "$(field "$WORK/session.out" pings)" -ge 2
+# session_shows NAME MIN: `rbio session` succeeds and counts NAME >= MIN.
+session_shows() {
+  "$RBIO" session -T "$IQN" --state-dir "$ST" >"$WORK/session.out" 2>&1 &&
+  (( $(field "$WORK/session.out" "$1") >= $2 ))
+}
+check "the idle session sent pings (2 within 10 s)" wait_for 10 session_shows pings 2
 check "... all answered: no reinstatement" test "$(field "$WORK/session.out" reinstatements)" = 0
 check "logout" "$RBIO" logout -T "$IQN" --state-dir "$ST"
 
 echo "== the session process of rbio login across a tgtd restart"
 check "login" "$RBIO" login -T "$IQN" -p "$P" --state-dir "$ST" --noop-out-interval 1 --noop-out-timeout 1
 tgtd_kill
-sleep 1
+check "the idle session noticed tgtd gone (its log: reinstating it)" \
+  wait_for 10 logged 'reinstating it' "$(ls "$ST"/*.log)"
 start
-reinstated() {
-  local i
-  for (( i = 0; i < 100; i++ )); do
-    "$RBIO" session -T "$IQN" --state-dir "$ST" >"$WORK/session.out" 2>&1 || true
-    [[ $(field "$WORK/session.out" reinstatements) == 1 ]] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-check "the idle session noticed (ping) and was reinstated" reinstated
+check "... and was reinstated once tgtd was back" wait_for 10 session_shows reinstatements 1
 check "its log has the failure and the reinstatement" \
   bash -c "grep -q 'reinstating it' '$ST'/*.log && grep -q 'reinstated after' '$ST'/*.log"
 check "logout after the reinstatement" "$RBIO" logout -T "$IQN" --state-dir "$ST"
@@ -155,7 +161,8 @@ bench_bg "$out" --rw randwrite --bs 4k --iodepth 16 --time 8 --timeout 60 --logi
   --noop-out-interval 1 --noop-out-timeout 1
 check "writes are flowing before the stop" wait_for_io "$out"
 kill -STOP "$(tgtd_pid)"
-sleep 4
+check "the ping to the stopped tgtd went unanswered: reinstating" \
+  wait_for 20 logged 'NOP-Out ping unanswered for 1000 ms; reinstating' "$out"
 kill -CONT "$(tgtd_pid)"
 bench_wait
 check "an unanswered ping (commands still within their 60 s) led to a reinstatement" \

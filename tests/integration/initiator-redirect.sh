@@ -22,17 +22,24 @@ B_STATE="$WORK/tgtd-b"
 
 redirect_cleanup() {
   local rc=$?
-  set +e  # tgtd A must be stopped whatever B's stop says
-  "$SANDBOX" stop "$B_STATE"
+  set +e  # tgtd A must be stopped whatever B's stop says, but it counts
+  if ! "$SANDBOX" stop "$B_STATE"; then
+    echo "FAIL: tgtd B did not shut down cleanly (see above)"
+    (( rc != 0 )) || rc=1
+  fi
   (exit $rc); tgt_test_cleanup
 }
 trap redirect_cleanup EXIT
 
+# b_start: tgtd B with the target and its LU, set up while B is offline, so
+# a reconnect cannot log in to the target before its LU exists.
 b_start() {
   "$SANDBOX" start "$B_STATE" --modules "$MODULES" --control-port "$B_CTL" --portal "$B" >/dev/null
+  tgtadm -C "$B_CTL" --op update --mode sys --name State -v offline
   badm --op new --mode target --tid 1 -T "$IQN"
   badm --op bind --mode target --tid 1 -I ALL
   badm --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/lun.img" --bstype rbio
+  tgtadm -C "$B_CTL" --op update --mode sys --name State -v ready
 }
 badm() { tgtadm -C "$B_CTL" --lld iscsi "$@"; }
 # redirect ADM TARGET_ADDRESS TARGET_PORT REASON
@@ -62,9 +69,17 @@ echo "== recovery after a temporary redirect: back to A, redirected again"
 bench --time 4 --noop-out-interval 1 --noop-out-timeout 1 >"$WORK/recover.out" 2>&1 &
 BENCH=$!
 check "writes are flowing" wait_for_io "$WORK/recover.out"
-kill -STOP "$(cat "$B_STATE/tgtd.pid")"; sleep 0.3
+# B stopped first, so writes sent meanwhile wait unread in its socket and
+# die with it (they must be re-sent); then killed, and started again once
+# the initiator is trying to reconnect.
+unread_at_b() {
+  ss -tnH state established "sport = :$B_PORT" | awk '$1 > 0 { found = 1 } END { exit !found }'
+}
+kill -STOP "$(cat "$B_STATE/tgtd.pid")"
+check "writes sent to the stopped B wait unread in its socket" wait_for 10 unread_at_b
 kill_tgtd "$B_STATE"
-sleep 1
+check "the initiator tries to reconnect while B is down" \
+  wait_for 10 grep -q 'reconnect attempt' "$WORK/recover.out"
 b_start
 rc=0; wait "$BENCH" || rc=$?
 check "bench completes after B's restart (exit $rc)" test "$rc" = 0

@@ -80,10 +80,20 @@ void on_done(iscsi_context* ctx, int status, void* command_data, void* priv) {
     if (task) scsi_free_scsi_task(task);
 }
 
-// Runs ios with at most `inflight` outstanding; returns failures.
-int run(iscsi_context* ctx, int lun, uint32_t bs, std::vector<Io>& ios, size_t inflight) {
+// Runs ios with at most `inflight` outstanding; returns failures. With
+// `announce`, prints (and flushes) "<announce>: I/O in flight" once the first
+// command has completed while others are still outstanding, so a caller can
+// act while the target is busy.
+int run(iscsi_context* ctx, int lun, uint32_t bs, std::vector<Io>& ios, size_t inflight,
+        const char* announce = nullptr) {
     size_t next = 0, outstanding = 0, finished = 0;
+    bool announced = false;
     while (finished < ios.size()) {
+        if (announce && !announced && finished > 0 && outstanding > 0) {
+            std::printf("%s: I/O in flight\n", announce);
+            std::fflush(stdout);
+            announced = true;
+        }
         while (next < ios.size() && outstanding < inflight) {
             Io& io = ios[next++];
             scsi_task* t;
@@ -167,7 +177,7 @@ int main(int argc, char** argv) {
             uint32_t n = uint32_t(std::min<uint64_t>(chunk, nblocks - lba));
             ios.emplace_back(lba, n, mode == "--fill", std::vector<unsigned char>(size_t(n) * bs, 0xa5));
         }
-        int f = run(s.ctx, lun, bs, ios, inflight);
+        int f = run(s.ctx, lun, bs, ios, inflight, mode.c_str() + 2);
         std::printf("%s: %zu commands, %d failed\n", mode.c_str() + 2, ios.size(), f);
         return f ? 1 : 0;
     }

@@ -10,7 +10,7 @@ source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 39   # scratch folder, check/finish; no tgtd is started
 source "$(dirname "$0")/../lib/fio-rbio.sh"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
-ISTGT=$(command -v istgt) || { echo "istgt is not installed: run scripts/setup.sh" >&2; exit 2; }
+ISTGT=$(command -v istgt) || skip_test "istgt is not installed (scripts/setup.sh installs it)"
 P="127.0.0.1:$PORT"
 UCTL_PORT=$((PORT - 1))
 IQN=iqn.2026-11.io.rbio.istgt:disk1
@@ -96,9 +96,9 @@ check "bench: 4 KiB random reads, 32 in flight, verified" bench --rw randread --
 check "bench: 1 MiB sequential writes, 8 in flight, read back" bench --rw write --bs 1M --iodepth 8
 check "bench: 1 MiB sequential reads, 8 in flight, verified" bench --rw read --bs 1M --iodepth 8
 
-fio_verify_job rand4k "$P" "$IQN" 0 randwrite 4k 32 32M || true
-check "fio: 4 KiB random writes, 32 in flight, verify=crc32c" fio_ok rand4k
-fio_verify_job seq1m "$P" "$IQN" 0 write 1M 8 64M || true
-check "fio: 1 MiB sequential writes, 8 in flight, verify=crc32c" fio_ok seq1m
+check "fio: 4 KiB random writes, 32 in flight, verify=crc32c" \
+  fio_verify_ok rand4k "$P" "$IQN" 0 randwrite 4k 32 32M
+check "fio: 1 MiB sequential writes, 8 in flight, verify=crc32c" \
+  fio_verify_ok seq1m "$P" "$IQN" 0 write 1M 8 64M
 check "istgt is alive" kill -0 "$ISTGT_PID"
 finish

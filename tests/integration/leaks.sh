@@ -10,14 +10,18 @@ tgtd_start
 new_target 1 leaks
 truncate -s 16M "$WORK/a.img"
 fds() { ls "/proc/$(tgtd_pid)/fd" | wc -l; }
+# refused ARGS...: new_lun with ARGS must fail (a missing file, a bad key).
+refused() { ! new_lun "$@" 2>/dev/null; }
 before=$(fds)
+accepted=0
 for i in $(seq 1 20); do
   new_lun 1 1 "$WORK/a.img" rbio
   "$RW_CHECK" "$(url leaks)" --inflight 4 --rounds 1 > /dev/null
-  new_lun 1 2 "$WORK/missing.img" rbio 2>/dev/null || true
+  refused 1 2 "$WORK/missing.img" rbio || accepted=$((accepted + 1))
   tadm --op delete --mode logicalunit --tid 1 --lun 1
 done
 after=$(fds)
+check "an LU on a missing file was refused 20 times of 20" test "$accepted" -eq 0
 check "no fd leaked over 20 LU create/use/remove cycles ($before before, $after after)" test "$before" -eq "$after"
 tgtd_stop
 
@@ -28,12 +32,13 @@ new_target 1 leaks
 truncate -s 32M "$WORK/b.img"
 new_lun 1 1 "$WORK/b.img" rbio
 new_lun 1 2 "$WORK/b.img" rbio "inline_io=off;queue_depth=8"
-new_lun 1 3 "$WORK/missing.img" rbio 2>/dev/null || true
-new_lun 1 3 "$WORK/b.img" rbio "bogus=1" 2>/dev/null || true
+check "under valgrind: an LU on a missing file is refused" refused 1 3 "$WORK/missing.img" rbio
+check "under valgrind: an unknown --bsopts key is refused" refused 1 3 "$WORK/b.img" rbio "bogus=1"
 "$RW_CHECK" "$(url leaks 1)" --inflight 8 --rounds 1 > /dev/null
 "$RW_CHECK" "$(url leaks 2)" --inflight 8 --rounds 1 > /dev/null
 truncate -s 1M "$WORK/b.img"
-"$RW_CHECK" "$(url leaks 2)" --scan > /dev/null 2>&1 || true
+rc=0; "$RW_CHECK" "$(url leaks 2)" --scan > /dev/null 2>&1 || rc=$?
+check "under valgrind: reads past the shrunk file's end fail (exit $rc, wanted 1)" test "$rc" -eq 1
 tadm --op delete --mode logicalunit --tid 1 --lun 1
 tgtd_stop   # removes the remaining LU with its target, then tgtd exits
 vlog="$STATE/valgrind.log"

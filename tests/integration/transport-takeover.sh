@@ -22,32 +22,54 @@ setup_lun() {
 }
 io_works() { "$RW_CHECK" "$(url takeover)" --inflight 32 --rounds 1 >/dev/null; }
 restart() { tgtd_stop; rm -f "$STATS"; : > "$STATE/tgtd.log"; tgtd_start "$@" >/dev/null; setup_lun; }
-# stats_settle: the file is rewritten when a connection ends and once a second
-stats_settle() { sleep 1.3; }
+# stats_settled: the file (rewritten when a connection ends and once a
+# second) counts a connection and none open.
+stats_settled() {
+  [[ -f $STATS ]] && (( $(stat_of connections_total) >= 1 && $(stat_of connections_open) == 0 ))
+}
+# at_least NAME MIN / below NAME MAX: a counter of the statistics file
+# against a threshold (awk: the ratios are decimals).
+at_least() { awk -v v="$(stat_of "$1")" -v t="$2" 'BEGIN { exit !(v != "" && v >= t) }'; }
+below() { awk -v v="$(stat_of "$1")" -v t="$2" 'BEGIN { exit !(v != "" && v < t) }'; }
+# epoll_ctl calls per PDU sent, against a threshold.
+epoll_per_pdu() {
+  awk -v e="$(stat_of epoll_ctl_calls)" -v p="$(stat_of pdus_out)" -v t="$2" -v op="$1" \
+    'BEGIN { if (p == "" || p == 0) exit 1; r = e / p; exit !(op == "below" ? r < t : r >= t) }'
+}
+# What batching must achieve for io_works (32 commands in flight), from
+# measurement on a 2-core machine with other tests running (3 runs with
+# every optimisation on, 2 with each one off alone, 1 with all off): on,
+# 3.7-14 PDUs per receive, 3.3-9.6 per send, 0.03-0.05 epoll_ctl per PDU
+# sent; batch_reads off 0.37-0.52 per receive, coalesce off 0.97-1.00 per
+# send, send_inline off 0.37-0.59 epoll_ctl per PDU. The same thresholds are
+# asserted the other way round with the optimisations off below.
+MIN_PDUS_PER_RECV=2
+MIN_PDUS_PER_SEND=2
+MAX_EPOLL_CTL_PER_PDU=0.15
 
 echo "== default: the transport takes over"
 RBIO_STATS_FILE=$STATS tgtd_start >/dev/null
 setup_lun
 check "the portal is served by rbio's transport" log_has "$(served_line "$PORT")"
 check "data reads back through it (32 in flight)" io_works
-stats_settle
-check "the statistics file counts the connection" test "$(stat_of connections_total)" -ge 1
-check "no connection is left open" test "$(stat_of connections_open)" -eq 0
-check "requests were batched: more than one PDU per receive call" \
-  awk -v v="$(stat_of pdus_per_recv)" 'BEGIN { exit !(v > 1.0) }'
-check "responses were coalesced: more than one PDU per send call" \
-  awk -v v="$(stat_of pdus_per_send)" 'BEGIN { exit !(v > 1.0) }'
+check "the statistics file counts the connection, and none open" wait_for 10 stats_settled
+check "requests were batched: at least $MIN_PDUS_PER_RECV PDUs per receive call ($(stat_of pdus_per_recv))" \
+  at_least pdus_per_recv "$MIN_PDUS_PER_RECV"
+check "responses were coalesced: at least $MIN_PDUS_PER_SEND PDUs per send call ($(stat_of pdus_per_send))" \
+  at_least pdus_per_send "$MIN_PDUS_PER_SEND"
+check "responses left inline: below $MAX_EPOLL_CTL_PER_PDU epoll_ctl per PDU sent ($(stat_of epoll_ctl_calls) for $(stat_of pdus_out))" \
+  epoll_per_pdu below "$MAX_EPOLL_CTL_PER_PDU"
 check "a closed connection logged its counters" log_has "connection ended; pdus_in="
 
 iscsi-perf -t 3 -m 8 "$(url takeover)" >/dev/null 2>&1 & perf=$!
-sleep 1.5
-check "tgtadm shows the connection's address" \
-  grep -q "IP Address: 127.0.0.1" <<<"$(tadm --op show --mode target)"
+shows_address() { tadm --op show --mode target | grep -q "IP Address: 127.0.0.1"; }
+check "tgtadm shows the connection's address" wait_for 10 shows_address
 check "two sessions at once (one per LUN) both verify their data" \
   bash -c "'$RW_CHECK' '$(url takeover 1)' --inflight 16 --rounds 1 --seed 1 >/dev/null &
            '$RW_CHECK' '$(url takeover 2)' --inflight 16 --rounds 1 --seed 2 >/dev/null; r=\$?
            wait \$!; exit \$(( r | \$? ))"
-wait "$perf" || true
+rc=0; wait "$perf" || rc=$?
+check "iscsi-perf beside them ran its 3 s cleanly (exit $rc)" test "$rc" -eq 0
 
 echo "== header digests (libiscsi offers no data digest; the vm tests cover it)"
 tadm --op update --mode target --tid 1 --name HeaderDigest --value CRC32C
@@ -63,11 +85,13 @@ check "no connection was closed for unanswered pings" log_lacks "NOP-In pings"
 # A stopped initiator's kernel still acknowledges TCP: only the pings find it.
 iscsi-perf -t 60 -m 4 "$(url takeover)" > /dev/null 2>&1 &
 stopped=$!
-sleep 2  # logged in and reading
+check "the initiator to be stopped is logged in" wait_for 10 shows_address
 kill -STOP "$stopped"
 check "a stopped initiator's connection ends after 2 unanswered pings" \
   wait_for 10 log_has "no reply to 2 NOP-In pings"
-kill -9 "$stopped"; wait "$stopped" 2>/dev/null || true
+kill -9 "$stopped"
+rc=0; wait "$stopped" 2>/dev/null || rc=$?
+check "... and it was still there to be killed (status $rc, wanted 137)" test "$rc" -eq 137
 tadm --op update --mode target --tid 1 --name nop_interval --value 0
 
 echo "== CHAP accounts set with tgtadm"
@@ -84,8 +108,7 @@ check "tgtd is alive" tgtd_alive
 
 echo "== a portal added with tgtadm is taken over too"
 tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"
-sleep 2.2
-check "the new portal is served by rbio's transport" log_has "$(served_line "$PORT2")"
+check "the new portal is served by rbio's transport (within 10 s)" wait_for 10 log_has "$(served_line "$PORT2")"
 check "data reads back through the new portal" \
   "$RW_CHECK" "iscsi://127.0.0.1:$PORT2/iqn.2026-11.io.rbio:takeover/1" --inflight 8 --rounds 1
 
@@ -95,8 +118,7 @@ check "tgtd's exit removes the statistics file" test ! -e "$STATS"
 echo "== RBIO_PORTALS limits the takeover to the listed portals"
 RBIO_PORTALS="127.0.0.1:$PORT2" RBIO_STATS_FILE=$STATS restart
 tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"
-sleep 2.2
-check "the listed portal is served by rbio" log_has "$(served_line "$PORT2")"
+check "the listed portal is served by rbio (within 10 s)" wait_for 10 log_has "$(served_line "$PORT2")"
 check "the other portal stays stock" log_lacks "$(served_line "$PORT")"
 check "data reads back through the stock portal" io_works
 
@@ -104,13 +126,14 @@ echo "== every optimisation of the transport off, then a tiny receive buffer"
 printf 'batch_reads = off\ncoalesce = off\nsend_inline = off\n' > "$WORK/rbio.conf"
 RBIO_CONFIG="$WORK/rbio.conf" RBIO_STATS_FILE=$STATS restart
 check "data reads back with batching, coalescing and inline sending off" io_works
-stats_settle
-check "without batching a receive call brings at most one PDU" \
-  awk -v v="$(stat_of pdus_per_recv)" 'BEGIN { exit !(v > 0 && v <= 1.0) }'
-check "without coalescing a send call carries at most one PDU" \
-  awk -v v="$(stat_of pdus_per_send)" 'BEGIN { exit !(v > 0 && v <= 1.0) }'
-check "without inline sending every response waits for EPOLLOUT" \
-  test "$(stat_of epoll_ctl_calls)" -gt 100
+check "the statistics file counts the connection, and none open" wait_for 10 stats_settled
+# The controls: the thresholds above fail with the optimisations off.
+check "without batching: below $MIN_PDUS_PER_RECV PDUs per receive call ($(stat_of pdus_per_recv))" \
+  below pdus_per_recv "$MIN_PDUS_PER_RECV"
+check "without coalescing: below $MIN_PDUS_PER_SEND PDUs per send call ($(stat_of pdus_per_send))" \
+  below pdus_per_send "$MIN_PDUS_PER_SEND"
+check "without inline sending: at least $MAX_EPOLL_CTL_PER_PDU epoll_ctl per PDU sent ($(stat_of epoll_ctl_calls) for $(stat_of pdus_out))" \
+  epoll_per_pdu at_least "$MAX_EPOLL_CTL_PER_PDU"
 printf 'rx_buffer_kib = 16\ndirect_read_kib = 4\nmax_queued_kib = 64\n' > "$WORK/rbio.conf"
 RBIO_CONFIG="$WORK/rbio.conf" restart
 check "data reads back through a 16 KiB receive buffer, direct reads from 4 KiB" io_works

@@ -58,3 +58,15 @@ fio_batched() {
   echo "  $line"
   (( sends > 0 && cmds >= 2 * sends ))
 }
+
+# fio_verify_ok NAME PORTAL TARGET LUN RW BS IODEPTH SIZE [options...]:
+# fio_verify_job exits 0 and fio_ok NAME holds (both; the output is shown
+# when either fails).
+fio_verify_ok() {
+  local rc=0
+  fio_verify_job "$@" || rc=$?
+  if (( rc != 0 )); then echo "  fio exited $rc"; fio_ok "$1"; return 1; fi
+  fio_ok "$1"
+}
+# fio_verify_fails NAME ...: the same job must fail (fio exits non-zero).
+fio_verify_fails() { ! fio_verify_job "$@"; }

@@ -42,7 +42,11 @@ tgt_test_cleanup() {
   [[ " ${states[*]} " == *" ${STATE:-} "* ]] || states+=("${STATE:-}")
   for s in "${states[@]}"; do
     [[ -n $s ]] || continue
-    "$SANDBOX" stop "$s" || true
+    # A tgtd that crashed, hung or exited non-zero at shutdown fails the test.
+    if ! "$SANDBOX" stop "$s"; then
+      echo "FAIL: tgtd ($s) did not shut down cleanly (see above)"
+      (( rc != 0 )) || rc=1
+    fi
     if (( rc != 0 )) && [[ -f $s/tgtd.log ]]; then
       if (( ${#states[@]} > 1 )); then
         echo "--- tgtd log of ${s##*/} (last 40 lines) ---"
@@ -77,19 +81,56 @@ new_lun() {
 url() { echo "iscsi://127.0.0.1:$PORT/iqn.2026-11.io.rbio:$1/${2:-1}"; }
 
 # check DESCRIPTION COMMAND...: counts and reports one check.
+#
+# Every step of COMMAND counts: a function (or eval'd list) fails at its
+# first failing command, as under `set -e`, instead of passing on its last
+# one. `set -e` itself cannot do this (bash ignores it for a command whose
+# status is tested, and everything that command calls), so an ERR trap,
+# inherited by functions and subshells (-E), returns from the function the
+# failing command ran in; that failure propagates the same way up to here.
+# COMMAND runs in this shell, so variables it sets (e.g. DISK) stay set.
+# Commands whose failure is expected must say so (`! cmd`, `cmd || ...`,
+# `if cmd`), which the trap, like `set -e`, leaves alone. `! { a && b; }`
+# does not: a failing b counts before `!` can invert the group; expect a
+# multi-step failure with `if` inside a function instead.
+_check_run() { "$@"; }
 check() {
   local desc=$1; shift
-  if "$@"; then
+  local rc=0 opts=$- prev_trap
+  prev_trap=$(trap -p ERR)
+  set +e -E
+  trap 'if [[ ${FUNCNAME[0]:-} != check ]]; then return; fi' ERR
+  _check_run "$@"; rc=$?
+  trap - ERR
+  [[ -n $prev_trap ]] && eval "$prev_trap"
+  [[ $opts == *E* ]] || set +E
+  [[ $opts == *e* ]] && set -e
+  if (( rc == 0 )); then
     checks_passed=$((checks_passed + 1)); echo "ok: $desc"
   else
     checks_failed=$((checks_failed + 1)); echo "FAIL: $desc"
   fi
 }
 
-# The summary line CI reads, and the exit status.
+# A missing prerequisite is never a pass: the test exits 77, which ctest
+# (SKIP_RETURN_CODE 77) reports as skipped and scripts/test.sh fails on
+# unless tests/allowed-skips.txt lists the test.
+# skip_test REASON: nothing more can run; skip now.
+skip_test() { echo "SKIP: $*"; exit 77; }
+# skip_part REASON: a part of the test cannot run; the rest does, and the
+# test then ends as skipped (if nothing failed).
+skipped_parts=()
+skip_part() { echo "SKIP (part): $*"; skipped_parts+=("$*"); }
+
+# The summary line CI reads, and the exit status: 1 if a check failed, 77 if
+# none did but a part was skipped, else 0.
 finish() {
   echo "$checks_passed passed, $checks_failed failed"
-  (( checks_failed == 0 ))
+  (( checks_failed == 0 )) || return 1
+  if (( ${#skipped_parts[@]} )); then
+    printf 'SKIP: not run: %s\n' "${skipped_parts[@]}"
+    return 77
+  fi
 }
 
 # wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.

@@ -2,6 +2,7 @@
 // 5.16.2.4), REPORT TARGET PORT GROUPS and VPD 0x83 bytes (SPC-4 6.37,
 // 7.8.6), the settings, and a gateway re-reading its groups file.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
@@ -289,6 +290,19 @@ TEST(AluaGateway, FollowsTheGroupsFileAndKeepsStateOnABadOne) {
     d.replace("groups", "1 active/optimized\n2 active/non-optimized\n");
     EXPECT_EQ(g.poll(), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::active_non_optimized);
+}
+
+TEST(AluaSharedBacking, LocalFilesAreSharedThroughThePageCacheDevicesNeedDirect) {
+    TempDir d;
+    auto path = d.file("lu.img", std::string(4096, 'x'));
+    int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    EXPECT_FALSE(shared_backing_problem(fd, 0));
+    EXPECT_FALSE(shared_backing_problem(fd, O_DIRECT));
+    ::close(fd);
+    auto closed = shared_backing_problem(fd, 0);
+    ASSERT_TRUE(closed);
+    EXPECT_NE(closed->find("cannot stat"), std::string::npos) << *closed;
 }
 
 TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {

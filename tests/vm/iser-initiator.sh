@@ -35,13 +35,42 @@ verified() {
   grep -q "verify: [1-9][0-9]* blocks read back and matched" "$WORK/$1.out" &&
   grep -q "iser: work_requests=[1-9]" "$WORK/$1.out"
 }
+# rbio's iSER connections that tgtd has logged as ended (with counters).
+ended_count() { awk '/rbio: iser: .*connection ended; pdus_in=[1-9]/ { n++ } END { print n + 0 }' "$STATE/tgtd.log"; }
+# conn_line NAME BEFORE: the first connection to end after BEFORE had (the
+# line is logged when it ends, a moment after the bench), kept in NAME.conn.
+conn_line() {
+  wait_for 10 test "$(ended_count)" -gt "$2" &&
+  grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$STATE/tgtd.log" | sed -n "$(( $2 + 1 ))p" > "$WORK/$1.conn" &&
+  cat "$WORK/$1.conn" && test -s "$WORK/$1.conn"
+}
+wpp_of() { sed -n 's/.* wrs_per_post=\([0-9.]*\).*/\1/p' "$WORK/$1.conn"; }
+# wpp NAME OP THRESHOLD: NAME's connection's work requests per post.
+wpp() { awk -v v="$(wpp_of "$1")" -v op="$2" -v t="$3" 'BEGIN { if (v == "") exit 1; exit !(op == ">=" ? v >= t : v < t) }'; }
+# Doorbell batching, for this test's 3 s of 4 KiB reads x 32 from the rbio
+# initiator (with --verify): 9.86 work requests per post at tgtd, and 1.00
+# with coalesce = off (no batching, every send signalled), measured in one
+# guest run on 2026-12-01 (bench/iser-compare.sh's longer runs saw 34-62).
+# 9.86 is too close to issue 6's goal of 8 for a check under TCG and a
+# loaded host, so the threshold is 4: 2.5x below the batched figure, 4x
+# above the unbatched one, asserted both ways (the control run below).
+# Writes get no threshold: a 4 KiB write needs one work request, its
+# response, and commands reach tgtd one or two per wake-up (1.25-1.66 per
+# post measured, README).
+MIN_WRS_PER_POST=4
 # runs PREFIX: the four workloads, each verified.
 runs() {
   local p=$1
   check "$p: 4 KiB random writes, 32 in flight, read back and verified" \
     eval 'bench '"$p"'-w4k --rw randwrite --bs 4k --iodepth 32 --size 16M --verify && verified '"$p"'-w4k'
+  local before; before=$(ended_count)
   check "$p: 4 KiB random reads, 32 in flight, verified" \
     eval 'bench '"$p"'-r4k --rw randread --bs 4k --iodepth 32 --size 16M --verify && verified '"$p"'-r4k'
+  if [[ $p == rbio ]]; then
+    check "$p: its connection ended with counters" conn_line "$p-r4k" "$before"
+    check "$p: 4 KiB reads x 32 batched: at least $MIN_WRS_PER_POST work requests per post ($(wpp_of "$p-r4k"))" \
+      wpp "$p-r4k" ">=" "$MIN_WRS_PER_POST"
+  fi
   check "$p: 1 MiB sequential writes, 8 in flight, read back and verified" \
     eval 'bench '"$p"'-w1m --rw write --bs 1M --iodepth 8 --size 64M --verify && verified '"$p"'-w1m'
   check "$p: 1 MiB sequential reads, 8 in flight, verified" \
@@ -59,12 +88,8 @@ runs rbio
 # reported (TCG timing varies with the host's load).
 check "no command under rbio's transport needed ABORT TASK" \
   eval '! grep -hE "tasks_aborted=[1-9]" "$WORK"/rbio-*.out'
-grep -hE "time=([1-9][0-9]+)\." "$WORK"/rbio-*.out &&
-  echo "note: a 3 s run took over 10 s" || true
-sleep 1.5  # the connections' counters are logged when each ends
-grep "rbio: iser: .*connection ended" "$STATE/tgtd.log" | tail -2 || true
-check "tgtd logged rbio's iSER connections with their counters (>= 4 with batched posts)" \
-  test "$(grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$STATE/tgtd.log" | grep -c "wrs_per_post=[1-9]")" -ge 4
+if grep -hE "time=([1-9][0-9]+)\." "$WORK"/rbio-*.out; then echo "note: a 3 s run took over 10 s"; fi
+check "tgtd logged all 4 of rbio's iSER connections with their counters" wait_for 10 test "$(ended_count)" -ge 4
 unreachable() {
   local rc=0
   timeout 60 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR:3299" --connect-timeout 3 \
@@ -82,9 +107,24 @@ iser_login() {
 check "rbio login --transport iser" iser_login
 check "rbio session shows the iSER session" \
   eval '"$RBIO" session --state-dir "$WORK/sd" | tee "$WORK/session.out" | grep -q "RDMAExtensions=Yes"'
-cat "$WORK/session.out" 2>/dev/null || true
+[[ ! -f $WORK/session.out ]] || cat "$WORK/session.out"
 check "rbio logout" timeout 60 "$RBIO" logout --state-dir "$WORK/sd"
 check "tgtd is alive" tgtd_alive
+tgtd_stop
+
+# The control: the same 4 KiB reads x 32 with coalesce = off must fall
+# below the threshold, or the check above could not fail.
+printf 'coalesce = off\n' > "$WORK/rbio-off.conf"
+: > "$STATE/tgtd.log"
+RBIO_CONFIG="$WORK/rbio-off.conf" start_tgtd_rbio_iser
+must "the target again, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
+check "coalesce = off: the log says batching is off" log_has "served by rbio's transport (batching off"
+before=$(ended_count)
+check "coalesce = off: 4 KiB random reads, 32 in flight, verified" \
+  eval 'bench off-r4k --rw randread --bs 4k --iodepth 32 --size 16M --verify && verified off-r4k'
+check "coalesce = off: its connection ended with counters" conn_line off-r4k "$before"
+check "coalesce = off: below $MIN_WRS_PER_POST work requests per post ($(wpp_of off-r4k))" \
+  wpp off-r4k "<" "$MIN_WRS_PER_POST"
 tgtd_stop
 fi
 

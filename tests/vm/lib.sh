@@ -34,7 +34,7 @@ must() {
   check "$@"
   if (( checks_failed != before )); then
     echo "stopping: the remaining checks depend on this one"
-    finish || exit 1
+    finish || exit $?
   fi
 }
 

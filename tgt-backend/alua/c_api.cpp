@@ -85,6 +85,17 @@ size_t rbio_alua_port_designators(const rbio_alua* a, uint8_t* buf, size_t len) 
     return rbio::bs::alua::port_designators(a->gateway.port_group(), {buf, len});
 }
 
+int rbio_alua_backing_check(const rbio_alua*, int fd, int oflags, char* err, size_t errlen) {
+    try {
+        auto problem = rbio::bs::alua::shared_backing_problem(fd, oflags);
+        if (!problem) return 0;
+        put_msg(err, errlen, problem->c_str());
+    } catch (...) {
+        put_msg(err, errlen, "cannot check the backing store");
+    }
+    return -1;
+}
+
 void rbio_alua_describe(const rbio_alua* a, char* buf, size_t len) {
     try {
         put_msg(buf, len, a->gateway.describe().c_str());

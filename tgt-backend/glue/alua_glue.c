@@ -192,6 +192,16 @@ int rbio_alua_glue_lu_init(struct scsi_lu *lu, struct rbio_alua_lu *al)
 	return 0;
 }
 
+int rbio_alua_glue_check_backing(struct scsi_lu *lu, int fd)
+{
+	char err[512];
+
+	if (!gateway || !rbio_alua_backing_check(gateway, fd, lu->bsoflags, err, sizeof(err)))
+		return 0;
+	log_error("rbio: tid:%d lun:%" PRIu64 ": refused: %s\n", lu->tgt->tid, lu->lun, err);
+	return -1;
+}
+
 void rbio_alua_glue_lu_exit(struct rbio_alua_lu *al)
 {
 	struct rbio_alua_lu **p;

@@ -19,6 +19,9 @@ void rbio_alua_glue_start(void);
  * commands. 0, or -1 (bad ALUA settings: the LU is refused, logged). */
 int rbio_alua_glue_lu_init(struct scsi_lu *lu, struct rbio_alua_lu *al);
 void rbio_alua_glue_lu_exit(struct rbio_alua_lu *al);
+/* bs_open of an rbio LU: with ALUA on, the opened backing store must be
+ * safe to share between gateways. 0, or -1 (logged). */
+int rbio_alua_glue_check_backing(struct scsi_lu *lu, int fd);
 
 /* Implemented by bs_rbio_glue.c: the ALUA state in an rbio LU's private area. */
 struct rbio_alua_lu *rbio_lu_alua(struct scsi_lu *lu);

@@ -209,6 +209,8 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
 		return -1;
 	}
+	if (rbio_alua_glue_check_backing(lu, *fd))
+		return -1;
 	if (readonly)
 		lu->attrs.readonly = 1;
 	if (!lu->attrs.no_auto_lbppbe)

@@ -48,6 +48,10 @@ long rbio_alua_rtpg(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_
 #define RBIO_ALUA_PORT_DESIGNATORS 16
 size_t rbio_alua_port_designators(const struct rbio_alua *a, uint8_t *buf, size_t len);
 
+/* 0 if the opened backing store (fd, opened with oflags) can be shared by
+ * gateways; -1 with the reason in err (it needs O_DIRECT). */
+int rbio_alua_backing_check(const struct rbio_alua *a, int fd, int oflags, char *err, size_t errlen);
+
 /* TPGS bits of standard INQUIRY byte 5 (implicit ALUA). */
 #define RBIO_ALUA_INQUIRY_TPGS 0x10
 

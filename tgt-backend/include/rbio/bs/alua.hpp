@@ -89,6 +89,14 @@ inline constexpr uint8_t implicit_transition_seconds = 10;
 inline constexpr size_t port_designators_size = 16;
 size_t port_designators(uint16_t group, std::span<uint8_t> out);
 
+// Why a backing store opened with `oflags` cannot be shared by gateways,
+// or nullopt. Gateways on one box share the page cache of a local file, so
+// a write through one is read through another; gateways on several boxes
+// do not: a block device, or a file on a network file system, must then be
+// opened with O_DIRECT (tgtadm --bsoflags direct). A block device can be
+// reached from several boxes (iSCSI, FC, NVMe-oF), so it always needs it.
+std::optional<std::string> shared_backing_problem(int fd, int oflags);
+
 // The TPGS field of standard INQUIRY data (byte 5): implicit ALUA.
 inline constexpr uint8_t inquiry_tpgs_implicit = 0x10;
 

@@ -1,0 +1,163 @@
+// faulty_disk: a FUSE file system with one file, "disk", that passes reads
+// and writes through to a backing file except in given block ranges, where
+// they fail with EIO -- a disk with bad sectors under an LU, on a host
+// without device-mapper's dm-error.
+//
+//   faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--block N]
+//
+// Ranges are in blocks of --block bytes (512). It runs in the foreground
+// until unmounted (fusermount3 -u MOUNTPOINT) or signalled; every file
+// handle is direct_io, so each request reaches it (no page cache hides an
+// error) and it counts the failures it injected on stderr at exit.
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
+#include <fcntl.h>
+#include <fuse.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Range {
+    uint64_t first, count;
+};
+
+struct Disk {
+    int fd = -1;
+    uint64_t block = 512;
+    std::vector<Range> bad;
+    std::atomic<uint64_t> read_errors{0}, write_errors{0};
+};
+Disk disk;
+
+constexpr const char* kName = "/disk";
+
+bool hits_bad(off_t off, size_t len) {
+    if (len == 0) return false;
+    uint64_t first = uint64_t(off) / disk.block, last = (uint64_t(off) + len - 1) / disk.block;
+    for (const Range& r : disk.bad)
+        if (first < r.first + r.count && last >= r.first) return true;
+    return false;
+}
+
+int fs_getattr(const char* path, struct stat* st, fuse_file_info*) {
+    std::memset(st, 0, sizeof *st);
+    if (std::strcmp(path, "/") == 0) {
+        st->st_mode = S_IFDIR | 0755;
+        st->st_nlink = 2;
+        return 0;
+    }
+    if (std::strcmp(path, kName) != 0) return -ENOENT;
+    struct stat b {};
+    if (::fstat(disk.fd, &b) != 0) return -errno;
+    st->st_mode = S_IFREG | 0600;
+    st->st_nlink = 1;
+    st->st_size = b.st_size;
+    st->st_blocks = b.st_blocks;
+    return 0;
+}
+
+int fs_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_info*, fuse_readdir_flags) {
+    if (std::strcmp(path, "/") != 0) return -ENOENT;
+    fill(buf, ".", nullptr, 0, fuse_fill_dir_flags(0));
+    fill(buf, "..", nullptr, 0, fuse_fill_dir_flags(0));
+    fill(buf, kName + 1, nullptr, 0, fuse_fill_dir_flags(0));
+    return 0;
+}
+
+int fs_open(const char* path, fuse_file_info* fi) {
+    if (std::strcmp(path, kName) != 0) return -ENOENT;
+    fi->direct_io = 1;
+    return 0;
+}
+
+int fs_read(const char*, char* buf, size_t len, off_t off, fuse_file_info*) {
+    if (hits_bad(off, len)) {
+        ++disk.read_errors;
+        return -EIO;
+    }
+    ssize_t n = ::pread(disk.fd, buf, len, off);
+    return n < 0 ? -errno : int(n);
+}
+
+int fs_write(const char*, const char* buf, size_t len, off_t off, fuse_file_info*) {
+    if (hits_bad(off, len)) {
+        ++disk.write_errors;
+        return -EIO;
+    }
+    ssize_t n = ::pwrite(disk.fd, buf, len, off);
+    return n < 0 ? -errno : int(n);
+}
+
+int fs_fsync(const char*, int datasync, fuse_file_info*) {
+    return (datasync ? ::fdatasync(disk.fd) : ::fsync(disk.fd)) == 0 ? 0 : -errno;
+}
+
+int fs_truncate(const char*, off_t size, fuse_file_info*) { return ::ftruncate(disk.fd, size) == 0 ? 0 : -errno; }
+
+int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
+    return ::fallocate(disk.fd, mode, off, len) == 0 ? 0 : -errno;
+}
+
+[[noreturn]] void usage(const std::string& why) {
+    std::fprintf(stderr, "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--block N]\n",
+                 why.c_str());
+    std::exit(2);
+}
+
+uint64_t number(const std::string& s) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || *end || errno) usage("not a number: " + s);
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) usage("missing arguments");
+    for (int i = 3; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--bad" && i + 1 < argc) {
+            std::string r = argv[++i];
+            auto colon = r.find(':');
+            if (colon == r.npos) usage("--bad wants FIRST:COUNT, got " + r);
+            disk.bad.push_back({number(r.substr(0, colon)), number(r.substr(colon + 1))});
+        } else if (a == "--block" && i + 1 < argc) {
+            disk.block = number(argv[++i]);
+            if (disk.block == 0) usage("--block must not be 0");
+        } else {
+            usage("unknown option " + a);
+        }
+    }
+    disk.fd = ::open(argv[1], O_RDWR | O_CLOEXEC);
+    if (disk.fd < 0) usage(std::string("cannot open ") + argv[1] + ": " + std::strerror(errno));
+
+    fuse_operations ops{};
+    ops.getattr = fs_getattr;
+    ops.readdir = fs_readdir;
+    ops.open = fs_open;
+    ops.read = fs_read;
+    ops.write = fs_write;
+    ops.fsync = fs_fsync;
+    ops.truncate = fs_truncate;
+    ops.fallocate = fs_fallocate;
+    // Foreground, multi-threaded (io_uring's workers send requests in
+    // parallel), and other users (tgtd runs as root too, but in its own
+    // mount namespace) may open the file.
+    std::vector<char*> fargs = {argv[0], argv[2], const_cast<char*>("-f"), const_cast<char*>("-o"),
+                                const_cast<char*>("allow_other")};
+    int rc = fuse_main(int(fargs.size()), fargs.data(), &ops, nullptr);
+    std::fprintf(stderr, "faulty_disk: injected %llu read errors, %llu write errors\n",
+                 (unsigned long long)disk.read_errors.load(), (unsigned long long)disk.write_errors.load());
+    ::close(disk.fd);
+    return rc;
+}

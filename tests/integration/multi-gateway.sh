@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# Several gateways, one LU: tgtds with bs_rbio.so export the same backing
+# file with the same identity, each as its own ALUA target port group, the
+# states shared through one groups file. Checks what a host relies on:
+# one identity, per-gateway port designators, REPORT TARGET PORT GROUPS,
+# standby refusing I/O, a unit attention when states change, a write
+# acknowledged by one gateway read back through another, bad ALUA settings
+# that change nothing, and no acknowledged write lost when a gateway is
+# killed mid-write, then both, and one comes back.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+source "$(dirname "$0")/../lib/initiator-test.sh"
+tgt_test_init 60
+PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
+[[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
+
+LU_FILE="$WORK/lu.img"
+GROUPS_FILE="$WORK/alua-groups"
+SCSI_ID=6001405abcdef0123
+SCSI_SN=RBIOMP0001
+truncate -s 64M "$LU_FILE"
+
+gw_state() { echo "$WORK/gw$1"; }
+gw_ctl() { echo $((CTL + $1)); }
+gw_port() { echo $((PORT + $1)); }
+gw_url() { echo "iscsi://127.0.0.1:$(gw_port "$1")/iqn.2026-11.io.rbio:mp/1"; }
+gw_adm() { local g=$1; shift; tgtadm -C "$(gw_ctl "$g")" --lld iscsi "$@"; }
+gw_log_has() { grep -q -- "$2" "$(gw_state "$1")/tgtd.log"; }
+probe() { local g=$1; shift; "$PROBE" "$(gw_url "$g")" "$@"; }
+
+writer="" LOOP=""
+multi_gateway_cleanup() {
+  local rc=$? g
+  if [[ -n $writer ]]; then kill "$writer" 2>/dev/null || true; fi
+  for g in 1 2 3; do
+    if (( rc != 0 )) && [[ -f $(gw_state "$g")/tgtd.log ]]; then
+      echo "--- gateway $g: tgtd log (last 25 lines) ---"; tail -25 "$(gw_state "$g")/tgtd.log"
+    fi
+    "$SANDBOX" stop "$(gw_state "$g")" || true
+  done
+  if [[ -n $LOOP ]]; then losetup -d "$LOOP" || true; fi
+  (exit "$rc")
+  tgt_test_cleanup
+}
+trap multi_gateway_cleanup EXIT
+
+# set_groups "ID STATE"...: the shared groups file, replaced atomically.
+set_groups() {
+  printf '%s\n' "$@" > "$GROUPS_FILE.new" && mv "$GROUPS_FILE.new" "$GROUPS_FILE"
+}
+
+# gw_start G [VAR=VALUE...]: gateway G (port group G) serving the LU.
+gw_start() {
+  local g=$1; shift
+  env RBIO_PORT_GROUP="$g" RBIO_ALUA_GROUPS="$GROUPS_FILE" "$@" \
+    "$SANDBOX" start "$(gw_state "$g")" --modules "$MODULES" --control-port "$(gw_ctl "$g")" \
+    --portal "127.0.0.1:$(gw_port "$g")" >/dev/null
+}
+gw_export() {
+  local g=$1
+  gw_adm "$g" --op new --mode target --tid 1 -T iqn.2026-11.io.rbio:mp &&
+    gw_adm "$g" --op bind --mode target --tid 1 -I ALL &&
+    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b "$LU_FILE" --bstype rbio &&
+    gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
+}
+
+# answers G WANT ARGS...: the probe's one-line answer on gateway G is WANT.
+answers() {
+  local g=$1 want=$2 got; shift 2
+  got=$(probe "$g" "$@") || return 1
+  [[ $got == "$want" ]] || { echo "  gateway $g answered '$got', expected '$want'" >&2; return 1; }
+}
+READ10=28000000000000000100
+TUR=000000000000
+PR_IN=5e0000000000000010
+RESERVE6=160000000000
+# rtpg_is G LINES...: gateway G's REPORT TARGET PORT GROUPS lists exactly these groups.
+rtpg_is() {
+  local g=$1 got; shift
+  got=$(probe "$g" rtpg) && [[ $got == "$(printf '%s\n' "$@")" ]]
+}
+
+set_groups "1 active/optimized" "2 standby"
+# must_start DESCRIPTION COMMAND...: a check the rest depends on.
+must_start() {
+  local before=$checks_failed
+  check "$@"
+  (( checks_failed == before )) || { echo "stopping: the remaining checks depend on this one"; finish; exit 1; }
+}
+must_start "gateway 1 (port group 1) starts and exports the LU" eval 'gw_start 1 && gw_export 1'
+# Gateway 2 is configured as docs/several-gateways.md shows: targets.conf.
+cat > "$WORK/targets.conf" <<CONF
+<target iqn.2026-11.io.rbio:mp>
+    <backing-store $LU_FILE>
+        bs-type rbio
+        scsi_id $SCSI_ID
+        scsi_sn $SCSI_SN
+    </backing-store>
+    allow-in-use yes
+    initiator-address ALL
+</target>
+CONF
+must_start "gateway 2 (port group 2) starts and exports the same LU from targets.conf" \
+  eval 'gw_start 2 && tgt-admin -C "$(gw_ctl 2)" -c "$WORK/targets.conf" -e'
+check "tgt-admin gave it tid 1, LUN 1" eval 'gw_adm 2 --op show --mode target | grep -q "^Target 1: iqn.2026-11.io.rbio:mp" &&
+  gw_adm 2 --op show --mode target | grep -q "LUN: 1"'
+check "gateway 1 logs its ALUA state" gw_log_has 1 "rbio: alua: on, port group 1: active/optimized"
+
+# --- one identity, two target ports -----------------------------------------
+for g in 1 2; do
+  check "gateway $g: INQUIRY reports implicit ALUA (TPGS=1)" \
+    eval "probe $g inquiry | grep -q '^tpgs=1 '"
+done
+serial1=$(probe 1 serial) serial2=$(probe 2 serial)
+check "both gateways report the serial number set by scsi_sn" \
+  eval '[[ ${serial1// /} == "$SCSI_SN" && "$serial1" == "$serial2" ]]'
+lu1=$(probe 1 designators | grep '^lu ') lu2=$(probe 2 designators | grep '^lu ')
+check "both gateways report the same LU designators (T10 vendor id and NAA)" \
+  eval '[[ -n $lu1 && "$lu1" == "$lu2" && $(grep -c "^lu 3 " <<<"$lu1") == 2 ]]'
+check "the NAA IEEE registered extended designator comes from scsi_id" \
+  grep -q "^lu 3 6[0-9a-f]*${SCSI_ID#6}$" <<<"$lu1"
+check "gateway 1's port designators: relative target port 1, target port group 1" \
+  eval '[[ $(probe 1 designators | grep "^port ") == $'"'"'port 4 00000001\nport 5 00000001'"'"' ]]'
+check "gateway 2's port designators: relative target port 2, target port group 2" \
+  eval '[[ $(probe 2 designators | grep "^port ") == $'"'"'port 4 00000002\nport 5 00000002'"'"' ]]'
+
+# --- states --------------------------------------------------------------------
+for g in 1 2; do
+  check "gateway $g: REPORT TARGET PORT GROUPS lists group 1 active/optimized, group 2 standby" \
+    rtpg_is "$g" "group 1 active/optimized ports 1" "group 2 standby ports 2"
+done
+check "the extended RTPG header carries the implicit transition time" \
+  eval 'probe 2 rtpg --extended | grep -qx "transition_time=10"'
+check "gateway 1 (active/optimized) serves READ" answers 1 GOOD cdb "$READ10" 512
+check "gateway 2 (standby) fails READ with NOT READY 04/0B" answers 2 "CHECK key=2 asc=040b" cdb "$READ10" 512
+check "gateway 2 (standby) fails TEST UNIT READY with NOT READY 04/0B" answers 2 "CHECK key=2 asc=040b" cdb "$TUR"
+check "gateway 2 (standby) still answers MODE SENSE" answers 2 GOOD cdb 1a003f00ff00 255
+for g in 1 2; do
+  check "gateway $g refuses PERSISTENT RESERVE IN on a multi-gateway LU (20/00)" \
+    answers "$g" "CHECK key=5 asc=2000" cdb "$PR_IN" 16
+  check "gateway $g refuses RESERVE(6) on a multi-gateway LU (20/00)" \
+    answers "$g" "CHECK key=5 asc=2000" cdb "$RESERVE6"
+done
+
+# A state change reaches hosts as a unit attention on their live sessions.
+for g in 1 2; do
+  "$PROBE" "$(gw_url "$g")" wait-ua 2a06 20 > "$WORK/ua$g.out" 2>&1 &
+  eval "ua_pid$g=$!"
+done
+check "both watchers hold a session" wait_for 15 eval 'grep -qsx ready "$WORK/ua1.out" && grep -qsx ready "$WORK/ua2.out"'
+set_groups "1 standby" "2 active/optimized"
+check "gateway 1's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$ua_pid1"
+check "gateway 2's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$ua_pid2"
+check "gateway 2 logs the change" gw_log_has 2 "rbio: alua: states changed, unit attention raised: port group 2: active/optimized"
+check "gateway 2 (now active/optimized) serves READ" answers 2 GOOD cdb "$READ10" 512
+check "gateway 1 (now standby) fails READ with 04/0B" answers 1 "CHECK key=2 asc=040b" cdb "$READ10" 512
+set_groups "1 unavailable" "2 active/non-optimized"
+check "unavailable: gateway 1 fails READ with NOT READY 04/0C" \
+  wait_for 10 answers 1 "CHECK key=2 asc=040c" cdb "$READ10" 512
+check "active/non-optimized: gateway 2 serves READ" answers 2 GOOD cdb "$READ10" 512
+set_groups "1 transitioning" "2 active/optimized"
+check "transitioning: gateway 1 fails READ with NOT READY 04/0A" \
+  wait_for 10 answers 1 "CHECK key=2 asc=040a" cdb "$READ10" 512
+
+# --- read-after-write across gateways -------------------------------------------
+set_groups "1 active/optimized" "2 active/optimized"
+check "both gateways become active/optimized" wait_for 10 eval \
+  'rtpg_is 1 "group 1 active/optimized ports 1" "group 2 active/optimized ports 2" &&
+   rtpg_is 2 "group 1 active/optimized ports 1" "group 2 active/optimized ports 2"'
+check "64 blocks written through gateway 1" probe 1 write 1000 64 7
+check "... read back at once through gateway 2" probe 2 verify 1000 64 7
+check "64 blocks overwritten through gateway 2" probe 2 write 1000 64 8
+check "... read back at once through gateway 1" probe 1 verify 1000 64 8
+check "(the verifier fails on data that was not written)" eval '! probe 1 verify 1000 64 9 2>/dev/null'
+
+# --- bad ALUA settings change nothing ----------------------------------------------
+set_groups "1 active/optimized" "2 sleeping"
+check "an unknown state: one log line naming it" wait_for 10 gw_log_has 2 "unknown state 'sleeping'"
+check "... and gateway 2 keeps serving as active/optimized" answers 2 GOOD cdb "$READ10" 512
+set_groups "1 active/optimized" "70000 standby"
+check "a port group out of range: one log line" wait_for 10 gw_log_has 2 "port group '70000' is not a number from 1 to 65535"
+set_groups "3 standby"
+check "a file without this gateway's group: one log line" wait_for 10 gw_log_has 2 "does not list this gateway's port group 2"
+check "... and the states are kept" \
+  rtpg_is 2 "group 1 active/optimized ports 1" "group 2 active/optimized ports 2"
+rm -f "$GROUPS_FILE"
+check "a missing groups file: one log line" wait_for 10 gw_log_has 1 "alua-groups: No such file or directory"
+check "... and gateway 1 keeps serving" answers 1 GOOD cdb "$READ10" 512
+check "each bad version is logged once" \
+  eval '[[ $(grep -c "unknown state .sleeping." "$(gw_state 2)/tgtd.log") == 1 ]]'
+check "tgtd keeps running through all of it" eval 'kill -0 $(cat "$(gw_state 1)/tgtd.pid") && kill -0 $(cat "$(gw_state 2)/tgtd.pid")'
+set_groups "1 active/optimized" "2 active/optimized"
+
+# A gateway whose own settings are wrong keeps running but refuses rbio LUs:
+# serving one without knowing its port group would mislead hosts.
+check "a gateway with RBIO_PORT_GROUP=abc starts" gw_start 3 RBIO_PORT_GROUP=abc
+check "... logs why" gw_log_has 3 "rbio: alua: bad settings, rbio LUs are refused"
+rbio_lu_refused() {
+  gw_adm 3 --op new --mode target --tid 1 -T iqn.2026-11.io.rbio:mp &&
+    gw_adm 3 --op bind --mode target --tid 1 -I ALL || return 1
+  if gw_adm 3 --op new --mode logicalunit --tid 1 --lun 1 -b "$LU_FILE" --bstype rbio 2>/dev/null; then
+    return 1
+  fi
+}
+check "... refuses an rbio LU" rbio_lu_refused
+check "... and serves an rdwr LU" eval 'gw_adm 3 --op new --mode logicalunit --tid 1 --lun 2 -b "$LU_FILE" --bstype rdwr &&
+  "$PROBE" "iscsi://127.0.0.1:$(gw_port 3)/iqn.2026-11.io.rbio:mp/2" inquiry >/dev/null'
+"$SANDBOX" stop "$(gw_state 3)"
+
+# Page caches are per box: a block device (which other boxes may reach too)
+# is shared by gateways only with O_DIRECT.
+LOOP=$(losetup --find --show "$LU_FILE")
+check "an ALUA LU on a block device without O_DIRECT is refused" \
+  eval '! gw_adm 1 --op new --mode logicalunit --tid 1 --lun 2 -b "$LOOP" --bstype rbio 2>/dev/null'
+check "... with the reason in the log" gw_log_has 1 "a block device served by several gateways needs O_DIRECT"
+check "... and accepted with bsoflags direct" \
+  gw_adm 1 --op new --mode logicalunit --tid 1 --lun 2 -b "$LOOP" --bstype rbio --bsoflags direct
+check "... where it serves I/O" eval 'probe_lun2() { "$PROBE" "iscsi://127.0.0.1:$(gw_port 1)/iqn.2026-11.io.rbio:mp/2" "$@"; };
+  probe_lun2 write 5000 16 3 && probe_lun2 verify 5000 16 3'
+gw_adm 1 --op delete --mode logicalunit --tid 1 --lun 2
+losetup -d "$LOOP" && LOOP=""
+
+# --- a gateway killed mid-write, then both, then one back ---------------------------
+ACKED="$WORK/acked"
+: > "$ACKED"
+probe 1 write-log 20000 60000 "$ACKED" 2> "$WORK/writer.err" &
+writer=$!
+check "the writer has writes acknowledged through gateway 1" wait_for 30 eval '(( $(wc -l < "$ACKED") >= 300 ))'
+kill_tgtd "$(gw_state 1)"
+check "the writer stops when gateway 1 dies" wait_for 30 eval '! kill -0 "$writer" 2>/dev/null'
+check "... with a failure (nonzero exit)" eval '! wait "$writer"'
+echo "  acknowledged before the kill: $(wc -l < "$ACKED") blocks"
+check "every write gateway 1 acknowledged reads back through gateway 2" probe 2 verify-log "$ACKED"
+check "writing goes on through gateway 2" probe 2 write-log 90000 500 "$ACKED"
+kill_tgtd "$(gw_state 2)"
+check "gateway 1 comes back alone" eval 'gw_start 1 && gw_export 1'
+check "every acknowledged write, through either gateway, reads back through it" \
+  probe 1 verify-log "$ACKED"
+finish

@@ -1,0 +1,356 @@
+// scsi_probe: single SCSI commands to one LU through libiscsi, printing what
+// a test needs to assert on (identity, ALUA state, sense codes), and a
+// writer that records every acknowledged write so a test can prove none is
+// lost after a gateway dies.
+//
+//   scsi_probe URL inquiry               tpgs=N vendor=... product=...
+//   scsi_probe URL serial                the VPD 0x80 serial number
+//   scsi_probe URL designators           one VPD 0x83 designator per line:
+//                                        "lu|port|target TYPE HEX"
+//   scsi_probe URL rtpg [--extended]     "group ID STATE" per port group
+//   scsi_probe URL cdb HEXBYTES [LEN]    one command (data-in of LEN bytes);
+//                                        prints "GOOD" or "CHECK key=K asc=AAAA"
+//   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
+//                                        attention with ASC (hex)
+//
+// Unit attentions pending at login (power on, LUNs changed) are cleared
+// with TEST UNIT READY before the request.
+//   scsi_probe URL write-log FIRST COUNT FILE
+//                                        writes blocks FIRST.. one by one, each
+//                                        with data naming its LBA, appending the
+//                                        LBA to FILE once acknowledged; exits 1
+//                                        at the first failure
+//   scsi_probe URL verify-log FILE       reads back every LBA in FILE
+//   scsi_probe URL write|verify LBA COUNT SEED   a pattern of SEED at LBA
+//   scsi_probe URL reads|writes LBA COUNT
+//                                        COUNT one-block commands at once (the
+//                                        target may merge them); "LBA RESULT"
+//                                        per command
+//
+// Exit 0 on success, 1 when the command or check failed, 2 on usage errors.
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void die(const std::string& msg, int code = 2) {
+    std::fprintf(stderr, "scsi_probe: error: %s\n", msg.c_str());
+    std::exit(code);
+}
+
+struct Session {
+    iscsi_context* ctx = nullptr;
+    iscsi_url* url = nullptr;
+    int lun = 0;
+    ~Session() {
+        if (url) iscsi_destroy_url(url);
+        if (ctx) {
+            iscsi_logout_sync(ctx);
+            iscsi_destroy_context(ctx);
+        }
+    }
+};
+
+struct Result {
+    int status = -1;  // SCSI status, or -1 when the transport failed
+    int key = 0;
+    int asc = 0;
+    std::vector<unsigned char> data;
+    std::string error;
+};
+
+Result run(Session& s, std::vector<unsigned char> cdb, int dir, std::vector<unsigned char> out = {},
+           int in_len = 0) {
+    Result r;
+    scsi_task* t = scsi_create_task(int(cdb.size()), cdb.data(), dir, dir == SCSI_XFER_WRITE ? int(out.size()) : in_len);
+    if (!t) die("cannot create a SCSI task");
+    iscsi_data d{out.size(), out.data()};
+    scsi_task* done = iscsi_scsi_command_sync(s.ctx, s.lun, t, dir == SCSI_XFER_WRITE ? &d : nullptr);
+    if (!done) {
+        r.error = iscsi_get_error(s.ctx);
+        scsi_free_scsi_task(t);
+        return r;
+    }
+    r.status = done->status;
+    if (done->status == SCSI_STATUS_CHECK_CONDITION) {
+        r.key = int(done->sense.key);
+        r.asc = done->sense.ascq;
+    }
+    if (done->datain.size > 0) r.data.assign(done->datain.data, done->datain.data + done->datain.size);
+    scsi_free_scsi_task(done);
+    return r;
+}
+
+std::string describe(const Result& r) {
+    char buf[96];
+    if (r.status == SCSI_STATUS_GOOD) return "GOOD";
+    if (r.status == SCSI_STATUS_CHECK_CONDITION) {
+        std::snprintf(buf, sizeof buf, "CHECK key=%x asc=%04x", unsigned(r.key), unsigned(r.asc));
+        return buf;
+    }
+    if (r.status < 0) return "FAILED " + r.error;
+    std::snprintf(buf, sizeof buf, "STATUS %02x", unsigned(r.status));
+    return buf;
+}
+
+Result inquiry(Session& s, bool evpd, uint8_t page) {
+    return run(s, {0x12, uint8_t(evpd ? 1 : 0), page, 0x04, 0x00, 0}, SCSI_XFER_READ, {}, 1024);
+}
+
+void must_be_good(const Result& r, const char* what) {
+    if (r.status != SCSI_STATUS_GOOD) die(std::string(what) + ": " + describe(r), 1);
+}
+
+std::string hex(const unsigned char* p, size_t n) {
+    std::string s;
+    char b[3];
+    for (size_t i = 0; i < n; ++i) {
+        std::snprintf(b, sizeof b, "%02x", p[i]);
+        s += b;
+    }
+    return s;
+}
+
+constexpr uint32_t block = 512;
+
+// Block contents that name the LBA and a seed, so a block landing in the
+// wrong place or an old version reading back is told apart.
+std::vector<unsigned char> pattern(uint64_t lba, uint32_t seed) {
+    std::vector<unsigned char> b(block);
+    for (uint32_t i = 0; i < block; i += 16)
+        std::snprintf(reinterpret_cast<char*>(&b[i]), 16, "%08llx%07x", (unsigned long long)lba, seed & 0xfffffff);
+    return b;
+}
+
+std::vector<unsigned char> rw16(uint8_t op, uint64_t lba, uint32_t blocks) {
+    std::vector<unsigned char> c(16, 0);
+    c[0] = op;
+    for (int i = 0; i < 8; ++i) c[2 + i] = uint8_t(lba >> (56 - 8 * i));
+    for (int i = 0; i < 4; ++i) c[10 + i] = uint8_t(blocks >> (24 - 8 * i));
+    return c;
+}
+
+Result write_block(Session& s, uint64_t lba, uint32_t seed) {
+    return run(s, rw16(0x8a, lba, 1), SCSI_XFER_WRITE, pattern(lba, seed));
+}
+
+bool verify_block(Session& s, uint64_t lba, uint32_t seed) {
+    Result r = run(s, rw16(0x88, lba, 1), SCSI_XFER_READ, {}, block);
+    if (r.status != SCSI_STATUS_GOOD) {
+        std::fprintf(stderr, "read of LBA %llu: %s\n", (unsigned long long)lba, describe(r).c_str());
+        return false;
+    }
+    if (r.data != pattern(lba, seed)) {
+        std::fprintf(stderr, "LBA %llu does not hold what was written (seed %u)\n", (unsigned long long)lba, seed);
+        return false;
+    }
+    return true;
+}
+
+struct Pending {
+    uint64_t lba = 0;
+    bool done = false;
+    Result result;
+};
+
+void on_pending(iscsi_context*, int status, void* command_data, void* priv) {
+    auto* p = static_cast<Pending*>(priv);
+    auto* task = static_cast<scsi_task*>(command_data);
+    p->done = true;
+    p->result.status = status;
+    if (status == SCSI_STATUS_CHECK_CONDITION && task) {
+        p->result.key = int(task->sense.key);
+        p->result.asc = task->sense.ascq;
+    }
+    if (task) scsi_free_scsi_task(task);
+}
+
+// COUNT one-block commands in flight together, so that the target sees them
+// in one pass and may merge adjacent ones into one I/O.
+int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
+    std::vector<Pending> p(count);
+    std::vector<std::vector<unsigned char>> data(count);
+    for (uint64_t i = 0; i < count; ++i) {
+        p[i].lba = lba + i;
+        data[i] = pattern(lba + i, 2);
+        scsi_task* t = write ? iscsi_write16_task(s.ctx, s.lun, lba + i, data[i].data(), block, block, 0, 0, 0, 0, 0,
+                                                  on_pending, &p[i])
+                             : iscsi_read16_task(s.ctx, s.lun, lba + i, block, block, 0, 0, 0, 0, 0, on_pending, &p[i]);
+        if (!t) die(std::string("cannot queue a command: ") + iscsi_get_error(s.ctx));
+    }
+    for (;;) {
+        bool all = true;
+        for (const auto& x : p) all = all && x.done;
+        if (all) break;
+        pollfd pfd{iscsi_get_fd(s.ctx), short(iscsi_which_events(s.ctx)), 0};
+        if (::poll(&pfd, 1, 15000) <= 0) die("no answer within 15 s", 1);
+        if (iscsi_service(s.ctx, pfd.revents) < 0) die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
+    }
+    for (const auto& x : p) std::printf("%llu %s\n", (unsigned long long)x.lba, describe(x.result).c_str());
+    return 0;
+}
+
+unsigned long number(const char* s, int base = 10) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(s, &end, base);
+    if (!*s || *end) die(std::string("not a number: ") + s);
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) die("usage: scsi_probe URL inquiry|serial|designators|rtpg|cdb|wait-ua|write-log|verify-log|write|verify ...");
+    const std::string what = argv[2];
+    Session s;
+    s.ctx = iscsi_create_context("iqn.2026-11.io.rbio:scsi-probe");
+    if (!s.ctx) die("cannot create an iSCSI context");
+    s.url = iscsi_parse_full_url(s.ctx, argv[1]);
+    if (!s.url) die(std::string("bad URL ") + argv[1] + ": " + iscsi_get_error(s.ctx));
+    iscsi_set_targetname(s.ctx, s.url->target);
+    iscsi_set_session_type(s.ctx, ISCSI_SESSION_NORMAL);
+    // LUN -1: libiscsi's own TEST UNIT READY after login would fail the
+    // login on a standby path; pending unit attentions are cleared below.
+    if (iscsi_full_connect_sync(s.ctx, s.url->portal, -1) != 0)
+        die(std::string("login to ") + argv[1] + " failed: " + iscsi_get_error(s.ctx), 1);
+    s.lun = s.url->lun;
+    // A dead gateway is an answer here, not something to wait out:
+    // libiscsi would otherwise reconnect forever.
+    iscsi_set_noautoreconnect(s.ctx, 1);
+    iscsi_set_reconnect_max_retries(s.ctx, 0);
+    iscsi_set_timeout(s.ctx, 15);
+    const std::vector<unsigned char> tur(6, 0);
+    for (int i = 0; i < 16 && run(s, tur, SCSI_XFER_NONE).key == SCSI_SENSE_UNIT_ATTENTION; ++i) {}
+
+    if (what == "inquiry") {
+        Result r = inquiry(s, false, 0);
+        must_be_good(r, "INQUIRY");
+        if (r.data.size() < 36) die("short INQUIRY data", 1);
+        std::printf("tpgs=%u vendor=%.8s product=%.16s\n", unsigned((r.data[5] >> 4) & 3), &r.data[8], &r.data[16]);
+    } else if (what == "serial") {
+        Result r = inquiry(s, true, 0x80);
+        must_be_good(r, "INQUIRY VPD 0x80");
+        size_t n = r.data.size() >= 4 ? std::min<size_t>(r.data.size() - 4, (r.data[2] << 8) | r.data[3]) : 0;
+        std::string sn(r.data.begin() + 4, r.data.begin() + 4 + long(n));
+        std::printf("%s\n", sn.c_str());
+    } else if (what == "designators") {
+        Result r = inquiry(s, true, 0x83);
+        must_be_good(r, "INQUIRY VPD 0x83");
+        if (r.data.size() < 4) die("short VPD 0x83", 1);
+        size_t end = std::min<size_t>(r.data.size(), 4 + ((r.data[2] << 8) | r.data[3]));
+        static const char* assoc[] = {"lu", "port", "target", "reserved"};
+        for (size_t p = 4; p + 4 <= end;) {
+            size_t len = r.data[p + 3];
+            if (p + 4 + len > end) die("a VPD 0x83 designator runs past the page", 1);
+            std::printf("%s %u %s\n", assoc[(r.data[p + 1] >> 4) & 3], unsigned(r.data[p + 1] & 0xf),
+                        hex(&r.data[p + 4], len).c_str());
+            p += 4 + len;
+        }
+    } else if (what == "rtpg") {
+        const bool ext = argc > 3 && std::string(argv[3]) == "--extended";
+        Result r = run(s, {0xa3, uint8_t(0x0a | (ext ? 0x20 : 0)), 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}, SCSI_XFER_READ, {}, 4096);
+        must_be_good(r, "REPORT TARGET PORT GROUPS");
+        if (r.data.size() < 4) die("short RTPG data", 1);
+        size_t len = 4 + ((size_t(r.data[0]) << 24) | (r.data[1] << 16) | (r.data[2] << 8) | r.data[3]);
+        size_t p = 4;
+        if (ext) {
+            if (r.data.size() < 8 || (r.data[4] & 0x70) != 0x10) die("no extended header in the RTPG data", 1);
+            std::printf("transition_time=%u\n", unsigned(r.data[5]));
+            p = 8;
+        }
+        if (len > r.data.size()) die("RTPG data longer than returned", 1);
+        static const char* names[16] = {"active/optimized", "active/non-optimized", "standby", "unavailable",
+                                        "lba-dependent", "5", "6", "7", "8", "9", "a", "b", "c", "d", "offline",
+                                        "transitioning"};
+        while (p + 8 <= len) {
+            unsigned ports = r.data[p + 7];
+            std::printf("group %u %s ports", unsigned((r.data[p + 2] << 8) | r.data[p + 3]), names[r.data[p] & 0xf]);
+            for (unsigned i = 0; i < ports && p + 8 + 4 * i + 4 <= len; ++i)
+                std::printf(" %u", unsigned((r.data[p + 8 + 4 * i + 2] << 8) | r.data[p + 8 + 4 * i + 3]));
+            std::printf("\n");
+            p += 8 + 4 * ports;
+        }
+    } else if (what == "cdb") {
+        if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN]");
+        std::string h = argv[3];
+        if (h.size() % 2 || h.empty()) die("CDB hex must have an even number of digits");
+        std::vector<unsigned char> cdb;
+        for (size_t i = 0; i < h.size(); i += 2) cdb.push_back(uint8_t(number(h.substr(i, 2).c_str(), 16)));
+        int len = argc > 4 ? int(number(argv[4])) : 0;
+        Result r = run(s, cdb, len ? SCSI_XFER_READ : SCSI_XFER_NONE, {}, len);
+        std::printf("%s\n", describe(r).c_str());
+    } else if (what == "wait-ua") {
+        if (argc < 5) die("usage: scsi_probe URL wait-ua ASC SECONDS");
+        const int want = int(number(argv[3], 16));
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(number(argv[4]));
+        std::printf("ready\n");
+        std::fflush(stdout);
+        while (std::chrono::steady_clock::now() < deadline) {
+            Result r = run(s, tur, SCSI_XFER_NONE);
+            if (r.status < 0) die("TEST UNIT READY: " + r.error, 1);
+            if (r.key == SCSI_SENSE_UNIT_ATTENTION) {
+                std::printf("%s\n", describe(r).c_str());
+                if (r.asc == want) return 0;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        die("no unit attention with ASC " + std::string(argv[3]) + " in time", 1);
+    } else if (what == "write-log") {
+        if (argc < 6) die("usage: scsi_probe URL write-log FIRST COUNT FILE");
+        const uint64_t first = number(argv[3]), count = number(argv[4]);
+        std::FILE* log = std::fopen(argv[5], "a");
+        if (!log) die(std::string("cannot open ") + argv[5] + ": " + std::strerror(errno));
+        for (uint64_t lba = first; lba < first + count; ++lba) {
+            Result r = write_block(s, lba, 1);
+            if (r.status != SCSI_STATUS_GOOD) {
+                std::fprintf(stderr, "write of LBA %llu: %s\n", (unsigned long long)lba, describe(r).c_str());
+                std::fclose(log);
+                return 1;
+            }
+            std::fprintf(log, "%llu\n", (unsigned long long)lba);
+            std::fflush(log);  // acknowledged: a test kill must not lose the record
+        }
+        std::fclose(log);
+    } else if (what == "verify-log") {
+        if (argc < 4) die("usage: scsi_probe URL verify-log FILE");
+        std::ifstream in(argv[3]);
+        if (!in) die(std::string("cannot read ") + argv[3]);
+        unsigned long long lba;
+        size_t n = 0, bad = 0;
+        while (in >> lba) {
+            ++n;
+            if (!verify_block(s, lba, 1) && ++bad > 10) break;
+        }
+        std::printf("%zu acknowledged blocks, %zu lost\n", n, bad);
+        return bad ? 1 : 0;
+    } else if (what == "write" || what == "verify") {
+        if (argc < 6) die("usage: scsi_probe URL write|verify LBA COUNT SEED");
+        const uint64_t lba = number(argv[3]), count = number(argv[4]);
+        const uint32_t seed = uint32_t(number(argv[5]));
+        for (uint64_t b = lba; b < lba + count; ++b) {
+            if (what == "write") {
+                Result r = write_block(s, b, seed);
+                if (r.status != SCSI_STATUS_GOOD) die("write of LBA " + std::to_string(b) + ": " + describe(r), 1);
+            } else if (!verify_block(s, b, seed)) {
+                return 1;
+            }
+        }
+    } else if (what == "reads" || what == "writes") {
+        if (argc < 5) die("usage: scsi_probe URL reads|writes LBA COUNT");
+        return at_once(s, what == "writes", number(argv[3]), number(argv[4]));
+    } else {
+        die("unknown request " + what);
+    }
+    return 0;
+}
