@@ -40,6 +40,13 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 600 "$@"
 
 source "$HERE/lib.sh"
+# Prerequisites (scripts/vm/prepare.sh installs them): a missing one skips.
+for tool in multipath multipathd dmsetup sg_inq sg_vpd sg_rtpg sg_raw fio iscsiadm iscsid udevadm; do
+  command -v "$tool" > /dev/null || skip_test "no $tool (multipath-tools, sg3-utils, fio, open-iscsi, udev)"
+done
+for f in /lib/systemd/systemd-udevd /lib/udev/scsi_id; do
+  [[ -x $f ]] || skip_test "no $f (systemd, udev)"
+done
 
 IQN=iqn.2026-11.io.rbio:vm-mpath
 # The LU's identity, set on every gateway (tgtadm --params scsi_id=,scsi_sn=).
@@ -104,7 +111,7 @@ VM_CLEANUP_HOOKS+=('kill "$UDEVD_PID" 2>/dev/null; wait "$UDEVD_PID" 2>/dev/null
 must "udevd runs" wait_for 10 test -S /run/udev/control
 
 NODE_SETTINGS=(node.session.initial_login_retry_max=1 node.conn[0].timeo.login_timeout=5
-               node.session.timeo.replacement_timeout=$REPLACEMENT_TIMEOUT
+               "node.session.timeo.replacement_timeout=$REPLACEMENT_TIMEOUT"
                node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2)
 for n in "${GWS[@]}"; do
   gw "$n"
@@ -260,7 +267,6 @@ pg_of() {
     /policy=/ { p = $0; sub(/.*prio=/, "", p); split(p, a, " "); st = $0; sub(/.*status=/, "", st); pg = a[1] " " st }
     $0 ~ (" " sd " [0-9]+:[0-9]+ ") { print pg }'
 }
-prio_of() { local p; p=$(pg_of "$1"); echo "${p%% *}"; }
 # pgs_are "N..." "N..." ...: multipath's path groups, the active one first,
 # then by falling priority, each named by its gateways.
 pgs_are() {
