@@ -195,9 +195,13 @@ CONF
 must "multipath -v2 builds the map" multipath -v2
 multipathd -d -s > "$WORK/multipathd.log" 2>&1 &
 MPD_PID=$!
-VM_CLEANUP_HOOKS+=('(( rc == 0 )) || { echo "--- multipathd log (last 30 lines) ---"; tail -30 "$WORK/multipathd.log"; }'
-                   'kill "$MPD_PID" 2>/dev/null; wait "$MPD_PID" 2>/dev/null'
-                   'multipath -F >/dev/null 2>&1')
+# At exit, before udevd stops: removing a map waits for udev to confirm
+# (libdevmapper's udev sync), forever without udevd (seen: a run that
+# failed after the kill hung in multipath -F until the guest's timeout).
+VM_CLEANUP_HOOKS=('(( rc == 0 )) || { echo "--- multipathd log (last 30 lines) ---"; tail -30 "$WORK/multipathd.log"; }'
+                  'kill "$MPD_PID" 2>/dev/null; wait "$MPD_PID" 2>/dev/null'
+                  'timeout 60 multipath -F >/dev/null 2>&1'
+                  "${VM_CLEANUP_HOOKS[@]}")
 must "multipathd answers" wait_for 20 eval 'multipathd show daemon 2>/dev/null | grep -Eq "idle|running"'
 multipath -ll | sed 's/^/  /'
 
