@@ -36,8 +36,9 @@ tgt_gateway() {
   [[ " ${TGT_GATEWAYS[*]} " == *" $STATE "* ]] || TGT_GATEWAYS+=("$STATE")
 }
 
+# tgt_test_cleanup [STATUS]: the EXIT trap (STATUS defaults to $?).
 tgt_test_cleanup() {
-  local rc=$? s
+  local rc=${1:-$?} s
   local states=("${TGT_GATEWAYS[@]}")
   [[ " ${states[*]} " == *" ${STATE:-} "* ]] || states+=("${STATE:-}")
   for s in "${states[@]}"; do
