@@ -17,6 +17,8 @@
 // a malformed PDU InitiatorError(Protocol), both naming the portal; what the
 // session's handlers throw passes through. Nothing here allocates or makes
 // a system call per command beyond what the backend's batching needs.
+#include <poll.h>
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -105,6 +107,12 @@ public:
     // completions without an event. Returns true when the target was heard
     // from; false also on EINTR.
     virtual bool wait_and_receive(int timeout_ms, int wake_fd, bool more) = 0;
+    // Appends the fds (and events) wait_and_receive would poll, for a caller
+    // polling several connections at once.
+    virtual void poll_fds(std::vector<pollfd>& fds) const = 0;
+    // PDUs are queued that the next flush would send now (not waiting for
+    // the connection to become writable).
+    virtual bool unsent() const = 0;
 
 protected:
     explicit Connection(const Portal& portal) : portal_(portal.to_string()) {}

@@ -269,6 +269,11 @@ bool IserConnection::wait_and_receive(int timeout_ms, int wake_fd, bool more) {
     return heard;
 }
 
+void IserConnection::poll_fds(std::vector<pollfd>& fds) const {
+    fds.push_back({ep_.fd(), POLLIN, 0});
+    fds.push_back({channel_->fd, POLLIN, 0});
+}
+
 bool IserConnection::receive() {
     const uint64_t before = counters_[iser::Counter::Completions];
     // Neither may throw through the endpoint's pass: it must repost the

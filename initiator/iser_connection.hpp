@@ -84,6 +84,10 @@ public:
         return false;
     }
     bool wait_and_receive(int timeout_ms, int wake_fd, bool more) override;
+    void poll_fds(std::vector<pollfd>& fds) const override;
+    // What a pass's completions queue is posted within that pass (see
+    // ConnectionEvents::fill_send_queue).
+    bool unsent() const override { return false; }
 
 private:
     struct Resolved {

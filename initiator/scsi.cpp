@@ -250,6 +250,99 @@ std::vector<Designator> decode_device_identification(std::span<const uint8_t> pa
     return out;
 }
 
+std::optional<uint16_t> target_port_group(std::span<const Designator> designators) {
+    for (const Designator& d : designators)
+        if (d.association == 1 && d.type == 5 && d.value.size() >= 4)
+            return uint16_t(get_be(d.value.data() + 2, 2));
+    return std::nullopt;
+}
+
+std::vector<Designator> lu_designators(std::span<const Designator> designators) {
+    std::vector<Designator> out;
+    for (const Designator& d : designators)
+        if (d.association == 0) out.push_back(d);
+    return out;
+}
+
+bool operator==(const Designator& a, const Designator& b) {
+    return a.protocol_id == b.protocol_id && a.code_set == b.code_set && a.piv == b.piv &&
+           a.association == b.association && a.type == b.type && a.value == b.value;
+}
+
+std::string to_string(AluaState s) {
+    switch (s) {
+    case AluaState::ActiveOptimized: return "active/optimized";
+    case AluaState::ActiveNonOptimized: return "active/non-optimized";
+    case AluaState::Standby: return "standby";
+    case AluaState::Unavailable: return "unavailable";
+    case AluaState::LbaDependent: return "lba-dependent";
+    case AluaState::Offline: return "offline";
+    case AluaState::Transitioning: return "transitioning";
+    }
+    char b[16];
+    std::snprintf(b, sizeof b, "state 0x%x", unsigned(s));
+    return b;
+}
+
+const TargetPortGroup* TargetPortGroups::find(uint16_t id) const {
+    for (const TargetPortGroup& g : groups)
+        if (g.id == id) return &g;
+    return nullptr;
+}
+
+ScsiCommand make_report_target_port_groups(uint64_t lun, std::span<uint8_t> buffer, bool extended) {
+    size_t n = std::min<size_t>(buffer.size(), 0xffffffffu);
+    ScsiCommand c = command(lun, {0xa3, uint8_t((extended ? 0x20 : 0x00) | 0x0a)}, 12, DataDirection::Read,
+                            buffer.first(n));
+    put_be(c.cdb.data() + 6, n, 4);
+    return c;
+}
+
+TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data, bool extended) {
+    const char* what = "REPORT TARGET PORT GROUPS";
+    const size_t header = extended ? 8 : 4;
+    if (data.size() < header)
+        fail(ErrorKind::Protocol, std::string(what) + ": " + std::to_string(data.size()) +
+                                      " bytes, shorter than its " + std::to_string(header) + "-byte header");
+    TargetPortGroups out;
+    if (extended) {
+        if (((data[4] >> 4) & 0x07) != 1)
+            fail(ErrorKind::Protocol, std::string(what) + ": format type " + std::to_string((data[4] >> 4) & 0x07) +
+                                          " where the extended header (1) was asked for");
+        out.implicit_transition_time = data[5];
+    }
+    // RETURN DATA LENGTH counts the bytes after the first four.
+    const uint64_t total = 4 + get_be(data.data(), 4);
+    if (total < header)
+        fail(ErrorKind::Protocol, std::string(what) + ": return data length " + std::to_string(total - 4) +
+                                      " shorter than the extended header");
+    const size_t end = size_t(std::min<uint64_t>(total, data.size()));
+    for (size_t off = header; off < end;) {
+        if (end - off < 8) {
+            if (end < total) break;  // cut by the allocation length
+            fail(ErrorKind::Protocol, std::string(what) + ": a target port group descriptor cut at byte " +
+                                          std::to_string(off) + " of " + std::to_string(end));
+        }
+        const size_t len = 8 + 4 * size_t(data[off + 7]);
+        if (end - off < len) {
+            if (end < total) break;
+            fail(ErrorKind::Protocol, std::string(what) + ": descriptor at byte " + std::to_string(off) + " with " +
+                                          std::to_string(data[off + 7]) + " ports runs past the " +
+                                          std::to_string(end) + " bytes returned");
+        }
+        TargetPortGroup g;
+        g.preferred = data[off] & 0x80;
+        g.state = AluaState(data[off] & 0x0f);
+        g.supported = data[off + 1];
+        g.id = uint16_t(get_be(data.data() + off + 2, 2));
+        g.status = data[off + 5];
+        for (size_t p = off + 8; p < off + len; p += 4) g.ports.push_back(uint16_t(get_be(data.data() + p + 2, 2)));
+        out.groups.push_back(std::move(g));
+        off += len;
+    }
+    return out;
+}
+
 std::string Designator::to_string() const {
     static constexpr const char* kTypes[16] = {
         "vendor specific", "T10 vendor ID", "EUI-64", "NAA", "relative target port",
@@ -339,7 +432,7 @@ std::vector<std::vector<LbaRange>> plan_unmap(uint64_t lba, uint64_t blocks, con
     return plan;
 }
 
-ScsiOutcome execute_checked(Session& s, const ScsiCommand& cmd, const char* what, int retries) {
+ScsiOutcome execute_checked(IoSession& s, const ScsiCommand& cmd, const char* what, int retries) {
     for (int attempt = 0;; ++attempt) {
         ScsiOutcome o = s.execute(cmd);
         if (o.good()) return o;
@@ -354,11 +447,11 @@ ScsiOutcome execute_checked(Session& s, const ScsiCommand& cmd, const char* what
     }
 }
 
-void test_unit_ready(Session& s, uint64_t lun) {
+void test_unit_ready(IoSession& s, uint64_t lun) {
     execute_checked(s, make_test_unit_ready(lun), "TEST UNIT READY");
 }
 
-InquiryData inquiry(Session& s, uint64_t lun) {
+InquiryData inquiry(IoSession& s, uint64_t lun) {
     std::vector<uint8_t> buf(96);
     ScsiOutcome o = execute_checked(s, make_inquiry(lun, buf), "INQUIRY");
     if (o.bytes_transferred < 36)
@@ -371,7 +464,7 @@ InquiryData inquiry(Session& s, uint64_t lun) {
     return d;
 }
 
-Capacity read_capacity16(Session& s, uint64_t lun) {
+Capacity read_capacity16(IoSession& s, uint64_t lun) {
     std::vector<uint8_t> buf(32);
     ScsiOutcome o = execute_checked(s, make_read_capacity16(lun, buf), "READ CAPACITY(16)");
     if (o.bytes_transferred < 12)
@@ -384,7 +477,7 @@ Capacity read_capacity16(Session& s, uint64_t lun) {
     return c;
 }
 
-std::vector<uint64_t> report_luns(Session& s) {
+std::vector<uint64_t> report_luns(IoSession& s) {
     std::vector<uint8_t> buf(16 + 8 * 256);
     ScsiOutcome o = execute_checked(s, make_report_luns(buf), "REPORT LUNS");
     uint64_t list_len = std::min<uint64_t>(get_be(buf.data(), 4), o.bytes_transferred - std::min<uint32_t>(8, o.bytes_transferred));
@@ -397,27 +490,27 @@ std::vector<uint64_t> report_luns(Session& s) {
     return luns;
 }
 
-void read16(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
+void read16(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
     execute_checked(s, make_read16(lun, lba, uint32_t(buffer.size() / block_size), buffer), "READ(16)");
 }
 
-void write16(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
+void write16(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
     execute_checked(s, make_write16(lun, lba, uint32_t(buffer.size() / block_size), buffer), "WRITE(16)");
 }
 
-void synchronize_cache10(Session& s, uint64_t lun) {
+void synchronize_cache10(IoSession& s, uint64_t lun) {
     execute_checked(s, make_synchronize_cache10(lun), "SYNCHRONIZE CACHE(10)");
 }
 
-void read10(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
+void read10(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
     execute_checked(s, make_read10(lun, lba, uint32_t(buffer.size() / block_size), buffer), "READ(10)");
 }
 
-void write10(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
+void write10(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer) {
     execute_checked(s, make_write10(lun, lba, uint32_t(buffer.size() / block_size), buffer), "WRITE(10)");
 }
 
-std::vector<uint8_t> inquiry_vpd(Session& s, uint64_t lun, uint8_t page) {
+std::vector<uint8_t> inquiry_vpd(IoSession& s, uint64_t lun, uint8_t page) {
     std::vector<uint8_t> buf(512);
     for (;;) {
         ScsiOutcome o = execute_checked(s, make_inquiry_vpd(lun, page, buf), "INQUIRY (VPD)");
@@ -435,21 +528,37 @@ std::vector<uint8_t> inquiry_vpd(Session& s, uint64_t lun, uint8_t page) {
     }
 }
 
-std::vector<uint8_t> supported_vpd_pages(Session& s, uint64_t lun) {
+std::vector<uint8_t> supported_vpd_pages(IoSession& s, uint64_t lun) {
     return decode_supported_vpd_pages(inquiry_vpd(s, lun, 0x00));
 }
-std::string unit_serial_number(Session& s, uint64_t lun) {
+std::string unit_serial_number(IoSession& s, uint64_t lun) {
     return decode_unit_serial_number(inquiry_vpd(s, lun, 0x80));
 }
-std::vector<Designator> device_identification(Session& s, uint64_t lun) {
+std::vector<Designator> device_identification(IoSession& s, uint64_t lun) {
     return decode_device_identification(inquiry_vpd(s, lun, 0x83));
 }
-BlockLimits block_limits(Session& s, uint64_t lun) { return decode_block_limits(inquiry_vpd(s, lun, 0xb0)); }
-LogicalBlockProvisioning logical_block_provisioning(Session& s, uint64_t lun) {
+BlockLimits block_limits(IoSession& s, uint64_t lun) { return decode_block_limits(inquiry_vpd(s, lun, 0xb0)); }
+LogicalBlockProvisioning logical_block_provisioning(IoSession& s, uint64_t lun) {
     return decode_logical_block_provisioning(inquiry_vpd(s, lun, 0xb2));
 }
 
-size_t unmap(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, const BlockLimits& limits) {
+TargetPortGroups report_target_port_groups(IoSession& s, uint64_t lun) {
+    std::vector<uint8_t> buf(1024);
+    for (;;) {
+        ScsiOutcome o = execute_checked(s, make_report_target_port_groups(lun, buf), "REPORT TARGET PORT GROUPS");
+        size_t got = std::min<size_t>(o.bytes_transferred, buf.size());
+        if (got >= 4) {
+            uint64_t want = 4 + get_be(buf.data(), 4);
+            if (want > buf.size() && buf.size() < (1u << 20)) {
+                buf.assign(size_t(std::min<uint64_t>(want, 1u << 20)), 0);  // ask again for all of it
+                continue;
+            }
+        }
+        return decode_report_target_port_groups(std::span<const uint8_t>(buf.data(), got));
+    }
+}
+
+size_t unmap(IoSession& s, uint64_t lun, uint64_t lba, uint64_t blocks, const BlockLimits& limits) {
     std::vector<std::vector<LbaRange>> plan;
     try {
         plan = plan_unmap(lba, blocks, limits);
@@ -463,7 +572,7 @@ size_t unmap(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, const Bloc
     return plan.size();
 }
 
-size_t write_same16(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, std::span<uint8_t> block,
+size_t write_same16(IoSession& s, uint64_t lun, uint64_t lba, uint64_t blocks, std::span<uint8_t> block,
                     bool unmap, const BlockLimits& limits) {
     uint64_t chunk = 0xffffffffu;
     if (limits.max_write_same_length != 0) chunk = std::min<uint64_t>(chunk, limits.max_write_same_length);

@@ -553,7 +553,25 @@ TmfResponse Session::lun_reset(uint64_t lun, std::chrono::milliseconds timeout) 
 }
 SessionStats Session::stats() const { return impl_->stats(); }
 
-ScsiOutcome Session::execute(ScsiCommand command) {
+Clock::time_point Session::poll_fds(std::vector<pollfd>& fds) const { return impl_->poll_fds(fds); }
+
+Clock::time_point Session::Impl::poll_fds(std::vector<pollfd>& fds) const {
+    Clock::time_point until = Clock::time_point::max();
+    if (down_ || !conn_) return Clock::now();  // recovery runs in passes of its own
+    conn_->poll_fds(fds);
+    // What the last pass received may have made work to send (Data-Out for
+    // an R2T, a NOP-Out answer, commands the window now admits): it leaves
+    // with the next pass, which is due now.
+    const bool ready = full_feature_ && room() &&
+                       (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_)));
+    if (ready || conn_->unsent()) return Clock::now();
+    for (const auto& [itt, t] : tasks_)
+        if (!t.aborting) until = std::min(until, t.deadline);
+    for (const auto& [itt, tmf] : tmfs_) until = std::min(until, tmf.deadline);
+    return ping_wake(until);
+}
+
+ScsiOutcome IoSession::execute(ScsiCommand command) {
     std::optional<ScsiOutcome> result;
     command.done = [&](const ScsiOutcome& o) { result = o; };
     submit(std::move(command));

@@ -30,7 +30,7 @@ inline bool sn_le(uint32_t a, uint32_t b) { return !sn_gt(a, b); }
 // SAM single-level LUN: peripheral addressing below 256, flat space beyond.
 uint64_t encode_lun(uint64_t lun);
 
-class Session::Impl : private ConnectionEvents {
+class Session::Impl final : private ConnectionEvents {
 public:
     // `fd`: a connected TCP socket to log in over, or none (connect_and_login
     // makes the connection). `reconnectable`: the Session made the connection itself and may make
@@ -61,6 +61,7 @@ public:
     size_t outstanding() const { return tasks_.size(); }
     void run_once(std::chrono::milliseconds max_wait);
     void run_nowait();
+    Clock::time_point poll_fds(std::vector<pollfd>& fds) const;
     SessionStats stats() const;
     const NegotiatedParams& params() const { return params_; }
     bool recovering() const { return down_; }

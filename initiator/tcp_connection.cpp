@@ -120,6 +120,10 @@ bool TcpConnection::wait_and_receive(int timeout_ms, int wake_fd, bool) {
     return false;
 }
 
+void TcpConnection::poll_fds(std::vector<pollfd>& fds) const {
+    fds.push_back({fd_.get(), short(POLLIN | (tx_.state() == iser::TxState::Blocked ? POLLOUT : 0)), 0});
+}
+
 bool TcpConnection::receive() {
     const ssize_t n = iser::receive_into(fd_.get(), *rx_);
     if (n == -EAGAIN || n == -EINTR) return false;

@@ -42,6 +42,8 @@ public:
     void enter_full_feature(const NegotiatedParams& params) override;
     bool flush(bool quiet) override;
     bool wait_and_receive(int timeout_ms, int wake_fd, bool more) override;
+    void poll_fds(std::vector<pollfd>& fds) const override;
+    bool unsent() const override { return tx_.queued_pdus() > 0 && tx_.state() != iser::TxState::Blocked; }
 
 private:
     // A PDU handed to the TxQueue: its header (and owned data) live here

@@ -18,6 +18,7 @@ PACKAGES=(
   liburing-dev                                # the backing store's io_uring
   libgtest-dev googletest                     # unit tests
   valgrind util-linux strace                  # leak test, namespaces, syscall counts
+  clang                                       # the libFuzzer targets (scripts/fuzz.sh)
   iperf3                                      # loopback TCP ceiling in bench/transport-compare.sh
   libssl-dev                                  # the initiator's CHAP MD5 (libcrypto)
   libboost-log-dev                            # the rbio CLI's logging

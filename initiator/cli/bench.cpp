@@ -1,5 +1,7 @@
 // rbio bench: a closed-loop load of READ(16)/WRITE(16) at a fixed number in
-// flight over one session, with optional data verification.
+// flight over one session (or, with several --portal, over one
+// MultipathSession of one session per portal), with optional data
+// verification.
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "options.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
+#include "rbio/initiator/multipath.hpp"
 #include "rbio/initiator/scsi.hpp"
 
 namespace rbio::cli {
@@ -62,7 +65,7 @@ void fill_pattern(std::span<uint8_t> buf, uint64_t unit, uint32_t gen) {
 class Runner {
 public:
     // `region` holds iodepth buffers of bs bytes (registered once for iSER).
-    Runner(initiator::Session& s, const Config& c, uint32_t block_size, uint64_t units, std::span<uint8_t> region)
+    Runner(initiator::IoSession& s, const Config& c, uint32_t block_size, uint64_t units, std::span<uint8_t> region)
         : s_(s), c_(c), block_size_(block_size), busy_(units, false), gen_(units, 0) {
         for (uint32_t i = 0; i < c.iodepth; ++i) bufs_.push_back(region.subspan(size_t(i) * c.bs, c.bs));
     }
@@ -89,9 +92,10 @@ public:
             if (progress && now >= tick) {
                 double secs = std::chrono::duration<double>(now - start).count();
                 uint64_t d = ios_ - done_before - ios_at_tick;
-                std::fprintf(stderr, "%s[%4.0fs] %s %9.0f IOPS %9.1f MB/s (last second)%s",
+                std::string paths = status_ ? status_() : std::string();
+                std::fprintf(stderr, "%s[%4.0fs] %s %9.0f IOPS %9.1f MB/s (last second)%s%s",
                              isatty(2) ? "\r" : "", secs, c_.mode_name.c_str(), double(d),
-                             double(d) * c_.bs / 1e6, isatty(2) ? "" : "\n");
+                             double(d) * c_.bs / 1e6, paths.c_str(), isatty(2) ? "" : "\n");
                 ios_at_tick = ios_ - done_before;
                 tick += std::chrono::seconds(1);
             }
@@ -106,6 +110,10 @@ public:
     uint32_t gen(uint64_t u) const { return gen_[u]; }
     std::vector<uint32_t>& latencies_ns() { return lat_; }
     double elapsed() const { return elapsed_; }
+    // The longest time without any completion while I/O was in flight.
+    double longest_gap_ms() const { return std::chrono::duration<double, std::milli>(max_gap_).count(); }
+    // Appended to each progress line (the paths' states).
+    void set_status(std::function<std::string()> f) { status_ = std::move(f); }
     uint64_t verified() const { return verified_; }
 
 private:
@@ -176,16 +184,22 @@ private:
                 ++verified_;
             }
         }
+        const Clock::time_point now = Clock::now();
         lat_.push_back(uint32_t(std::min<int64_t>(
-            UINT32_MAX, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count())));
+            UINT32_MAX, std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count())));
+        max_gap_ = std::max(max_gap_, now - std::max(last_done_, t0));
+        last_done_ = now;
         busy_[unit] = false;
         ++ios_;
         free_.push_back(slot);
         refill();
     }
 
-    initiator::Session& s_;
+    initiator::IoSession& s_;
     const Config& c_;
+    std::function<std::string()> status_;
+    Clock::time_point last_done_{};
+    Clock::duration max_gap_{};
     uint32_t block_size_;
     std::vector<bool> busy_;
     std::vector<uint32_t> gen_;  // 0: content unknown
@@ -241,8 +255,10 @@ int bench_main(int argc, char** argv) {
     if (!args.has("--portal") || !args.has("--target"))
         throw UsageError("bench needs -T IQN and -p HOST[:PORT]");
     Config c = parse_config(args);
-    initiator::Portal portal = portal_option(args);
+    std::vector<initiator::Portal> portals = portal_options(args);
     initiator::SessionOptions opts = session_options(args);
+    if (portals.size() > 1 && opts.transport != initiator::Transport::Tcp)
+        throw UsageError("several --portal work over --transport tcp only");
     opts.target_name = args.get("--target");
     // Our MaxRecvDataSegmentLength: a whole I/O per Data-In up to 256 KiB
     // (larger PDUs measured slower: the target builds them whole before sending).
@@ -252,7 +268,20 @@ int bench_main(int argc, char** argv) {
     // it once per connection, and it must outlive the session).
     std::vector<uint8_t> io_memory(size_t(c.iodepth) * c.bs);
     opts.iser_regions = {std::span<uint8_t>(io_memory)};
-    auto session = initiator::Session::login(portal, opts);
+    std::unique_ptr<initiator::IoSession> session;
+    initiator::MultipathSession* mp = nullptr;
+    if (portals.size() == 1) {
+        session = initiator::Session::login(portals.front(), opts);
+    } else {
+        initiator::MultipathOptions mo;
+        mo.session = opts;
+        mo.lun = c.lun;
+        // --replacement-timeout: how long I/O waits for a path.
+        mo.no_path_timeout = opts.replacement_timeout;
+        auto m = initiator::MultipathSession::open(portals, mo);
+        mp = m.get();
+        session = std::move(m);
+    }
 
     initiator::test_unit_ready(*session, c.lun);
     initiator::Capacity cap = initiator::read_capacity16(*session, c.lun);
@@ -268,6 +297,13 @@ int bench_main(int argc, char** argv) {
                           << " bytes; using " << units << " x " << c.bs << " bytes");
 
     Runner runner(*session, c, cap.block_size, units, io_memory);
+    if (mp)
+        runner.set_status([mp] {
+            std::string s = " paths";
+            for (const auto& p : mp->multipath_stats().paths)
+                s += " " + p.portal + "=" + initiator::short_state(p) + ":" + std::to_string(p.commands);
+            return s;
+        });
     std::mt19937_64 rng(0x7262696f);
     bool reads = c.mode == Mode::Read || c.mode == Mode::RandRead || c.mode == Mode::Mixed;
 
@@ -351,6 +387,14 @@ int bench_main(int argc, char** argv) {
                 (unsigned long long)end.commands_retried, (unsigned long long)end.pings_sent,
                 (unsigned long long)end.pings_answered,
                 (unsigned long long)end.tasks_aborted, (unsigned long long)end.lun_resets);
+    if (mp) {
+        initiator::MultipathStats m = mp->multipath_stats();
+        std::printf("  multipath: paths=%zu failovers=%llu commands_moved=%llu resends=%llu last_failover_ms=%.1f "
+                    "max_failover_ms=%.1f longest_io_gap_ms=%.1f\n",
+                    m.paths.size(), (unsigned long long)m.failovers, (unsigned long long)m.commands_moved,
+                    (unsigned long long)m.resends, m.last_failover_ms, m.max_failover_ms, runner.longest_gap_ms());
+        for (const std::string& line : mp->describe_paths()) std::printf("  path %s\n", line.c_str());
+    }
     if (c.verify) std::printf("  verify: %llu blocks read back and matched\n", (unsigned long long)checked);
     return kExitOk;
 }

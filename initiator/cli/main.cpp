@@ -16,21 +16,33 @@ commands:
   discover -p HOST[:PORT] [--no-store]
                                  SendTargets discovery; prints "ADDRESS,TPGT IQN" per portal
                                  and stores each as an open-iscsi node record (iscsiadm -m node)
-  login -T IQN [-p HOST[:PORT]] [--mount DIR] [--state-dir DIR]
+  login -T IQN [-p HOST[:PORT]...] [--mount DIR] [--state-dir DIR]
                                  log in and hold the session in a background process; with
                                  --mount, each disk LU is the file DIR/lun<N> (FUSE): reads and
                                  writes go to the LU, fsync is SYNCHRONIZE CACHE. Returns once
                                  the files are usable. Without -p: the target's node record.
+                                 Several -p: gateways of one LU, one session each (multipath
+                                 with ALUA, as for bench); rbio session lists the paths.
   logout [-T IQN] [--state-dir DIR]
                                  unmount, synchronize every LU's cache, log out, end the process
                                  (all sessions without -T); refused (12) while a file is open
   session [-T IQN] [--state-dir DIR]
                                  list the sessions: portal, LUs, negotiated parameters, counters
-  bench -T IQN -p HOST[:PORT]    load one LU over one session and report
+  bench -T IQN -p HOST[:PORT] [-p HOST[:PORT]...]
+                                 load one LU over one session and report
         [--lun N] [--bs SIZE] [--iodepth N] [--rw read|write|randread|randwrite|rw]
         [--time S] [--size SIZE] [--verify] [--timeout S]
         --verify writes known data first (for reads) or reads every written
         block back (for writes) and compares it byte for byte.
+        Several -p: portals (gateways) of the same LU, one session each
+        (multipath, TCP only): I/O goes to the paths whose ALUA state is
+        best (active/optimized, else active/non-optimized; REPORT TARGET
+        PORT GROUPS), round robin; on a path failure or a NOT READY /
+        state-change answer the commands move to another path; a failed
+        path logs in again every second and takes I/O back when its state
+        is best. --replacement-timeout S: how long I/O waits while no path
+        serves it (then exit 10). Prints the paths' states and commands on
+        each progress line and per-path counters at the end.
   inquiry -T IQN -p HOST[:PORT] [--lun N] [--vpd PAGE]
                                  identify one LU (default LUN 0): standard INQUIRY, capacity and
                                  the supported VPD pages; --vpd decodes one page: serial (0x80),
@@ -61,7 +73,9 @@ options of every command that logs in:
   --replacement-timeout S (120)  after a lost connection, a command timeout or an unanswered
                                  ping, log in again (same ISID, TSIH 0: session reinstatement)
                                  and re-send every command without status, for at most S
-                                 seconds; then the commands fail (exit 10). 0: no recovery
+                                 seconds; then the commands fail (exit 10). 0: no recovery.
+                                 With several -p: how long commands wait while no path
+                                 serves I/O (each path fails over at once instead)
   --abort-timeout S (15), --lu-reset-timeout S (30)
                                  a command past --timeout is aborted (ABORT TASK) and re-sent;
                                  if the target cannot abort it, the LU is reset (LOGICAL UNIT

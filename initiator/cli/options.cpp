@@ -28,13 +28,18 @@ Args::Args(int argc, char** argv, int first, const std::vector<std::string>& fla
             if (i + 1 >= argc) throw UsageError(a + " needs a value");
             value = argv[++i];
         }
-        values_[key] = value;
+        values_[key].push_back(value);
     }
 }
 
 std::string Args::get(const std::string& key, const std::string& fallback) const {
     auto it = values_.find(key);
-    return it == values_.end() ? fallback : it->second;
+    return it == values_.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> Args::get_all(const std::string& key) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 void Args::allow_only(const std::vector<std::string>& known) const {
@@ -74,6 +79,21 @@ initiator::Portal portal_option(const Args& args) {
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
     }
+}
+
+std::vector<initiator::Portal> portal_options(const Args& args) {
+    std::vector<initiator::Portal> out;
+    for (const std::string& v : args.get_all("--portal")) {
+        try {
+            out.push_back(initiator::Portal::parse(v));
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(e.what());
+        }
+        for (size_t j = 0; j + 1 < out.size(); ++j)
+            if (out[j].to_string() == out.back().to_string())
+                throw UsageError("--portal " + out.back().to_string() + " given twice");
+    }
+    return out;
 }
 
 namespace {

@@ -25,12 +25,15 @@ public:
     // `flags` are options without a value (e.g. "--verify").
     Args(int argc, char** argv, int first, const std::vector<std::string>& flags);
     bool has(const std::string& key) const { return values_.count(key) > 0; }
+    // The last value given for `key`.
     std::string get(const std::string& key, const std::string& fallback = "") const;
+    // Every value given for `key`, in order (e.g. several --portal).
+    std::vector<std::string> get_all(const std::string& key) const;
     // Keys given that are not in `known` make a UsageError.
     void allow_only(const std::vector<std::string>& known) const;
 
 private:
-    std::map<std::string, std::string> values_;
+    std::map<std::string, std::vector<std::string>> values_;
 };
 
 // "4096", "4k", "4K", "1m", "1M", "1g" (powers of 1024).
@@ -45,6 +48,9 @@ uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo
 initiator::SessionOptions session_options(const Args& args);
 // --portal HOST[:PORT]; a malformed one is a UsageError.
 initiator::Portal portal_option(const Args& args);
+// Every --portal given, in order; a malformed one, or one given twice, is a
+// UsageError.
+std::vector<initiator::Portal> portal_options(const Args& args);
 extern const std::vector<std::string> kSessionKeys;
 
 }  // namespace rbio::cli

@@ -92,7 +92,12 @@ int login_main(int argc, char** argv) {
     const std::string target = args.get("--target");
     DaemonConfig c;
     c.options = session_options(args);
-    c.portal = login_portal(args, target, c.options);
+    c.portals = {login_portal(args, target, c.options)};
+    if (args.get_all("--portal").size() > 1) {
+        if (c.options.transport != initiator::Transport::Tcp)
+            throw UsageError("several --portal work over --transport tcp only");
+        c.portals = portal_options(args);
+    }
     c.options.target_name = target;
     // Whole FUSE requests (up to 1 MiB) in few Data-In PDUs.
     c.options.offer.max_recv_data_segment_length = 256u << 10;
@@ -154,7 +159,9 @@ int login_main(int argc, char** argv) {
     std::istringstream lines(rest);
     std::string path;
     uint64_t size = 0;
-    std::cout << "rbio: logged in to " << target << " at " << c.portal.to_string() << " (session process " << pid
+    std::string at;
+    for (const initiator::Portal& p : c.portals) at += (at.empty() ? "" : ",") + p.to_string();
+    std::cout << "rbio: logged in to " << target << " at " << at << " (session process " << pid
               << ")\n";
     while (lines >> path >> size) {
         struct stat st;

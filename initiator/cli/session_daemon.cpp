@@ -19,6 +19,7 @@
 #include "../fuse/lun_io.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
+#include "rbio/initiator/multipath.hpp"
 #include "rbio/initiator/scsi.hpp"
 #include "options.hpp"
 #include "session_state.hpp"
@@ -43,7 +44,7 @@ void write_all(int fd, const std::string& text) {
 
 // The disk LUs of the target (peripheral type 0; tgt's LUN 0 is a
 // controller), each ready and with its capacity.
-std::vector<fuse::LunInfo> disk_luns(initiator::Session& s) {
+std::vector<fuse::LunInfo> disk_luns(initiator::IoSession& s) {
     std::vector<fuse::LunInfo> out;
     for (uint64_t lun : initiator::report_luns(s)) {
         initiator::InquiryData inq = initiator::inquiry(s, lun);
@@ -74,6 +75,32 @@ UniqueFd listen_unix(const std::string& path) {
     return fd;
 }
 
+// Several portals: the first disk LU (its identity and ALUA states decide
+// for the multipath layer), found through the first portal that logs in.
+// REPORT LUNS and INQUIRY are served by gateways in every ALUA state.
+uint64_t first_disk_lun(const DaemonConfig& c, initiator::SessionOptions opts) {
+    opts.wake_fd = -1;
+    opts.replacement_timeout = std::chrono::milliseconds(0);
+    std::string errors;
+    for (const initiator::Portal& p : c.portals) {
+        try {
+            auto s = initiator::Session::login(p, opts);
+            uint64_t found = 0;
+            for (uint64_t lun : initiator::report_luns(*s))
+                if (initiator::inquiry(*s, lun).peripheral_type == kDirectAccessBlockDevice) {
+                    found = lun;
+                    break;
+                }
+            s->logout();
+            return found;
+        } catch (const initiator::InitiatorError& e) {
+            errors += (errors.empty() ? "" : "; ") + p.to_string() + ": " + e.what();
+        }
+    }
+    initiator::fail(initiator::ErrorKind::Unreachable, "no portal of " + std::to_string(c.portals.size()) +
+                                                           " logged in: " + errors);
+}
+
 std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
     fuse::IoSnapshot s = io.snapshot();
     std::ostringstream o;
@@ -97,6 +124,7 @@ std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
       << " reinstatements=" << s.session.reinstatements << " commands_retried=" << s.session.commands_retried
       << " pings=" << s.session.pings_sent << " pings_answered=" << s.session.pings_answered << "\n"
       << "  log " << rec.log << "\n";
+    for (const std::string& p : s.paths) o << "  path " << p << "\n";
     return o.str();
 }
 
@@ -143,7 +171,7 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
     rec.key = c.key;
     rec.pid = ::getpid();
     rec.target = c.options.target_name;
-    rec.portal = c.portal.to_string();
+    for (const initiator::Portal& p : c.portals) rec.portal += (rec.portal.empty() ? "" : ",") + p.to_string();
     rec.initiator = c.options.initiator_name;
     rec.mount = c.mount;
     rec.socket = state_path(c.state_dir, c.key, ".sock");
@@ -156,11 +184,24 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
         UniqueFd wake = fuse::LunIo::make_wake_fd();
         initiator::SessionOptions opts = c.options;
         opts.wake_fd = wake.get();
-        auto session = initiator::Session::login(c.portal, opts);
+        std::unique_ptr<initiator::IoSession> session;
+        std::function<std::vector<std::string>()> describe_paths;
+        if (c.portals.size() == 1) {
+            session = initiator::Session::login(c.portals.front(), opts);
+        } else {
+            initiator::MultipathOptions mo;
+            mo.session = opts;
+            mo.lun = first_disk_lun(c, opts);
+            mo.no_path_timeout = opts.replacement_timeout;
+            auto mp = initiator::MultipathSession::open(c.portals, mo);
+            describe_paths = [m = mp.get()] { return m->describe_paths(); };
+            session = std::move(mp);
+        }
         std::vector<fuse::LunInfo> luns = disk_luns(*session);
         if (luns.empty() && !c.mount.empty())
             initiator::fail(initiator::ErrorKind::Io, "target " + rec.target + " has no disk LUs to export");
-        io = std::make_unique<fuse::LunIo>(std::move(session), std::move(wake), std::move(luns));
+        io = std::make_unique<fuse::LunIo>(std::move(session), std::move(wake), std::move(luns),
+                                           std::move(describe_paths));
         if (!c.mount.empty()) fx.emplace(*io, c.mount, "rbio:" + rec.target);
         listen_fd = listen_unix(rec.socket);
         sig_fd = UniqueFd(::signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));

@@ -10,7 +10,8 @@
 namespace rbio::cli {
 
 struct DaemonConfig {
-    initiator::Portal portal;
+    // One portal, or several of the same LU (multipath: one session each).
+    std::vector<initiator::Portal> portals;
     initiator::SessionOptions options;  // target_name set
     std::string mount;                  // absolute path; "" = no FUSE export
     std::string state_dir;

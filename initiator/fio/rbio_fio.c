@@ -6,6 +6,9 @@
  *   fio --ioengine=external:/path/librbio_fio.so --portal=127.0.0.1:3260 \
  *       --target=iqn.2026-11.com.example:disk1 --lun=1 --name=job ...
  *
+ * portal=A,B (several gateways of one LU): one session per portal under the
+ * initiator's MultipathSession (ALUA states, failover, fail back).
+ *
  * ->queue queues a READ(16)/WRITE(16)/SYNCHRONIZE CACHE(10), ->commit sends
  * every queued command with one flush (one sendmsg), ->getevents runs the
  * session's event loop until enough commands completed. */
@@ -44,7 +47,8 @@ static struct fio_option options[] = {
 		.lname = "rbio iSCSI portal",
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct rbio_fio_options, portal),
-		.help = "iSCSI portal HOST[:PORT] (port 3260 by default)",
+		.help = "iSCSI portal HOST[:PORT] (port 3260 by default); several portals of one LU "
+			"separated by commas or spaces: multipath with ALUA, failover and fail back",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
 	},
@@ -128,7 +132,8 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct rbio_fio_options, replacement_timeout_ms),
 		.def = "120000",
-		.help = "milliseconds a lost session is reinstated for before its I/Os fail (0: no recovery)",
+		.help = "milliseconds a lost session is reinstated for before its I/Os fail (0: no recovery); "
+			"with several portals: how long I/Os wait while no path serves them",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
 	},
@@ -209,7 +214,7 @@ static int eng_init(struct thread_data *td)
 static void eng_cleanup(struct thread_data *td)
 {
 	struct rbio_fio_conn *c = td->io_ops_data;
-	char stats[256];
+	char stats[4096];
 
 	if (!c)
 		return;

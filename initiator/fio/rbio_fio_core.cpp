@@ -2,6 +2,8 @@
 // (thread or process), commands queued by fio's ->queue and sent together
 // by ->commit (one TxQueue flush, one sendmsg), completions collected by the
 // Session's done callbacks and handed to fio in batches by ->getevents.
+// With several portals the session is a MultipathSession (one Session per
+// portal, ALUA states, failover and fail back).
 #include "rbio_fio_core.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "rbio/initiator/error.hpp"
+#include "rbio/initiator/multipath.hpp"
 #include "rbio/initiator/scsi.hpp"
 #include "rbio/initiator/session.hpp"
 
@@ -35,10 +38,25 @@ struct Completion {
 
 constexpr int kUnitAttentionRetries = 5;
 
+// "A,B C": the portals, split at commas and blanks.
+std::vector<Portal> parse_portals(const std::string& text) {
+    std::vector<Portal> out;
+    size_t i = 0;
+    while (i < text.size()) {
+        size_t end = text.find_first_of(", \t", i);
+        if (end == std::string::npos) end = text.size();
+        if (end > i) out.push_back(Portal::parse(text.substr(i, end - i)));
+        i = end + 1;
+    }
+    if (out.empty()) throw std::invalid_argument("option 'portal' names no portal");
+    return out;
+}
+
 }  // namespace
 
 struct rbio_fio_conn {
-    std::unique_ptr<Session> session;
+    std::unique_ptr<IoSession> session;
+    MultipathSession* multipath = nullptr;  // session, when several portals
     std::string where;  // "target IQN at HOST:PORT lun N"
     uint64_t lun = 0;
     Capacity capacity;
@@ -52,6 +70,7 @@ struct rbio_fio_conn {
     // with EIO, so fio sees each one end.
     void end_session(const std::string& why) {
         if (failure.empty()) failure = why;
+        multipath = nullptr;
         session.reset();
         for (void* cookie : in_flight) done.push_back({cookie, EIO, 0});
         in_flight.clear();
@@ -92,7 +111,7 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
     try {
         if (!s->portal || !*s->portal) throw std::invalid_argument("option 'portal' is not set");
         if (!s->target || !*s->target) throw std::invalid_argument("option 'target' is not set");
-        Portal portal = Portal::parse(s->portal);
+        std::vector<Portal> portals = parse_portals(s->portal);
         SessionOptions opts;
         opts.target_name = s->target;
         if (s->initiator_name && *s->initiator_name) opts.initiator_name = s->initiator_name;
@@ -112,10 +131,21 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
 
         auto c = std::make_unique<rbio_fio_conn>();
         c->lun = s->lun;
-        c->where = std::string("target ") + s->target + " at " + portal.to_string() + " LUN " +
-                   std::to_string(s->lun);
+        std::string at;
+        for (const Portal& p : portals) at += (at.empty() ? "" : ",") + p.to_string();
+        c->where = std::string("target ") + s->target + " at " + at + " LUN " + std::to_string(s->lun);
         if (s->timeout_ms) c->timeout = std::chrono::milliseconds(s->timeout_ms);
-        c->session = Session::login(portal, opts);
+        if (portals.size() == 1) {
+            c->session = Session::login(portals.front(), opts);
+        } else {
+            MultipathOptions mo;
+            mo.session = opts;
+            mo.lun = s->lun;
+            mo.no_path_timeout = opts.replacement_timeout;
+            auto mp = MultipathSession::open(portals, mo);
+            c->multipath = mp.get();
+            c->session = std::move(mp);
+        }
         test_unit_ready(*c->session, c->lun);
         c->capacity = read_capacity16(*c->session, c->lun);
         if (c->capacity.block_size == 0 || c->capacity.blocks == 0)
@@ -240,6 +270,15 @@ void rbio_fio_describe_stats(const struct rbio_fio_conn* c, char* out, size_t ou
                   (unsigned long long)s.commands, (unsigned long long)sends,
                   (unsigned long long)recvs, (unsigned long long)s.poll_calls,
                   s.commands ? double(s.syscalls()) / double(s.commands) : 0.0);
+    if (c->multipath) {
+        MultipathStats m = c->multipath->multipath_stats();
+        std::string more = " multipath: failovers=" + std::to_string(m.failovers) +
+                           " commands_moved=" + std::to_string(m.commands_moved) +
+                           " last_failover_ms=" + std::to_string(m.last_failover_ms);
+        for (const std::string& line : c->multipath->describe_paths()) more += "\n  path " + line;
+        size_t used = std::strlen(out);
+        if (used < outlen) std::snprintf(out + used, outlen - used, "%s", more.c_str());
+    }
 }
 
 }  // extern "C"

@@ -14,7 +14,7 @@ extern "C" {
 
 /* The engine's options, as fio parsed them (strings may be NULL). */
 struct rbio_fio_settings {
-    const char *portal;         /* "HOST[:PORT]" */
+    const char *portal;         /* "HOST[:PORT]", or several separated by ',' or ' ' (multipath) */
     const char *target;         /* target IQN */
     unsigned int lun;
     const char *initiator_name; /* NULL: the library's default */

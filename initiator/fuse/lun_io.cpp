@@ -37,9 +37,10 @@ initiator::UniqueFd LunIo::make_wake_fd() {
     return initiator::UniqueFd(fd);
 }
 
-LunIo::LunIo(std::unique_ptr<initiator::Session> session, initiator::UniqueFd wake_fd,
-             std::vector<LunInfo> luns)
-    : session_(std::move(session)), wake_fd_(std::move(wake_fd)), luns_(std::move(luns)) {
+LunIo::LunIo(std::unique_ptr<initiator::IoSession> session, initiator::UniqueFd wake_fd,
+             std::vector<LunInfo> luns, std::function<std::vector<std::string>()> describe_paths)
+    : session_(std::move(session)), wake_fd_(std::move(wake_fd)), describe_paths_(std::move(describe_paths)),
+      luns_(std::move(luns)) {
     snapshot_.params = session_->params();
     snapshot_.session = session_->stats();
 }
@@ -119,7 +120,15 @@ IoSnapshot LunIo::snapshot() const {
 // ---------------------------------------------------------------- the I/O thread
 
 void LunIo::publish(const std::string& state) {
+    std::vector<std::string> paths;
+    const auto now = std::chrono::steady_clock::now();
+    const bool refresh_paths = describe_paths_ && session_ && now - paths_published_ >= std::chrono::milliseconds(500);
+    if (refresh_paths) {
+        paths = describe_paths_();
+        paths_published_ = now;
+    }
     std::lock_guard lock(mu_);
+    if (refresh_paths) snapshot_.paths = std::move(paths);
     snapshot_.state = state;
     if (session_) {
         snapshot_.params = session_->params();

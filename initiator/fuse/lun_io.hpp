@@ -1,5 +1,6 @@
 #pragma once
-// Byte-addressed I/O on the LUs of one iSCSI session, for the FUSE export.
+// Byte-addressed I/O on the LUs of one iSCSI session (or of one
+// MultipathSession over several gateways), for the FUSE export.
 //
 // One I/O thread owns the Session and runs its event loop. Other threads
 // (FUSE's workers) hand it requests through a queue and wake it through an
@@ -60,6 +61,7 @@ struct IoSnapshot {
     initiator::SessionStats session;
     IoCounters io;
     uint64_t in_flight = 0;
+    std::vector<std::string> paths;  // multipath: one line per path
 };
 
 class LunIo {
@@ -70,8 +72,10 @@ public:
 
     // `session` must have been logged in with options.wake_fd = wake_fd.get()
     // (an eventfd from make_wake_fd()); LunIo owns both from here on.
-    LunIo(std::unique_ptr<initiator::Session> session, initiator::UniqueFd wake_fd,
-          std::vector<LunInfo> luns);
+    // `describe_paths` (optional, called on the I/O thread about once a
+    // second) fills IoSnapshot::paths.
+    LunIo(std::unique_ptr<initiator::IoSession> session, initiator::UniqueFd wake_fd,
+          std::vector<LunInfo> luns, std::function<std::vector<std::string>()> describe_paths = {});
     ~LunIo();  // stops the thread; outstanding requests get ESHUTDOWN
     LunIo(const LunIo&) = delete;
     LunIo& operator=(const LunIo&) = delete;
@@ -127,8 +131,10 @@ private:
     // Hands op to the session thread; false (op kept) once shutting down.
     bool enqueue(std::unique_ptr<Op>& op);
 
-    std::unique_ptr<initiator::Session> session_;
+    std::unique_ptr<initiator::IoSession> session_;
     initiator::UniqueFd wake_fd_;
+    std::function<std::vector<std::string>()> describe_paths_;
+    std::chrono::steady_clock::time_point paths_published_{};
     std::vector<LunInfo> luns_;
     std::thread thread_;
 

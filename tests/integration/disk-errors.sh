@@ -7,7 +7,7 @@
 # one I/O, and the LU must keep serving every other block -- through
 # io_uring (LUN 1) and inline I/O (LUN 2).
 source "$(dirname "$0")/../lib/tgt-test.sh"
-tgt_test_init 61
+tgt_test_init 70
 PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
 FAULTY="$RBIO_BUILD_DIR/tests/integration/faulty_disk"
 [[ -x $PROBE && -x $FAULTY ]] || { echo "no $PROBE or $FAULTY: build first" >&2; exit 2; }

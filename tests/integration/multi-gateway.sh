@@ -13,55 +13,20 @@ tgt_test_init 60
 PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
 [[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
 
-LU_FILE="$WORK/lu.img"
-GROUPS_FILE="$WORK/alua-groups"
-SCSI_ID=6001405abcdef0123
-SCSI_SN=RBIOMP0001
-truncate -s 64M "$LU_FILE"
-
-gw_state() { echo "$WORK/gw$1"; }
-gw_ctl() { echo $((CTL + $1)); }
-gw_port() { echo $((PORT + $1)); }
-gw_url() { echo "iscsi://127.0.0.1:$(gw_port "$1")/iqn.2026-11.io.rbio:mp/1"; }
-gw_adm() { local g=$1; shift; tgtadm -C "$(gw_ctl "$g")" --lld iscsi "$@"; }
-gw_log_has() { grep -q -- "$2" "$(gw_state "$1")/tgtd.log"; }
+source "$(dirname "$0")/../lib/gateways.sh"
+gateways_init
 probe() { local g=$1; shift; "$PROBE" "$(gw_url "$g")" "$@"; }
 
 writer="" LOOP=""
 multi_gateway_cleanup() {
-  local rc=$? g
+  local rc=$?
   if [[ -n $writer ]]; then kill "$writer" 2>/dev/null || true; fi
-  for g in 1 2 3; do
-    if (( rc != 0 )) && [[ -f $(gw_state "$g")/tgtd.log ]]; then
-      echo "--- gateway $g: tgtd log (last 25 lines) ---"; tail -25 "$(gw_state "$g")/tgtd.log"
-    fi
-    "$SANDBOX" stop "$(gw_state "$g")" || true
-  done
+  gateways_stop "$rc"
   if [[ -n $LOOP ]]; then losetup -d "$LOOP" || true; fi
   (exit "$rc")
   tgt_test_cleanup
 }
 trap multi_gateway_cleanup EXIT
-
-# set_groups "ID STATE"...: the shared groups file, replaced atomically.
-set_groups() {
-  printf '%s\n' "$@" > "$GROUPS_FILE.new" && mv "$GROUPS_FILE.new" "$GROUPS_FILE"
-}
-
-# gw_start G [VAR=VALUE...]: gateway G (port group G) serving the LU.
-gw_start() {
-  local g=$1; shift
-  env RBIO_PORT_GROUP="$g" RBIO_ALUA_GROUPS="$GROUPS_FILE" "$@" \
-    "$SANDBOX" start "$(gw_state "$g")" --modules "$MODULES" --control-port "$(gw_ctl "$g")" \
-    --portal "127.0.0.1:$(gw_port "$g")" >/dev/null
-}
-gw_export() {
-  local g=$1
-  gw_adm "$g" --op new --mode target --tid 1 -T iqn.2026-11.io.rbio:mp &&
-    gw_adm "$g" --op bind --mode target --tid 1 -I ALL &&
-    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b "$LU_FILE" --bstype rbio &&
-    gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
-}
 
 # answers G WANT ARGS...: the probe's one-line answer on gateway G is WANT.
 answers() {
@@ -80,12 +45,6 @@ rtpg_is() {
 }
 
 set_groups "1 active/optimized" "2 standby"
-# must_start DESCRIPTION COMMAND...: a check the rest depends on.
-must_start() {
-  local before=$checks_failed
-  check "$@"
-  (( checks_failed == before )) || { echo "stopping: the remaining checks depend on this one"; finish; exit 1; }
-}
 must_start "gateway 1 (port group 1) starts and exports the LU" eval 'gw_start 1 && gw_export 1'
 # Gateway 2 is configured as docs/several-gateways.md shows: targets.conf.
 cat > "$WORK/targets.conf" <<CONF

@@ -4,6 +4,7 @@
 // turn any other failure into ScsiError (InitiatorError(Io)) with the decoded
 // sense; VPD page decoders that validate every length from the wire.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -111,6 +112,56 @@ struct Designator {
 };
 std::vector<Designator> decode_device_identification(std::span<const uint8_t> page);
 
+// The target port group of the port a 83h page came through: its target
+// port group designator (association target port, type 5), if any.
+std::optional<uint16_t> target_port_group(std::span<const Designator> designators);
+// The logical unit's own designators (association 0), to tell whether two
+// paths reach the same LU.
+std::vector<Designator> lu_designators(std::span<const Designator> designators);
+bool operator==(const Designator& a, const Designator& b);
+
+// ---- ALUA (SPC-4 5.16, 6.36): REPORT TARGET PORT GROUPS
+
+enum class AluaState : uint8_t {
+    ActiveOptimized = 0x0,
+    ActiveNonOptimized = 0x1,
+    Standby = 0x2,
+    Unavailable = 0x3,
+    LbaDependent = 0x4,
+    Offline = 0xe,
+    Transitioning = 0xf,
+};
+// "active/optimized", "standby", ...; "state 0x5" for reserved values.
+std::string to_string(AluaState s);
+// Whether a port in this state serves READ and WRITE.
+inline bool serves_io(AluaState s) {
+    return s == AluaState::ActiveOptimized || s == AluaState::ActiveNonOptimized;
+}
+
+struct TargetPortGroup {
+    uint16_t id = 0;
+    AluaState state = AluaState::Unavailable;
+    bool preferred = false;       // PREF
+    uint8_t supported = 0;        // T_SUP..AO_SUP bits (byte 1)
+    uint8_t status = 0;           // STATUS CODE: 0 none, 1 set by SET TPG, 2 implicit change
+    std::vector<uint16_t> ports;  // relative target port identifiers
+};
+struct TargetPortGroups {
+    std::vector<TargetPortGroup> groups;
+    // Extended header only (0 otherwise): seconds an implicit transition may take.
+    uint8_t implicit_transition_time = 0;
+    const TargetPortGroup* find(uint16_t id) const;
+};
+// MAINTENANCE IN / REPORT TARGET PORT GROUPS (A3h/0Ah), 12-byte CDB; the
+// allocation length is the buffer's size. `extended`: PARAMETER DATA FORMAT
+// 001b (the 8-byte extended header), else 000b (length only).
+ScsiCommand make_report_target_port_groups(uint64_t lun, std::span<uint8_t> buffer, bool extended = false);
+// Decodes `data` (the bytes received) in the format asked for. Throws
+// InitiatorError(Protocol) naming the offset when a descriptor does not fit
+// the returned length or the bytes received; descriptors the allocation
+// length cut off (return data length beyond `data`) are left out.
+TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data, bool extended = false);
+
 // B0h (SBC-3 6.6.4). Zero means "not reported" for the lengths; a page too
 // short to hold a field (older targets send 0Ch bytes) leaves it zero.
 struct BlockLimits {
@@ -153,7 +204,7 @@ std::vector<std::vector<LbaRange>> plan_unmap(uint64_t lba, uint64_t blocks, con
 
 // Executes the command; UNIT ATTENTION is retried (up to `retries` times),
 // any other failure throws InitiatorError(Io) naming `what` and the sense.
-ScsiOutcome execute_checked(Session& s, const ScsiCommand& command, const char* what,
+ScsiOutcome execute_checked(IoSession& s, const ScsiCommand& command, const char* what,
                             int retries = 5);
 
 struct InquiryData {
@@ -166,36 +217,38 @@ struct Capacity {
     uint64_t bytes() const { return blocks * block_size; }
 };
 
-void test_unit_ready(Session& s, uint64_t lun);
-InquiryData inquiry(Session& s, uint64_t lun);
-Capacity read_capacity16(Session& s, uint64_t lun);
-std::vector<uint64_t> report_luns(Session& s);
-void read16(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
-void write16(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
-void synchronize_cache10(Session& s, uint64_t lun);
-void read10(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
-void write10(Session& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
+void test_unit_ready(IoSession& s, uint64_t lun);
+InquiryData inquiry(IoSession& s, uint64_t lun);
+Capacity read_capacity16(IoSession& s, uint64_t lun);
+std::vector<uint64_t> report_luns(IoSession& s);
+void read16(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
+void write16(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
+void synchronize_cache10(IoSession& s, uint64_t lun);
+void read10(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
+void write10(IoSession& s, uint64_t lun, uint64_t lba, uint32_t block_size, std::span<uint8_t> buffer);
 
 // The VPD page (header included), fetched whole (re-asked with a larger
 // allocation length when longer than the first answer), validated as by
 // vpd_payload.
-std::vector<uint8_t> inquiry_vpd(Session& s, uint64_t lun, uint8_t page);
-std::vector<uint8_t> supported_vpd_pages(Session& s, uint64_t lun);
-std::string unit_serial_number(Session& s, uint64_t lun);
-std::vector<Designator> device_identification(Session& s, uint64_t lun);
-BlockLimits block_limits(Session& s, uint64_t lun);
-LogicalBlockProvisioning logical_block_provisioning(Session& s, uint64_t lun);
+std::vector<uint8_t> inquiry_vpd(IoSession& s, uint64_t lun, uint8_t page);
+std::vector<uint8_t> supported_vpd_pages(IoSession& s, uint64_t lun);
+std::string unit_serial_number(IoSession& s, uint64_t lun);
+std::vector<Designator> device_identification(IoSession& s, uint64_t lun);
+BlockLimits block_limits(IoSession& s, uint64_t lun);
+LogicalBlockProvisioning logical_block_provisioning(IoSession& s, uint64_t lun);
+// REPORT TARGET PORT GROUPS (length-only format), fetched whole.
+TargetPortGroups report_target_port_groups(IoSession& s, uint64_t lun);
 
 // Deallocates [lba, lba + blocks) with as many UNMAP commands as `limits`
 // (from block_limits) require; returns how many were sent. Throws
 // InitiatorError(Io) when the limits say UNMAP is not supported, ScsiError
 // when the target refuses a command.
-size_t unmap(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, const BlockLimits& limits);
+size_t unmap(IoSession& s, uint64_t lun, uint64_t lba, uint64_t blocks, const BlockLimits& limits);
 // WRITE SAME(16) of `block` (exactly one logical block) over [lba, lba +
 // blocks), split at limits.max_write_same_length (when reported) and at
 // 2^32-1 blocks; with `unmap` the target may deallocate instead. Returns the
 // number of commands.
-size_t write_same16(Session& s, uint64_t lun, uint64_t lba, uint64_t blocks, std::span<uint8_t> block,
+size_t write_same16(IoSession& s, uint64_t lun, uint64_t lba, uint64_t blocks, std::span<uint8_t> block,
                     bool unmap, const BlockLimits& limits);
 
 }  // namespace rbio::initiator

@@ -31,6 +31,8 @@
 // throws InitiatorError(Protocol), as it does when recovery is off or gives
 // up, and the Session is unusable afterwards. Commands outstanding then never
 // complete.
+#include <poll.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -183,7 +185,31 @@ struct SessionStats {
     }
 };
 
-class Session {
+// What the SCSI helpers (scsi.hpp) and the I/O drivers (rbio bench, the
+// fio engine, the FUSE export) need of a session: one Session, or a
+// MultipathSession (multipath.hpp) over one Session per portal of an LU.
+// One thread drives it; completions run inside run_once/run_nowait.
+class IoSession {
+public:
+    virtual ~IoSession() = default;
+    // Queues a command; it leaves with the next pass.
+    virtual void submit(ScsiCommand command) = 0;
+    // Commands submitted and not yet completed.
+    virtual size_t outstanding() const = 0;
+    // One pass of the event loop, waiting at most max_wait for input.
+    // Throws InitiatorError when the session ends.
+    virtual void run_once(std::chrono::milliseconds max_wait) = 0;
+    // One pass that never waits.
+    virtual void run_nowait() = 0;
+    virtual const NegotiatedParams& params() const = 0;
+    virtual SessionStats stats() const = 0;
+    // Logout; needs no outstanding commands.
+    virtual void logout(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) = 0;
+    // submit + run_once until done.
+    ScsiOutcome execute(ScsiCommand command);
+};
+
+class Session final : public IoSession {
 public:
     // Connects (non-blocking, connect_timeout) and logs in. Throws
     // InitiatorError: Unreachable, LoginRefused, AuthFailure, UnknownTarget,
@@ -199,28 +225,34 @@ public:
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    const NegotiatedParams& params() const;
+    const NegotiatedParams& params() const override;
     // Discovery sessions: SendTargets=All (following text continuations).
     std::vector<DiscoveredTarget> send_targets();
 
     // Queues a command; it leaves with the next pass. Throws
     // std::invalid_argument for a bad CDB length or a buffer beyond 4 GiB.
-    void submit(ScsiCommand command);
+    void submit(ScsiCommand command) override;
     // Commands submitted and not yet completed.
-    size_t outstanding() const;
+    size_t outstanding() const override;
     // One pass of the event loop; waits at most max_wait for input (less if a
     // command's deadline comes first). While the session is down it makes
     // at most one reconnect attempt (connect and login, which may take up to
     // connect_timeout + login_timeout). Throws InitiatorError when the
     // session ends.
-    void run_once(std::chrono::milliseconds max_wait);
+    void run_once(std::chrono::milliseconds max_wait) override;
     // One pass that never waits: sends what is ready (one flush) and reaps
     // what has already arrived. For callers with their own submit/complete
     // rhythm (the fio engine's ->commit). run_once(0) may still wait up to
     // a millisecond (it rounds up so deadlines pass).
-    void run_nowait();
-    // submit + run_once until done.
-    ScsiOutcome execute(ScsiCommand command);
+    void run_nowait() override;
+    // For a caller that drives several sessions from one poll()
+    // (MultipathSession): appends what this session waits on (its
+    // connection's fds and events; nothing while it has no connection) and
+    // returns the latest time its next pass must run by (a command's or
+    // task management's deadline, a NOP-Out ping; now when it has PDUs
+    // ready to send, e.g. Data-Out for an R2T it received). After the poll,
+    // a run_nowait() receives what arrived and handles what is due.
+    std::chrono::steady_clock::time_point poll_fds(std::vector<struct pollfd>& fds) const;
     // LOGICAL UNIT RESET of `lun` (RFC 7143 §11.5.1): runs the loop until the
     // target answers and returns its answer. On Complete, the LU's commands
     // that had no status were ended by the reset and are re-sent. Throws
@@ -231,9 +263,9 @@ public:
     bool recovering() const;
     // Logout (reason: close the session). Needs no outstanding commands.
     // While recovering there is nothing to log out of: it returns at once.
-    void logout(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+    void logout(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
 
-    SessionStats stats() const;
+    SessionStats stats() const override;
 
     class Impl;
 
