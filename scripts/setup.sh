@@ -29,6 +29,8 @@ PACKAGES=(
   ibverbs-utils rdmacm-utils                  # soft-RoCE checks in the VM tests (ibv_devices, rping)
   istgt                                       # a second, independent target (tests/integration/istgt.sh);
                                               # it ships no /etc/istgt/istgt.conf, so its init script starts nothing
+  multipath-tools sg3-utils                   # dm-multipath over several gateways (tests/vm/multipath.sh):
+                                              # multipath/multipathd, sg_inq/sg_vpd/sg_rtpg
 )
 
 log() { printf 'setup: %s\n' "$*"; }

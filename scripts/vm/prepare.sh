@@ -29,7 +29,9 @@ PACKAGES=(
   open-iscsi                   # the kernel initiator's userspace (iscsid, iscsiadm)
   e2fsprogs util-linux         # mkfs.ext4/e2fsck; lsblk, blkdiscard, unshare
   fio                          # block-level verify jobs inside the guest
-  sg3-utils                    # sg_raw: raw SCSI commands to a disk (vm.kernel-initiator-failures)
+  sg3-utils                    # sg_raw: raw SCSI commands to a disk (vm.kernel-initiator-failures);
+                               # sg_inq/sg_vpd/sg_rtpg (vm.multipath)
+  multipath-tools              # multipath/multipathd over several gateways (vm.multipath)
   tgt                          # the target the tests load bs_rbio.so into
 )
 

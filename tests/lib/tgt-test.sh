@@ -24,16 +24,39 @@ tgt_test_init() {
   trap tgt_test_cleanup EXIT
 }
 
+# Several tgtds in one test (gateways exporting one LU, e.g. for
+# dm-multipath): tgt_gateway NAME CTL PORT points STATE, CTL and PORT at
+# that gateway's own state folder ($WORK/tgtd-NAME), control port and
+# portal, so that tgtd_start, tgtd_stop, tgtd_pid, tadm, log_has... act on
+# it until the next call. Every gateway named is stopped at exit, besides
+# the default $STATE.
+TGT_GATEWAYS=()
+tgt_gateway() {
+  STATE="$WORK/tgtd-$1" CTL=$2 PORT=$3
+  [[ " ${TGT_GATEWAYS[*]} " == *" $STATE "* ]] || TGT_GATEWAYS+=("$STATE")
+}
+
+# tgt_test_cleanup [STATUS]: the EXIT trap (STATUS defaults to $?).
 tgt_test_cleanup() {
-  local rc=$?
-  # A tgtd that crashed, hung or exited non-zero at shutdown fails the test.
-  if ! "$SANDBOX" stop "$STATE"; then
-    echo "FAIL: tgtd did not shut down cleanly (see above)"
-    (( rc != 0 )) || rc=1
-  fi
-  if (( rc != 0 )) && [[ -f $STATE/tgtd.log ]]; then
-    echo "--- tgtd log (last 40 lines) ---"; tail -40 "$STATE/tgtd.log"
-  fi
+  local rc=${1:-$?} s
+  local states=("${TGT_GATEWAYS[@]}")
+  [[ " ${states[*]} " == *" ${STATE:-} "* ]] || states+=("${STATE:-}")
+  for s in "${states[@]}"; do
+    [[ -n $s ]] || continue
+    # A tgtd that crashed, hung or exited non-zero at shutdown fails the test.
+    if ! "$SANDBOX" stop "$s"; then
+      echo "FAIL: tgtd ($s) did not shut down cleanly (see above)"
+      (( rc != 0 )) || rc=1
+    fi
+    if (( rc != 0 )) && [[ -f $s/tgtd.log ]]; then
+      if (( ${#states[@]} > 1 )); then
+        echo "--- tgtd log of ${s##*/} (last 40 lines) ---"
+      else
+        echo "--- tgtd log (last 40 lines) ---"
+      fi
+      tail -40 "$s/tgtd.log"
+    fi
+  done
   rm -rf "$WORK"
   exit $rc
 }

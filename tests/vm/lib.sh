@@ -23,8 +23,10 @@ vm_cleanup() {
   umount "$MNT" 2>/dev/null || true
   iscsiadm -m node --logoutall=all >/dev/null 2>&1 || true
   if [[ -n ${ISCSID_PID:-} ]]; then kill "$ISCSID_PID" 2>/dev/null || true; fi
-  (exit "$rc")
-  tgt_test_cleanup
+  # The status passed as an argument: `(exit "$rc")` to set $? would end
+  # this EXIT trap at once under set -e when rc != 0, before tgtd's log
+  # is shown and it is stopped.
+  tgt_test_cleanup "$rc"
 }
 trap vm_cleanup EXIT
 
