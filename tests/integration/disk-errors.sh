@@ -23,8 +23,7 @@ disk_errors_cleanup() {
   "$SANDBOX" stop "$STATE" || true
   if mountpoint -q "$MNT"; then fusermount3 -u "$MNT" || true; fi
   if [[ -n $fuse_pid ]]; then wait "$fuse_pid" 2>/dev/null || true; fi
-  (exit "$rc")
-  tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap disk_errors_cleanup EXIT
 

@@ -37,7 +37,7 @@ fuse_cleanup() {
     while read -r dev; do losetup -d "$dev" || true; done
   [[ -x $RBIO ]] && "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
-  (exit $rc); tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap fuse_cleanup EXIT
 

@@ -30,7 +30,7 @@ hostile_cleanup() {
   local rc=$?
   set +e  # tgt_test_cleanup takes the status from $?
   [[ -n $FAKE_PID ]] && kill "$FAKE_PID" 2>/dev/null
-  (exit $rc); tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap hostile_cleanup EXIT
 

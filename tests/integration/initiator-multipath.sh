@@ -35,8 +35,7 @@ multipath_cleanup() {
   mountpoint -q "$MNT" && umount -l "$MNT"
   [[ -n $sp ]] && kill -KILL "$sp" 2>/dev/null
   gateways_stop "$rc"
-  (exit "$rc")
-  tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap multipath_cleanup EXIT
 

@@ -27,7 +27,7 @@ redirect_cleanup() {
     echo "FAIL: tgtd B did not shut down cleanly (see above)"
     (( rc != 0 )) || rc=1
   fi
-  (exit $rc); tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap redirect_cleanup EXIT
 

@@ -31,7 +31,7 @@ cleanup() {
   if (( rc != 0 )) && [[ -f $WORK/istgt.log ]]; then
     echo "--- istgt log (last 30 lines) ---"; tail -30 "$WORK/istgt.log"
   fi
-  (exit $rc); tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap cleanup EXIT
 

@@ -23,8 +23,7 @@ multi_gateway_cleanup() {
   if [[ -n $writer ]]; then kill "$writer" 2>/dev/null || true; fi
   gateways_stop "$rc"
   if [[ -n $LOOP ]]; then losetup -d "$LOOP" || true; fi
-  (exit "$rc")
-  tgt_test_cleanup
+  tgt_test_cleanup "$rc"
 }
 trap multi_gateway_cleanup EXIT
 

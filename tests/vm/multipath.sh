@@ -35,7 +35,9 @@
 # second or two (tur) and fails back at once.
 #
 # Run on the host, it starts itself in a guest through scripts/vm/run.sh
-# (ctest does that explicitly: test vm.multipath).
+# (ctest does that explicitly: test vm.multipath). With --bench ROUNDS SECS
+# it also measures one gateway against two for bench/multipath-compare.sh
+# (see the end).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 600 "$@"
 
@@ -454,6 +456,48 @@ standby_refuses() {
   (( rc != 0 )) && grep -q "target port in standby state" "$WORK/sg_raw.out"
 }
 check "a standby gateway refuses a READ: NOT READY, target port in standby state (04/0B)" standby_refuses
+
+# --- bench/multipath-compare.sh --kernel: one gateway against two ----------------------
+# With --bench ROUNDS SECS the test goes on to measure, through the map,
+# 4 KiB random reads and writes at 32 in flight and 1 MiB sequential reads
+# and writes at 8, with gateway 1 alone active/optimized and with gateways 1
+# and 2 (the others standby), rounds alternating the order; per point IOPS,
+# MB/s and each gateway's tgtd CPU per I/O it served. Medians are the
+# bench's to take: it prints one "POINT" line per measurement.
+if [[ ${1:-} == --bench ]]; then
+  BENCH_ROUNDS=${2:-3} BENCH_SECS=${3:-8}
+  ticks_of() { gw "$1"; local f; read -ra f < "/proc/$(tgtd_pid)/stat"; echo $(( f[13] + f[14] )); }
+  HZ=$(getconf CLK_TCK)
+  bench_point() {
+    local config=$1 rw=$2 bs=$3 depth=$4 t1 t2 out iops bw
+    t1=$(ticks_of 1) t2=$(ticks_of 2); snap
+    out=$(fio --name=bench --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw="$rw" --bs="$bs" \
+          --iodepth="$depth" --size=192M --time_based --runtime="$BENCH_SECS" --output-format=terse \
+          --terse-version=3) || return 1
+    delta; t1=$(( $(ticks_of 1) - t1 )) t2=$(( $(ticks_of 2) - t2 ))
+    # terse v3: field 8/7 read IOPS/KB/s, 49/48 write IOPS/KB/s
+    iops=$(awk -F';' '{ print $8 + $49 }' <<<"$out") bw=$(awk -F';' '{ printf "%.1f", ($7 + $48) / 1024 }' <<<"$out")
+    echo "POINT $config $rw $bs $depth $iops $bw" \
+      "$(awk -v t="$t1" -v n="${DELTA[1]}" -v hz="$HZ" 'BEGIN { if (n) printf "%.1f", t * 1e6 / hz / n; else print "-" }')" \
+      "$(awk -v t="$t2" -v n="${DELTA[2]}" -v hz="$HZ" 'BEGIN { if (n) printf "%.1f", t * 1e6 / hz / n; else print "-" }')" \
+      "${DELTA[1]} ${DELTA[2]}"
+  }
+  for (( r = 1; r <= BENCH_ROUNDS; r++ )); do
+    order=(one two); (( r % 2 == 0 )) && order=(two one)
+    for w in "randread 4k 32" "randwrite 4k 32" "read 1M 8" "write 1M 8"; do
+      read -r rw bs depth <<<"$w"
+      for config in "${order[@]}"; do
+        if [[ $config == one ]]; then
+          groups active/optimized standby standby; must "bench: gateway 1 alone" wait_for 30 pgs_are "1" "2 3"
+        else
+          groups active/optimized active/optimized standby; must "bench: gateways 1 and 2" wait_for 30 pgs_are "1 2" "3"
+        fi
+        check "bench: $config, $rw $bs x$depth" bench_point "$config" "$rw" "$bs" "$depth"
+      done
+    done
+  done
+  echo "FAILOVER_MS ${FAILOVER:-}"
+fi
 
 # --- end -------------------------------------------------------------------------------
 kill "$MPD_PID"; wait "$MPD_PID" 2>/dev/null || true
