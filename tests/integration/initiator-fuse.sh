@@ -73,7 +73,10 @@ echo "   login took $((SECONDS - t0)) s"
 check "lun1 and lun2 are files of the LU sizes" \
   bash -c "[[ \$(stat -c %s '$MNT/lun1') == 134217728 && \$(stat -c %s '$MNT/lun2') == 16777216 ]]"
 check "the mount is a FUSE mount" bash -c "grep ' $MNT ' /proc/self/mountinfo | grep -q fuse"
-check "rbio session shows the session" rc_is 0 "$RBIO" session --state-dir "$SD"
+# The session process reports "state up" once its first pass ran; on a
+# loaded machine that can come a moment after login returns.
+check "rbio session shows the session, up" \
+  wait_for 10 eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
 check "... with target, state, LUs, negotiated parameters, counters" \
   bash -c "grep -q '^$IQN' '$WORK/out' && grep -q 'state up' '$WORK/out' && grep -q 'lun2: $MNT/lun2' '$WORK/out' &&
            grep -q 'negotiated HeaderDigest=' '$WORK/out' && grep -q 'io reads=' '$WORK/out' && grep -q 'transport pdus_out=' '$WORK/out'"

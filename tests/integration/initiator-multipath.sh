@@ -34,7 +34,7 @@ multipath_cleanup() {
   timeout 20 "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
   [[ -n $sp ]] && kill -KILL "$sp" 2>/dev/null
-  gateways_stop "$rc"
+  gateways_stop "$rc" || rc=1
   tgt_test_cleanup "$rc"
 }
 trap multipath_cleanup EXIT

@@ -21,7 +21,7 @@ writer="" LOOP=""
 multi_gateway_cleanup() {
   local rc=$?
   if [[ -n $writer ]]; then kill "$writer" 2>/dev/null || true; fi
-  gateways_stop "$rc"
+  gateways_stop "$rc" || rc=1
   if [[ -n $LOOP ]]; then losetup -d "$LOOP" || true; fi
   tgt_test_cleanup "$rc"
 }

@@ -46,14 +46,20 @@ gw_export() {
 }
 
 # gateways_stop RC: stops gateways 1-3; when RC is not 0, shows their logs.
+# Fails if one of them crashed, hung or exited non-zero at shutdown (a
+# gateway the test killed on purpose left no PID file: nothing to stop).
 gateways_stop() {
-  local rc=$1 g
+  local rc=$1 g bad=0
   for g in 1 2 3; do
     if (( rc != 0 )) && [[ -f $(gw_state "$g")/tgtd.log ]]; then
       echo "--- gateway $g: tgtd log (last 25 lines) ---"; tail -25 "$(gw_state "$g")/tgtd.log"
     fi
-    "$SANDBOX" stop "$(gw_state "$g")" || true
+    if ! "$SANDBOX" stop "$(gw_state "$g")"; then
+      echo "FAIL: gateway $g did not shut down cleanly (see above)"
+      bad=1
+    fi
   done
+  return "$bad"
 }
 
 # must_start DESCRIPTION COMMAND...: a check the rest depends on.
