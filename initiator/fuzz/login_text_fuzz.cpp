@@ -19,13 +19,7 @@
 #include "rbio/initiator/negotiation.hpp"
 #include "rbio/initiator/text.hpp"
 
-#define FUZZ_CHECK(cond)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            std::fprintf(stderr, "check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-            std::abort();                                                                  \
-        }                                                                                  \
-    } while (0)
+#include "rbio/common/fuzz_check.hpp"
 
 using namespace rbio::initiator;
 

@@ -11,7 +11,7 @@
 
 #include "rbio/iser/iser_header.hpp"
 
-#include "fuzz_check.hpp"
+#include "rbio/common/fuzz_check.hpp"
 
 using namespace rbio::iser;
 

@@ -16,7 +16,7 @@
 #include "rbio/iser/crc32c.hpp"
 #include "rbio/iser/rx_buffer.hpp"
 
-#include "fuzz_check.hpp"
+#include "rbio/common/fuzz_check.hpp"
 
 namespace {
 

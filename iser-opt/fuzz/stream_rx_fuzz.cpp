@@ -18,7 +18,7 @@
 
 #include "rbio/iser/stream_rx.hpp"
 
-#include "fuzz_check.hpp"
+#include "rbio/common/fuzz_check.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Shared by iser-opt's libFuzzer targets.
+// Shared by the libFuzzer targets (iser-opt, initiator, tgt-backend).
 #pragma once
 
 #include <cstdio>
