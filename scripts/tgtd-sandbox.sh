@@ -25,8 +25,10 @@
 # the shell or mount before it) is started with LD_PRELOAD of the runtime
 # bs_rbio.so names (and libstdc++). RBIO_TGTD_PRELOAD="PATH..." preloads those
 # instead (RBIO_TGTD_PRELOAD=none: nothing). Reports go to
-# STATE_DIR/sanitizer.log.PID; a finding aborts tgtd, and `stop` fails on any
-# report it finds there (printing it). Leak checking is off in tgtd (tgt's
+# STATE_DIR/tgtd-PORT.sanitizer.log.PID (the folder RBIO_SANITIZER_LOG_DIR
+# instead, if set: scripts/sanitize.sh then sees them even when a test
+# ignores a failed stop); a finding aborts tgtd, and `stop` fails on any
+# report of a tgtd started from STATE_DIR (printing it). Leak checking is off in tgtd (tgt's
 # own allocations at exit; the module's leaks are integration.leaks' job,
 # under valgrind); UBSan halts at the first finding.
 set -euo pipefail
@@ -84,13 +86,15 @@ start() {
   fi
   [[ $preload == none ]] && preload=""
   # Earlier reports from this folder stay: `stop` fails on them too.
+  local sanlog="${RBIO_SANITIZER_LOG_DIR:-$state}/tgtd-$port.sanitizer.log"
   if [[ -n $preload ]]; then
     local f
     for f in $preload; do [[ -f $f ]] || die "preload: no file $f"; done
     (( ! valgrind )) || die "--valgrind and a sanitizer runtime ($preload) do not mix"
-    export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:log_path=$state/sanitizer.log:${RBIO_TGTD_ASAN_OPTIONS:-}"
-    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$state/sanitizer.log"
-    export TSAN_OPTIONS="halt_on_error=1:log_path=$state/sanitizer.log:${RBIO_TGTD_TSAN_OPTIONS:-}"
+    echo "$sanlog" >> "$state/sanitizer-logs"
+    export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:log_path=$sanlog:${RBIO_TGTD_ASAN_OPTIONS:-}"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$sanlog"
+    export TSAN_OPTIONS="halt_on_error=1:log_path=$sanlog:${RBIO_TGTD_TSAN_OPTIONS:-}"
   fi
   # /usr/lib/tgt/backing-store need not exist on the host: an overlay on
   # /usr/lib inside the namespace gives us a mount point without touching it.
@@ -114,7 +118,7 @@ start() {
     shift 3
     exec "$@"'
   : > "$state/tgtd.log"
-  [[ -z $preload ]] || echo "tgtd-sandbox: tgtd runs with $preload preloaded (reports: $state/sanitizer.log.PID)" >> "$state/tgtd.log"
+  [[ -z $preload ]] || echo "tgtd-sandbox: tgtd runs with $preload preloaded (reports: $sanlog.PID)" >> "$state/tgtd.log"
   # rbio's transport settings: a host's /etc/rbio/tgtd.conf does not leak in
   # (RBIO_CONFIG and RBIO_TRANSPORT / RBIO_PORTALS from the caller do), and
   # the statistics file stays in the state folder.
@@ -159,19 +163,21 @@ exited_within() {
   return 1
 }
 
-# Sanitizer reports of the tgtds started from this folder (any, ever).
-has_sanitizer_report() {
-  local f
-  for f in "$state"/sanitizer.log.*; do
-    if [[ -s $f ]]; then return 0; fi
+# Sanitizer reports of the tgtds started from this folder (any, ever);
+# start records where each writes them.
+sanitizer_report_files() {
+  local prefix f
+  [[ -f $state/sanitizer-logs ]] || return 0
+  sort -u "$state/sanitizer-logs" | while read -r prefix; do
+    for f in "$prefix".*; do
+      if [[ -s $f ]]; then echo "$f"; fi
+    done
   done
-  return 1
 }
+has_sanitizer_report() { [[ -n $(sanitizer_report_files) ]]; }
 print_sanitizer_reports() {
   local f
-  for f in "$state"/sanitizer.log.*; do
-    if [[ -s $f ]]; then echo "--- $f ---"; cat "$f"; fi
-  done
+  for f in $(sanitizer_report_files); do echo "--- $f ---"; cat "$f"; done
 }
 
 stop() {
@@ -179,7 +185,7 @@ stop() {
     # Nothing running; a report of an earlier tgtd still counts.
     if has_sanitizer_report; then
       print_sanitizer_reports >&2
-      die "a sanitizer reported a finding in tgtd (the report is above; $state/sanitizer.log.*)"
+      die "a sanitizer reported a finding in tgtd (the report is above)"
     fi
     return 0
   fi
@@ -223,7 +229,7 @@ stop() {
   fi
   if has_sanitizer_report; then
     print_sanitizer_reports >&2
-    problems+=("a sanitizer reported a finding in tgtd (the report is above; $state/sanitizer.log.*)")
+    problems+=("a sanitizer reported a finding in tgtd (the report is above)")
   fi
   (( ${#problems[@]} == 0 )) && return 0
   local p
