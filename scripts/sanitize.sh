@@ -38,9 +38,12 @@ ASAN_INTEGRATION=(data-integrity faults targets-conf transport-takeover hostile-
                   initiator-redirect accept-ready initiator-scsi multi-gateway disk-errors)
 
 # Control ports and portals of a tree's tests, moved clear of the main
-# tree's (5700-5766, 13700-13766) and of each other.
-ASAN_PORT_SHIFT=200
-TSAN_PORT_SHIFT=400
+# tree's (5700-5766, 13700-13766) and of each other; on top of the caller's
+# own RBIO_TEST_PORT_SHIFT, if any.
+BASE_SHIFT=${RBIO_TEST_PORT_SHIFT:-0}
+[[ $BASE_SHIFT =~ ^[0-9]+$ ]] || die "RBIO_TEST_PORT_SHIFT must be a number"
+ASAN_PORT_SHIFT=$((BASE_SHIFT + 200))
+TSAN_PORT_SHIFT=$((BASE_SHIFT + 400))
 
 tree_of() {
   case $1 in
