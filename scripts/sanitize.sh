@@ -146,7 +146,10 @@ run() {
       # The initiator's unit tests, then its threads at work: rbio login
       # --mount's session daemon with the FUSE export (libfuse's worker
       # threads) and its LU I/O thread. tgtd loads the main build's plain
-      # module.
+      # module. Nothing else in initiator/ starts a thread: a Session is
+      # single-threaded (rbio bench, the other initiator tests), and the fio
+      # engine has none of its own and no state shared between jobs (each
+      # has its own session), so under TSan it would only test fio.
       [[ -f $BUILD/modules/bs_rbio.so ]] || skip "no $BUILD/modules/bs_rbio.so (build the main tree first)"
       report_dir initiator
       "$TREE/tests/unit/rbio_initiator_unit_tests" || rc=$?
