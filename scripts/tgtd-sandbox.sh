@@ -17,7 +17,20 @@
 # fails when tgtd did not exit cleanly: a non-zero exit status, a signal, no
 # exit within 30 s of the shutdown request, or (under --valgrind) valgrind's
 # "Process terminating" (valgrind's own error status 99 is left to the
-# caller, which reads valgrind.log).
+# caller, which reads valgrind.log), or a sanitizer report.
+#
+# Sanitizers: when the module folder's bs_rbio.so was built with ASan (or
+# TSan; -DRBIO_SANITIZE, scripts/sanitize.sh) it needs the runtime loaded
+# first, and the stock tgtd is not built with it, so tgtd (and only tgtd: not
+# the shell or mount before it) is started with LD_PRELOAD of the runtime
+# bs_rbio.so names (and libstdc++). RBIO_TGTD_PRELOAD="PATH..." preloads those
+# instead (RBIO_TGTD_PRELOAD=none: nothing). Reports go to
+# STATE_DIR/tgtd-PORT.sanitizer.log.PID (the folder RBIO_SANITIZER_LOG_DIR
+# instead, if set: scripts/sanitize.sh then sees them even when a test
+# ignores a failed stop); a finding aborts tgtd, and `stop` fails on any
+# report of a tgtd started from STATE_DIR (printing it). Leak checking is off in tgtd (tgt's
+# own allocations at exit; the module's leaks are integration.leaks' job,
+# under valgrind); UBSan halts at the first finding.
 set -euo pipefail
 
 die() { printf 'tgtd-sandbox: error: %s\n' "$*" >&2; exit 1; }
@@ -55,6 +68,34 @@ start() {
   rm -rf "$state/ovl" && mkdir -p "$state/ovl/upper" "$state/ovl/work" "$state/empty"
   [[ -n $modules ]] || modules="$state/empty"
 
+  # A sanitizer runtime for tgtd, if the module needs one (see the top).
+  local preload=${RBIO_TGTD_PRELOAD:-}
+  if [[ -z $preload && -f $modules/bs_rbio.so ]]; then
+    local needed
+    needed=$(readelf -d "$modules/bs_rbio.so" | sed -n 's/.*NEEDED.*\[\(lib[at]san\.so[.0-9]*\)\].*/\1/p' | head -1)
+    if [[ -n $needed ]]; then
+      preload=$(ldd "$modules/bs_rbio.so" | awk -v n="$needed" '$1 == n { print $3 }')
+      [[ -f $preload ]] || die "$modules/bs_rbio.so needs $needed, which ldd does not find"
+      # tgtd is C: without libstdc++ loaded when the runtime starts, ASan's
+      # __cxa_throw interceptor has nothing to call and the module's first
+      # exception aborts tgtd ("real___cxa_throw != 0" CHECK failed).
+      local cxx
+      cxx=$(ldd "$modules/bs_rbio.so" | awk '$1 ~ /^libstdc\+\+\.so/ { print $3 }')
+      [[ -z $cxx ]] || preload+=" $cxx"
+    fi
+  fi
+  [[ $preload == none ]] && preload=""
+  # Earlier reports from this folder stay: `stop` fails on them too.
+  local sanlog="${RBIO_SANITIZER_LOG_DIR:-$state}/tgtd-$port.sanitizer.log"
+  if [[ -n $preload ]]; then
+    local f
+    for f in $preload; do [[ -f $f ]] || die "preload: no file $f"; done
+    (( ! valgrind )) || die "--valgrind and a sanitizer runtime ($preload) do not mix"
+    echo "$sanlog" >> "$state/sanitizer-logs"
+    export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:log_path=$sanlog:${RBIO_TGTD_ASAN_OPTIONS:-}"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$sanlog"
+    export TSAN_OPTIONS="halt_on_error=1:log_path=$sanlog:${RBIO_TGTD_TSAN_OPTIONS:-}"
+  fi
   # /usr/lib/tgt/backing-store need not exist on the host: an overlay on
   # /usr/lib inside the namespace gives us a mount point without touching it.
   local prefix=()
@@ -73,9 +114,11 @@ start() {
       mkdir -p /usr/lib/tgt/backing-store
     fi
     mount --bind "$2" /usr/lib/tgt/backing-store
-    shift 2
+    if [ -n "$3" ]; then LD_PRELOAD=$3; export LD_PRELOAD; fi
+    shift 3
     exec "$@"'
   : > "$state/tgtd.log"
+  [[ -z $preload ]] || echo "tgtd-sandbox: tgtd runs with $preload preloaded (reports: $sanlog.PID)" >> "$state/tgtd.log"
   # rbio's transport settings: a host's /etc/rbio/tgtd.conf does not leak in
   # (RBIO_CONFIG and RBIO_TRANSPORT / RBIO_PORTALS from the caller do), and
   # the statistics file stays in the state folder.
@@ -86,7 +129,7 @@ start() {
   # status (128+N for signal N) to tgtd.status for `stop` to judge.
   (
     rc=0
-    unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" \
+    unshare -m --propagation private sh -c "$inner" sh "$state" "$modules" "$preload" \
       "${prefix[@]}" "$tgtd" -f -C "$port" --iscsi "$iscsi_opts" "${extra[@]}" || rc=$?
     echo "$rc" > "$state/tgtd.status.new" && mv "$state/tgtd.status.new" "$state/tgtd.status"
   ) >> "$state/tgtd.log" 2>&1 < /dev/null &
@@ -94,6 +137,7 @@ start() {
   for (( i = 0; i < 300; i++ )); do
     if [[ -f $state/tgtd.status ]]; then
       cat "$state/tgtd.log" >&2
+      print_sanitizer_reports >&2
       rm -f "$state/tgtd.pid"
       die "tgtd exited during start-up with status $(cat "$state/tgtd.status") (log: $state/tgtd.log)"
     fi
@@ -119,8 +163,32 @@ exited_within() {
   return 1
 }
 
+# Sanitizer reports of the tgtds started from this folder (any, ever);
+# start records where each writes them.
+sanitizer_report_files() {
+  local prefix f
+  [[ -f $state/sanitizer-logs ]] || return 0
+  sort -u "$state/sanitizer-logs" | while read -r prefix; do
+    for f in "$prefix".*; do
+      if [[ -s $f ]]; then echo "$f"; fi
+    done
+  done
+}
+has_sanitizer_report() { [[ -n $(sanitizer_report_files) ]]; }
+print_sanitizer_reports() {
+  local f
+  for f in $(sanitizer_report_files); do echo "--- $f ---"; cat "$f"; done
+}
+
 stop() {
-  [[ -f $state/tgtd.pid ]] || return 0
+  if [[ ! -f $state/tgtd.pid ]]; then
+    # Nothing running; a report of an earlier tgtd still counts.
+    if has_sanitizer_report; then
+      print_sanitizer_reports >&2
+      die "a sanitizer reported a finding in tgtd (the report is above)"
+    fi
+    return 0
+  fi
   local pid port problems=()
   pid=$(cat "$state/tgtd.pid"); port=$(cat "$state/control-port" 2>/dev/null || echo 0)
   if ! [[ -f $state/tgtd.status ]]; then
@@ -158,6 +226,10 @@ stop() {
     else
       problems+=("tgtd (pid $pid) exited with status $status")
     fi
+  fi
+  if has_sanitizer_report; then
+    print_sanitizer_reports >&2
+    problems+=("a sanitizer reported a finding in tgtd (the report is above)")
   fi
   (( ${#problems[@]} == 0 )) && return 0
   local p

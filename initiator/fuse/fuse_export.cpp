@@ -220,7 +220,14 @@ int FuseExport::unmount(bool lazy) {
 void FuseExport::stop() {
     if (loop_.joinable()) loop_.join();
     if (se_) {
-        fuse_session_destroy(se_);  // closes /dev/fuse
+        // unmount() uses umount2 itself (to see EBUSY), so libfuse's own
+        // unmount never ran and its copy of the mount point (strdup'ed by
+        // fuse_session_mount) would leak. Once the loop has ended the kernel
+        // has ended the connection, so this only closes /dev/fuse and frees
+        // that copy (libfuse unmounts only while the connection lives,
+        // i.e. when the loop ended for another reason and it is still ours).
+        fuse_session_unmount(se_);
+        fuse_session_destroy(se_);
         se_ = nullptr;
     }
 }

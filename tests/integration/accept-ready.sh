@@ -171,7 +171,7 @@ tgtd_stop
 # --- tgt's own transport, for comparison ---------------------------------------------
 echo "# stock transport (RBIO_TRANSPORT=off)"
 rm -rf "$STATE"
-CTL=5751 PORT=13751
+CTL=$((CTL + 1)) PORT=$((PORT + 1))   # 5751, 13751
 check "tgtd starts with the transport off" eval 'RBIO_TRANSPORT=off tgtd_start'
 inq_start stock
 check "stock tgt refuses a login while it has no target at once (what rbio's transport must not do)" \

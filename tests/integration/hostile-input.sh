@@ -291,7 +291,7 @@ run_all() {
   RUN="RBIO_TRANSPORT=$mode"
   STRICT=0
   [[ $mode == on && $EXPECT_RBIO_LOG == 1 ]] && STRICT=1
-  CTL=$((5700 + off)) PORT=$((13700 + off)) STATE="$WORK/tgtd-$mode"
+  CTL=$((5700 + TEST_PORT_SHIFT + off)) PORT=$((13700 + TEST_PORT_SHIFT + off)) STATE="$WORK/tgtd-$mode"
   echo "=== [$RUN] control port $CTL, portal 127.0.0.1:$PORT$( ((STRICT)) && echo ', rbio transport expected')"
   local vg=()
   (( VALGRIND )) && vg=(--valgrind)

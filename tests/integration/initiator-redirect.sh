@@ -15,8 +15,8 @@ source "$(dirname "$0")/../lib/initiator-test.sh"
 tgt_test_init 23
 IQN=iqn.2026-11.io.rbio:redirect-test
 A="127.0.0.1:$PORT"
-B_CTL=5743
-B_PORT=13743
+B_CTL=$((CTL + 20))     # 5743
+B_PORT=$((PORT + 20))   # 13743
 B="127.0.0.2:$B_PORT"
 B_STATE="$WORK/tgtd-b"
 

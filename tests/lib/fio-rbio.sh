@@ -1,6 +1,16 @@
 # fio with rbio's external engine (initiator/fio/librbio_fio.so). Source it
 # after tgt-test.sh (it uses $RBIO_BUILD_DIR and $WORK).
 FIO_ENGINE="$RBIO_BUILD_DIR/initiator/fio/librbio_fio.so"
+# An engine built with ASan (scripts/sanitize.sh) needs its runtime loaded
+# before fio's own libraries: fio then runs with it preloaded. fio's own
+# allocations at exit are not the engine's: no leak check in fio.
+FIO_ENV=()
+if [[ -f $FIO_ENGINE ]] && readelf -d "$FIO_ENGINE" | grep -q 'NEEDED.*\[libasan\.so'; then
+  # libstdc++ too: fio is C, and ASan's __cxa_throw interceptor needs it
+  # loaded when the runtime starts (else the engine's first throw aborts).
+  FIO_ENV=(env "LD_PRELOAD=$(ldd "$FIO_ENGINE" | awk '$1 ~ /^lib(asan|stdc\+\+)\.so/ { printf "%s ", $3 }')"
+           "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0")
+fi
 
 # fio_verify_job NAME PORTAL TARGET LUN RW BS IODEPTH SIZE [extra fio options...]
 # Writes SIZE bytes of the LU with RW (randwrite, write, ...) at BS and
@@ -33,7 +43,7 @@ iodepth_batch_complete_min=$(( depth > 4 ? depth / 4 : 1 ))
 JOB
   local extra
   for extra in "$@"; do echo "$extra" >> "$job"; done
-  (cd "$WORK" && RBIO_FIO_STATS=1 timeout 300 fio --output-format=normal "$job" > "$WORK/fio-$name.out" 2>&1)
+  (cd "$WORK" && RBIO_FIO_STATS=1 timeout 300 "${FIO_ENV[@]}" fio --output-format=normal "$job" > "$WORK/fio-$name.out" 2>&1)
 }
 
 # fio_ok NAME: fio ran the job to the end with no error and verified data

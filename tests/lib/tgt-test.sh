@@ -1,13 +1,20 @@
 # Shared helpers for tests that drive a real tgtd. Source it, then call
 # tgt_test_init PORT_OFFSET. Each test gets its own tgtd in a private mount
-# namespace, its own control port (5700+offset) and portal (13700+offset),
+# namespace, its own control port (5700+offset) and portal (13700+offset;
+# both moved by RBIO_TEST_PORT_SHIFT),
 # and a scratch folder on tmpfs that is removed at exit.
 set -euo pipefail
 
 RBIO_SOURCE_DIR=${RBIO_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 RBIO_BUILD_DIR=${RBIO_BUILD_DIR:-$RBIO_SOURCE_DIR/build}
 SANDBOX="$RBIO_SOURCE_DIR/scripts/tgtd-sandbox.sh"
-MODULES="$RBIO_BUILD_DIR/modules"
+# RBIO_MODULES_DIR: another build's module folder for tgtd (the TSan run
+# checks the initiator against the plain module; scripts/sanitize.sh).
+MODULES="${RBIO_MODULES_DIR:-$RBIO_BUILD_DIR/modules}"
+# RBIO_TEST_PORT_SHIFT moves every control port and portal by that much, so
+# a second tree's tests (scripts/sanitize.sh) run beside the main ones.
+TEST_PORT_SHIFT=${RBIO_TEST_PORT_SHIFT:-0}
+[[ $TEST_PORT_SHIFT =~ ^[0-9]+$ ]] || { echo "RBIO_TEST_PORT_SHIFT must be a number" >&2; exit 2; }
 RW_CHECK="$RBIO_BUILD_DIR/tests/integration/iscsi_rw_check"
 TEST_INITIATOR=iqn.2026-11.io.rbio:test-initiator
 
@@ -16,8 +23,8 @@ checks_failed=0
 
 tgt_test_init() {
   local off=$1
-  CTL=$((5700 + off))
-  PORT=$((13700 + off))
+  CTL=$((5700 + TEST_PORT_SHIFT + off))
+  PORT=$((13700 + TEST_PORT_SHIFT + off))
   [[ -f $MODULES/bs_rbio.so ]] || { echo "no $MODULES/bs_rbio.so: build first" >&2; exit 2; }
   WORK=$(mktemp -d /dev/shm/rbio-test-XXXXXX)
   STATE="$WORK/tgtd"
