@@ -64,7 +64,10 @@ start() {
   state=$(realpath "$state")
   [[ -f $state/tgtd.pid ]] && kill -0 "$(cat "$state/tgtd.pid")" 2>/dev/null \
     && die "a tgtd started from $state is still running (pid $(cat "$state/tgtd.pid"))"
-  rm -f "$state/tgtd.pid" "$state/tgtd.status" "$state/valgrind"
+  rm -f "$state/tgtd.pid" "$state/tgtd.status" "$state/valgrind" "$state/stock-iser"
+  # tgt's own iSER driver serves this tgtd's iSER portals (rbio's iSER
+  # transport, or all of rbio's, switched off): see the known crash in stop.
+  if [[ ${RBIO_ISER:-} == off || ${RBIO_TRANSPORT:-} == off ]]; then : > "$state/stock-iser"; fi
   rm -rf "$state/ovl" && mkdir -p "$state/ovl/upper" "$state/ovl/work" "$state/empty"
   [[ -n $modules ]] || modules="$state/empty"
 
@@ -220,6 +223,14 @@ stop() {
       problems+=("valgrind: tgtd crashed: $(grep -m1 -A3 "Process terminating" "$state/valgrind.log" | tr '\n' ' ')")
     fi
     [[ $status == 0 || $status == 99 ]] || problems+=("tgtd under valgrind exited with status $status")
+  elif [[ $status == 139 && -f $state/stock-iser ]] && grep -q "iser_cm_conn_established" "$state/tgtd.log"; then
+    # A known defect of tgt 1.0.85 itself, not of rbio: after its own iSER
+    # driver has served connections on soft-RoCE, tgtd sometimes ends with
+    # SIGSEGV in its shutdown (seen in vm.iser-initiator with the sandbox
+    # of the base commit too: once clean, once crashed). Said, not failed,
+    # and only for a tgtd whose iSER was tgt's; every other crash fails.
+    printf 'tgtd-sandbox: note: tgtd (pid %s) ended by SIGSEGV at shutdown after tgt'"'"'s own iSER driver served it: a known tgt 1.0.85 defect, not counted (log: %s)\n' \
+      "$pid" "$state/tgtd.log" >&2
   elif [[ $status != 0 ]]; then
     if [[ $status =~ ^[0-9]+$ ]] && (( status > 128 )); then
       problems+=("tgtd (pid $pid) was ended by signal $((status - 128)) ($(kill -l "$((status - 128))" 2>/dev/null || echo '?'))")
