@@ -184,11 +184,16 @@ check "two tgtd queue pairs, two send-slot pools and one shared receive queue" e
 head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
 must "write an 8 MiB pattern at 200 MiB before the link goes down" \
   dd if="$WORK/pattern" of="$DISK_A" oflag=direct bs=1M seek=200 status=none
+# Rate-limited (4,096 writes take 8 s or more), so it is still writing when
+# the link goes down however fast the guest is: unlimited, it once finished
+# its 16 MiB within the 3 s this test used to sleep.
+disk_writes() { local f; read -ra f < "/sys/block/${DISK_A#/dev/}/stat"; echo "${f[4]}"; }
+writes_before=$(disk_writes)
 fio --name=flap --filename="$DISK_A" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
-  --iodepth=16 --size=16M --verify=crc32c --verify_fatal=1 > "$WORK/fio-flap.log" 2>&1 &
+  --iodepth=16 --size=16M --rate_iops=500 --verify=crc32c --verify_fatal=1 > "$WORK/fio-flap.log" 2>&1 &
 FIO_PID=$!
 VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
-sleep 3
+check "fio's writes reach the disk" wait_for 15 eval '(( $(disk_writes) >= writes_before + 200 ))'
 check "fio is writing when the link goes down" kill -0 "$FIO_PID"
 ended_before=$(ended)
 ip link set rbio-veth0 down
