@@ -20,7 +20,9 @@ truncate -s 16M "$WORK/backing.img"
 fuse_pid=""
 disk_errors_cleanup() {
   local rc=$?
-  "$SANDBOX" stop "$STATE" || true
+  # tgtd first (its namespace holds a copy of the FUSE mount); a crash or
+  # an unclean exit at shutdown fails the test.
+  "$SANDBOX" stop "$STATE" || rc=1
   if mountpoint -q "$MNT"; then fusermount3 -u "$MNT" || true; fi
   if [[ -n $fuse_pid ]]; then wait "$fuse_pid" 2>/dev/null || true; fi
   tgt_test_cleanup "$rc"
