@@ -16,6 +16,9 @@ PACKAGES=(
   tgt                                         # the target rbio plugs into
   libiscsi-bin libiscsi-dev                   # test and bench clients
   liburing-dev                                # the backing store's io_uring
+  librbd-dev                                  # LUs on Ceph RBD images (tgt-backend/rbd/)
+  ceph-mon ceph-osd ceph-common               # the single-node cluster of scripts/ceph-dev.sh (tests, benches)
+  tgt-rbd                                     # stock tgt's bs_rbd, the baseline of bench/rbd-compare.sh
   libgtest-dev googletest                     # unit tests
   valgrind util-linux strace                  # leak test, namespaces, syscall counts
   clang                                       # the libFuzzer targets (scripts/fuzz.sh)
