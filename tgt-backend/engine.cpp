@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
+#include <poll.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -48,6 +49,25 @@ void Engine::log(int level, const std::string& msg) const {
 
 OpenedFile Engine::open(const std::string& path, int oflags) {
     OpenedFile f;
+    if (is_rbd_path(path)) {
+        // librbd signals finished requests on the ring's eventfd too: tgtd
+        // watches one fd per LU whatever the store.
+        auto image = std::make_unique<RbdImage>(parse_rbd_path(path), opts_.rbd, ring_.event_fd());
+        f.size = image->size();
+        if (f.size < 512)
+            throw Error("rbd " + image->name() + " is too small (" + std::to_string(f.size) +
+                        " bytes); grow it with rbd resize");
+        // The LU's physical block: 4 KiB, not the 4 MiB object, which would
+        // make hosts align every I/O to objects.
+        f.blksize = 4096;
+        size_ = f.size;
+        inline_io_ = false;
+        rbd_ = std::move(image);
+        log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
+                                  " bytes, " + std::to_string(rbd_->object_size()) +
+                                  "-byte objects; librbd cache off; " + to_string(opts_) + ")");
+        return f;
+    }
     int fd = ::open(path.c_str(), O_RDWR | O_LARGEFILE | O_CLOEXEC | oflags);
     if (fd < 0 && (errno == EACCES || errno == EROFS)) {
         fd = ::open(path.c_str(), O_RDONLY | O_LARGEFILE | O_CLOEXEC | oflags);
@@ -91,6 +111,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
 
 void Engine::close() noexcept {
     drain();
+    rbd_.reset();
     fd_.reset();
 }
 
@@ -310,7 +331,25 @@ void Engine::on_event() noexcept {
     // reaping, so it stays readable only while completions posted after this
     // reap are waiting.
     ring_.clear_event();
+    if (rbd_ && rbd_->take_header_change()) check_capacity();
     pump(true);
+}
+
+// An RBD image's header changed: if its size did, tell hosts (the glue
+// raises CAPACITY DATA HAS CHANGED).
+void Engine::check_capacity() {
+    uint64_t now;
+    try {
+        now = rbd_->size();
+    } catch (const std::exception& e) {
+        log(RBIO_BS_LOG_ERROR, e.what());
+        return;
+    }
+    if (now == size_) return;
+    log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + " resized from " + std::to_string(size_) +
+                              " to " + std::to_string(now) + " bytes");
+    size_ = now;
+    if (hooks_.capacity_changed) hooks_.capacity_changed(hooks_.ctx, now);
 }
 
 void Engine::drain() noexcept {
@@ -318,12 +357,31 @@ void Engine::drain() noexcept {
         pump(true);
         if (!pending_head_ && !done_head_ && inflight_ == 0) return;
         if (inflight_ == 0) continue;
+        if (rbd_) {
+            wait_for_completion();
+            continue;
+        }
         int rc = ring_.wait_one();
         if (rc < 0) {
             log(RBIO_BS_LOG_ERROR, std::string("waiting for in-flight I/O: ") + std::strerror(-rc));
             return;
         }
     }
+}
+
+// RBD: librbd signals the eventfd when a request finishes. Requests never
+// time out (an OSD that stops stalls them), so closing waits as long as the
+// cluster does, with a log line every minute.
+void Engine::wait_for_completion() {
+    pollfd p{ring_.event_fd(), POLLIN, 0};
+    for (int waited_s = 0;; ++waited_s) {
+        int rc = ::poll(&p, 1, 1000);
+        if (rc > 0 || (rc < 0 && errno != EINTR)) break;
+        if (waited_s % 60 == 59)
+            log(RBIO_BS_LOG_ERROR, "still waiting for " + std::to_string(inflight_) +
+                                       " request(s) to rbd image " + rbd_->name());
+    }
+    ring_.clear_event();
 }
 
 // One pass: issue what is queued, hand it to the kernel with one call, reap
@@ -345,6 +403,8 @@ void Engine::pump(bool from_event) {
         unsigned n = 0;
         if (opts_.inline_reap || from_event) {
             n = ring_.reap([this](const io_uring_cqe& cqe) { on_cqe(cqe); });
+            if (rbd_)
+                n += rbd_->poll([this](void* tag, int64_t res) { on_rbd_done(static_cast<Io*>(tag), res); });
             (from_event ? counters_.reaped_event : counters_.reaped_inline) += n;
         }
         if (done_head_) {
@@ -424,6 +484,13 @@ void Engine::issue_rw(Cmd* first) {
     }
     io->length = run.length;
 
+    if (rbd_) {
+        io->rbd_fua = io->write && first->fua;
+        rbd_start(io, io->write ? rbd_->writev(io->iov, int(io->n), io->offset, io)
+                                : rbd_->readv(io->iov, int(io->n), io->offset, io));
+        return;
+    }
+
     if (inline_io_ && io->length <= uint64_t(opts_.inline_max_kib) * 1024u && !in_submit_) {
         const int rwf = io->write && first->fua ? RWF_DSYNC : 0;
         ssize_t r = io->write ? ::pwritev2(fd_.get(), io->iov, int(io->n), off_t(io->offset), rwf)
@@ -487,7 +554,111 @@ io_uring_sqe* Engine::sqe_for(Cmd* c) {
     return sqe;
 }
 
+// ---------------------------------------------------------------- RBD
+
+// An Io for one step of c on an RBD image (nullptr when none is free).
+Engine::Io* Engine::rbd_io_for(Cmd* c) {
+    Io* io = alloc_io();
+    if (!io) return nullptr;
+    io->step = true;
+    io->write = false;
+    io->rbd_fua = false;
+    io->n = 1;
+    io->cmds[0] = c;
+    return io;
+}
+
+// rc: what librbd said when the request was started. When it refused,
+// the Io is freed; the commands of a read/write fail from the done list
+// (never inside tgt's submit call), a step's caller fails its command.
+bool Engine::rbd_start(Io* io, int rc) {
+    if (rc == 0) {
+        ++inflight_;
+        ++counters_.ios;
+        return true;
+    }
+    log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + " refused a request: " + std::strerror(-rc));
+    if (!io->step) {
+        for (uint32_t i = 0; i < io->n; ++i) {
+            io->cmds[i]->result = check(kHardwareError, kAscInternalTargetFailure);
+            complete_later(io->cmds[i]);
+        }
+    }
+    free_io(io);
+    return false;
+}
+
+void Engine::complete_later(Cmd* c) {
+    c->next = nullptr;
+    if (done_tail_) done_tail_->next = c;
+    else done_head_ = c;
+    done_tail_ = c;
+}
+
+// A FUA write is followed by rbd_aio_flush before its status: librbd's
+// flush completes after every write started before it, so the command's
+// data is in the cluster whatever caching a ceph.conf turns on. (With the
+// cache off, as rbio sets it, the flush finds nothing to write back and
+// costs one trip through librbd.)
+void Engine::on_rbd_done(Io* io, int64_t res) {
+    if (io->rbd_fua && res >= 0) {
+        io->rbd_fua = false;
+        --inflight_;  // the flush takes the write's place
+        Cmd* first = io->cmds[0];
+        const bool step = io->step;
+        if (!rbd_start(io, rbd_->flush(io)) && step) finish(first, check(kHardwareError, kAscInternalTargetFailure));
+        return;
+    }
+    // librbd gives the bytes read, but 0 for a write that succeeded.
+    if (res >= 0 && io->write) res = io->step ? int64_t(io->cmds[0]->chunk) : int64_t(io->length);
+    io_done(io, res);
+}
+
+// WRITE SAME without LBDATA/PBDATA: one librbd request for the whole range
+// (librbd writes it object by object, and turns zeros into discards when
+// the image allows).
+bool Engine::rbd_write_same(Cmd* c) {
+    const uint64_t bs = c->block_size;
+    const uint8_t* pattern = c->data;
+    if (!pattern) {
+        try {
+            c->scratch.assign(bs, 0);
+        } catch (const std::exception&) {
+            return false;
+        }
+        pattern = c->scratch.data();
+    }
+    Io* io = rbd_io_for(c);
+    if (!io) return false;
+    c->stage = 2;
+    c->chunk = c->length;
+    io->write = true;
+    io->rbd_fua = c->fua;
+    return rbd_start(io, rbd_->write_same(c->offset, c->length, pattern, bs, io));
+}
+
+// Atomic in the OSD, so it holds across gateways too.
+bool Engine::rbd_compare_and_write(Cmd* c) {
+    Io* io = rbd_io_for(c);
+    if (!io) return false;
+    c->stage = 2;
+    c->chunk = c->length;
+    c->pos = 0;  // librbd puts the first mismatching offset here
+    io->write = true;
+    io->rbd_fua = c->fua;
+    return rbd_start(io, rbd_->compare_and_write(c->offset, c->length, c->data, c->aux, &c->pos, io));
+}
+
 bool Engine::step_rw(Cmd* c, bool write, uint8_t* buf, uint64_t len, uint64_t off, bool dsync) {
+    if (rbd_) {
+        Io* io = rbd_io_for(c);
+        if (!io) return false;
+        c->chunk = len;
+        io->write = write;
+        io->rbd_fua = write && dsync;
+        io->iov[0] = {buf, size_t(len)};
+        return rbd_start(io, write ? rbd_->writev(io->iov, 1, off, io) : rbd_->readv(io->iov, 1, off, io));
+    }
     io_uring_sqe* sqe = sqe_for(c);
     if (!sqe) return false;
     c->chunk = len;
@@ -498,6 +669,11 @@ bool Engine::step_rw(Cmd* c, bool write, uint8_t* buf, uint64_t len, uint64_t of
 }
 
 bool Engine::step_fsync(Cmd* c) {
+    if (rbd_) {
+        // Completes after every write started before it.
+        Io* io = rbd_io_for(c);
+        return io && rbd_start(io, rbd_->flush(io));
+    }
     io_uring_sqe* sqe = sqe_for(c);
     if (!sqe) return false;
     io_uring_prep_fsync(sqe, fd_.get(), IORING_FSYNC_DATASYNC);
@@ -507,6 +683,10 @@ bool Engine::step_fsync(Cmd* c) {
 }
 
 bool Engine::step_punch(Cmd* c, uint64_t off, uint64_t len) {
+    if (rbd_) {
+        Io* io = rbd_io_for(c);
+        return io && rbd_start(io, rbd_->discard(off, len, io));
+    }
     io_uring_sqe* sqe = sqe_for(c);
     if (!sqe) return false;
     io_uring_prep_fallocate(sqe, fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
@@ -514,6 +694,13 @@ bool Engine::step_punch(Cmd* c, uint64_t off, uint64_t len) {
 }
 
 bool Engine::step_fadvise(Cmd* c, uint64_t off, uint64_t len) {
+    if (rbd_) {
+        // librbd has no read-ahead hint without its cache: PRE-FETCH is a
+        // no-op that succeeds, as SBC allows.
+        c->result = good();
+        complete_later(c);
+        return true;
+    }
     io_uring_sqe* sqe = sqe_for(c);
     if (!sqe) return false;
     io_uring_prep_fadvise(sqe, fd_.get(), off, off_t(len), POSIX_FADV_WILLNEED);
@@ -569,6 +756,10 @@ void Engine::start(Cmd* c) {
                 ok = step_punch(c, c->offset, c->length);
                 break;
             }
+            if (rbd_ && !c->ws_flags) {
+                ok = rbd_write_same(c);
+                break;
+            }
             try {
                 uint64_t bs = c->block_size;
                 uint64_t chunk = std::max<uint64_t>(bs, std::min(c->length, kWriteSameChunk) / bs * bs);
@@ -595,6 +786,10 @@ void Engine::start(Cmd* c) {
             break;
         case Kind::CompareAndWrite:
         case Kind::OrWrite:
+            if (rbd_ && c->kind == Kind::CompareAndWrite) {
+                ok = rbd_compare_and_write(c);
+                break;
+            }
             try {
                 c->scratch.resize(c->length);
             } catch (const std::exception&) {
@@ -615,6 +810,7 @@ void Engine::start(Cmd* c) {
 
 int Engine::settle(bool write, uint8_t* buf, uint64_t len, uint64_t off, bool dsync, int res) {
     if (res < 0) return -res;
+    if (rbd_) return uint64_t(res) < len ? EIO : 0;  // librbd does whole requests or fails them
     uint64_t done = uint64_t(res);
     while (done < len) {
         ssize_t n;
@@ -634,15 +830,19 @@ int Engine::settle(bool write, uint8_t* buf, uint64_t len, uint64_t off, bool ds
     return 0;
 }
 
-void Engine::on_cqe(const io_uring_cqe& cqe) {
-    Io* io = static_cast<Io*>(io_uring_cqe_get_data(&cqe));
+void Engine::on_cqe(const io_uring_cqe& cqe) { io_done(static_cast<Io*>(io_uring_cqe_get_data(&cqe)), cqe.res); }
+
+void Engine::io_done(Io* io, int64_t res64) {
+    // Results are at most one merged I/O or one WRITE SAME chunk, except a
+    // whole-range RBD WRITE SAME, whose step_done only looks at the sign.
+    const int res = res64 < 0 ? int(std::max<int64_t>(res64, -4095)) : int(std::min<int64_t>(res64, INT32_MAX));
     --inflight_;
     if (io->step) {
         Cmd* c = io->cmds[0];
         free_io(io);
-        step_done(c, cqe.res);
+        step_done(c, res);
     } else {
-        rw_done(io, cqe.res);
+        rw_done(io, res);
     }
 }
 
@@ -660,7 +860,7 @@ void Engine::rw_done(Io* io, int res) {
     for (uint32_t i = 0; i < io->n; ++i) {
         Cmd* c = io->cmds[i];
         int c_res;
-        if (res < 0) c_res = io->n == 1 ? res : 0;
+        if (res < 0) c_res = io->n == 1 || rbd_ ? res : 0;  // librbd: a cluster error, not a bad block
         else if (uint64_t(res) >= start + c->length) c_res = int(c->length);
         else c_res = uint64_t(res) > start ? int(uint64_t(res) - start) : 0;
         int err = settle(io->write, c->data, c->length, c->offset, c->fua, c_res);
@@ -702,6 +902,11 @@ void Engine::step_done(Cmd* c, int res) {
             }
             return;
         case Kind::WriteSame:
+            if (c->stage == 2) {  // RBD, whole range
+                if (res < 0) fail_io(true, -res, "WRITE SAME");
+                else finish(c, good());
+                return;
+            }
             if (c->stage == 1) {
                 if (res == -EOPNOTSUPP) {
                     // The file system cannot punch holes: write the zeros.
@@ -749,6 +954,19 @@ void Engine::step_done(Cmd* c, int res) {
             return;
         }
         case Kind::CompareAndWrite:
+            if (c->stage == 2) {  // RBD: compared and written by the OSD
+                if (res == -EILSEQ) {
+                    // librbd reports the image offset of the first differing byte.
+                    const uint64_t at = c->pos >= c->offset ? c->pos - c->offset : c->pos;
+                    finish(c, check_info(kMiscompare, kAscMiscompareDuringVerify, std::min(at, c->length - 1)));
+                } else if (res < 0) {
+                    fail_io(true, -res, "COMPARE AND WRITE");
+                } else {
+                    finish(c, good());
+                }
+                return;
+            }
+            [[fallthrough]];
         case Kind::OrWrite:
         case Kind::WriteVerify: {
             const bool writing = (c->kind == Kind::WriteVerify) ? c->stage == 0 : c->stage == 1;

@@ -8,7 +8,8 @@ namespace rbio::bs {
 namespace {
 
 constexpr std::string_view kKnownKeys =
-    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin";
+    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin, "
+    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout";
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -31,6 +32,24 @@ uint32_t parse_uint(std::string_view key, std::string_view v, uint32_t lo, uint3
                     ": expected a whole number from " + std::to_string(lo) + " to " +
                     std::to_string(hi));
     return out;
+}
+
+std::string parse_path(std::string_view key, std::string_view v) {
+    if (v.empty() || v.front() != '/')
+        throw Error("bsopts: " + std::string(key) + "=" + std::string(v) + ": expected an absolute path");
+    return std::string(v);
+}
+
+// Ceph entity and cluster names: letters, digits, '.', '_', '-'.
+std::string parse_name(std::string_view key, std::string_view v) {
+    bool ok = !v.empty() && v.size() <= 64;
+    for (char ch : v)
+        ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                    ch == '.' || ch == '_' || ch == '-');
+    if (!ok)
+        throw Error("bsopts: " + std::string(key) + "=" + std::string(v) +
+                    ": expected 1-64 letters, digits, '.', '_' or '-'");
+    return std::string(v);
 }
 
 }  // namespace
@@ -74,6 +93,16 @@ Options parse_options(std::string_view bsopts) {
             o.inline_max_kib = parse_uint(key, val, 1, 16384);
         } else if (key == "thin") {
             o.thin = parse_bool(key, val);
+        } else if (key == "rbd_conf") {
+            o.rbd.conf = parse_path(key, val);
+        } else if (key == "rbd_keyring") {
+            o.rbd.keyring = parse_path(key, val);
+        } else if (key == "rbd_id") {
+            o.rbd.id = parse_name(key, val);
+        } else if (key == "rbd_cluster") {
+            o.rbd.cluster = parse_name(key, val);
+        } else if (key == "rbd_timeout") {
+            o.rbd.timeout_s = parse_uint(key, val, 1, 300);
         } else {
             throw Error("bsopts: unknown key '" + std::string(key) +
                         "' (known: " + std::string(kKnownKeys) + ")");
@@ -81,6 +110,22 @@ Options parse_options(std::string_view bsopts) {
     }
     return o;
 }
+
+namespace {
+
+// Only what differs from the defaults: file LUs show no Ceph settings.
+std::string rbd_to_string(const RbdSettings& r) {
+    const RbdSettings d;
+    std::string out;
+    if (r.conf != d.conf) out += ":rbd_conf=" + r.conf;
+    if (r.id != d.id) out += ":rbd_id=" + r.id;
+    if (r.keyring != d.keyring) out += ":rbd_keyring=" + r.keyring;
+    if (r.cluster != d.cluster) out += ":rbd_cluster=" + r.cluster;
+    if (r.timeout_s != d.timeout_s) out += ":rbd_timeout=" + std::to_string(r.timeout_s);
+    return out;
+}
+
+}  // namespace
 
 std::string to_string(const Options& o) {
     auto b = [](bool v) { return v ? "on" : "off"; };
@@ -90,7 +135,7 @@ std::string to_string(const Options& o) {
            ":inline_io=" +
            (o.inline_io == Options::Inline::Auto ? "auto" : b(o.inline_io == Options::Inline::On)) +
            ":inline_max_kib=" + std::to_string(o.inline_max_kib) +
-           ":thin=" + b(o.thin);
+           ":thin=" + b(o.thin) + rbd_to_string(o.rbd);
 }
 
 }  // namespace rbio::bs

@@ -97,6 +97,23 @@ static void rbio_log(void *ctx, int level, const char *msg)
 	log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", tid, lun, msg);
 }
 
+#define ASC_CAPACITY_DATA_HAS_CHANGED 0x2a09
+
+/* The RBD image under the LU was resized: READ CAPACITY answers from
+ * lu->size, and every I_T nexus gets a unit attention so hosts look again
+ * (Linux rescans the disk on it), without restarting anything. */
+static void rbio_capacity_changed(void *ctx, uint64_t bytes)
+{
+	struct rbio_lu_priv *priv = ctx;
+	struct scsi_lu *lu = priv->lu;
+
+	log_error("rbio: tid:%d lun:%" PRIu64 ": capacity %" PRIu64 " -> %" PRIu64
+		  " bytes; hosts are told (unit attention 2A/09)\n",
+		  lu->tgt->tid, lu->lun, lu->size, bytes);
+	lu->size = bytes;
+	ua_sense_add_other_it_nexus(0, lu, ASC_CAPACITY_DATA_HAS_CHANGED);
+}
+
 static void rbio_refresh_vpd(struct scsi_lu *lu, int page)
 {
 	struct vpd *vpd = lu->attrs.lu_vpd[PCODE_OFFSET(page)];
@@ -137,6 +154,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	hooks.complete = rbio_complete;
 	hooks.request_flush = rbio_request_flush;
 	hooks.log = rbio_log;
+	hooks.capacity_changed = rbio_capacity_changed;
 
 	if (rbio_alua_glue_lu_init(lu, &priv->alua))
 		return TGTADM_INVALID_REQUEST;
@@ -209,7 +227,9 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
 		return -1;
 	}
-	if (rbio_alua_glue_check_backing(lu, *fd))
+	/* An RBD image (no fd) is shared storage by design, read and written
+	 * with librbd's cache off: nothing to check for several gateways. */
+	if (*fd >= 0 && rbio_alua_glue_check_backing(lu, *fd))
 		return -1;
 	if (readonly)
 		lu->attrs.readonly = 1;

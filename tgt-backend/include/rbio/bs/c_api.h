@@ -42,6 +42,9 @@ struct rbio_bs_hooks {
     /* Ask for rbio_bs_flush() once the current event-loop pass ends. */
     void (*request_flush)(void *ctx);
     void (*log)(void *ctx, int level, const char *msg);
+    /* The backing store's size changed (an RBD image was resized): tell
+     * hosts. Called from the event loop; may be NULL. */
+    void (*capacity_changed)(void *ctx, uint64_t bytes);
 };
 
 /* One SCSI command as the engine needs it. Buffers stay valid until
@@ -69,7 +72,8 @@ int rbio_bs_lu_create(const char *bsopts, const struct rbio_bs_hooks *hooks,
 /* Waits for in-flight I/O, then frees everything. */
 void rbio_bs_lu_destroy(struct rbio_bs_lu *lu);
 
-/* Opens the backing file (O_RDWR | oflags, read-only when access is denied).
+/* Opens the backing file (O_RDWR | oflags, read-only when access is denied),
+ * or the Ceph RBD image of a path "rbd:POOL/IMAGE" (fd is then -1).
  * Returns 0 with fd/size/blksize/readonly set, or -1 with a reason in err. */
 int rbio_bs_lu_open(struct rbio_bs_lu *lu, const char *path, int oflags, int *fd,
                     uint64_t *size, uint32_t *blksize, int *readonly, char *err,

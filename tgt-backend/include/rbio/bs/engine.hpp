@@ -1,6 +1,7 @@
 #pragma once
 // The backing-store engine of one logical unit: turns SCSI block commands
-// into io_uring operations on the backing file.
+// into io_uring operations on the backing file, or into librbd requests on
+// a Ceph RBD image ("rbd:POOL/IMAGE", see rbd_image.hpp).
 //
 // Per event-loop pass of tgtd, commands are only queued (no system call);
 // at the end of the pass flush() coalesces adjacent requests, hands every
@@ -8,17 +9,21 @@
 // without another call. Completions that finish later wake tgtd's epoll
 // through an eventfd and are reaped in bulk by on_event(). Everything runs on
 // tgtd's one event-loop thread: no locks, no thread hop per command, and no
-// allocation per command once the pools have grown to the load.
+// allocation per command once the pools have grown to the load. An RBD
+// image gets the same gathering and merging; its requests leave through
+// librbd's asynchronous calls and its completions wake the same eventfd.
 #include <sys/uio.h>
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "rbio/bs/c_api.h"
 #include "rbio/bs/coalesce.hpp"
 #include "rbio/bs/options.hpp"
+#include "rbio/bs/rbd_image.hpp"
 #include "rbio/bs/ring.hpp"
 #include "rbio/common/unique_fd.hpp"
 
@@ -38,7 +43,7 @@ struct Counters {
 };
 
 struct OpenedFile {
-    int fd = -1;
+    int fd = -1;  // -1 for an RBD image
     uint64_t size = 0;
     uint32_t blksize = 0;
     bool readonly = false;
@@ -51,7 +56,8 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
-    // Opens the backing file; throws Error with the path and the reason.
+    // Opens the backing file or RBD image; throws Error with the path and
+    // the reason.
     OpenedFile open(const std::string& path, int oflags);
     // Whether small reads and writes bypass io_uring for the open file.
     bool inline_io() const { return inline_io_; }
@@ -68,6 +74,8 @@ public:
     void on_event() noexcept;
     // Blocks until nothing is queued or in flight.
     void drain() noexcept;
+    // Whether the open backing store is an RBD image.
+    bool rbd() const { return rbd_ != nullptr; }
 
     int event_fd() const { return ring_.event_fd(); }
     const Options& options() const { return opts_; }
@@ -109,6 +117,7 @@ private:
         uint32_t n = 0;
         bool step = false;  // one step of a multi-step command (cmds[0])
         bool write = false;
+        bool rbd_fua = false;       // RBD: flush once the write is done, then complete
         uint64_t offset = 0;
         uint64_t length = 0;
         Io* next_free = nullptr;
@@ -121,6 +130,15 @@ private:
     void issue_rw(Cmd* first);
     void start(Cmd* c);
     void on_cqe(const io_uring_cqe& cqe);
+    void io_done(Io* io, int64_t res);
+    void on_rbd_done(Io* io, int64_t res);
+    bool rbd_start(Io* io, int rc);
+    Io* rbd_io_for(Cmd* c);
+    bool rbd_write_same(Cmd* c);
+    bool rbd_compare_and_write(Cmd* c);
+    void check_capacity();
+    void complete_later(Cmd* c);
+    void wait_for_completion();
     void rw_done(Io* io, int res);
     void step_done(Cmd* c, int res);
     void finish(Cmd* c, const rbio_bs_result& r);
@@ -150,6 +168,8 @@ private:
     MergeLimits limits_;
     Ring ring_;
     UniqueFd fd_;
+    std::unique_ptr<RbdImage> rbd_;
+    uint64_t size_ = 0;  // what hosts were last told (RBD resize)
     std::deque<Cmd> cmd_store_;  // grows with the load, never shrinks or moves
     Cmd* free_cmds_ = nullptr;
     std::vector<Io> io_store_;

@@ -1,0 +1,111 @@
+#pragma once
+// One Ceph RBD image opened through librbd's asynchronous C API, for the
+// engine of an LU whose backing store is "rbd:POOL/IMAGE".
+//
+// Completions do not run callbacks on librbd's threads: librbd queues them
+// and signals the engine's eventfd (rbd_set_image_notification), and the
+// engine collects them with poll() from tgtd's own event loop. So there is
+// no thread hop and no lock on rbio's side per I/O; librbd itself allocates
+// one small completion object per request (its C API has no other way).
+//
+// librbd's cache is always off: several gateways may serve one image, and
+// a write acknowledged to a host must already be in the cluster.
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "rbio/bs/options.hpp"
+
+namespace rbio::bs {
+
+// Where an image lives: "rbd:POOL/IMAGE" or "rbd:POOL/NAMESPACE/IMAGE".
+struct RbdLocation {
+    std::string pool;
+    std::string ns;  // empty: the pool's default namespace
+    std::string image;
+    std::string describe() const;  // "POOL/IMAGE" or "POOL/NS/IMAGE"
+};
+
+bool is_rbd_path(std::string_view path);
+// Throws Error naming what is wrong with the path.
+RbdLocation parse_rbd_path(std::string_view path);
+
+class RbdImage {
+public:
+    // Connects and opens the image; throws Error with a one-line reason
+    // (unreadable ceph.conf, unreachable monitors, refused key, missing pool
+    // or image). event_fd: where librbd signals finished requests and image
+    // header changes (e.g. a resize).
+    RbdImage(const RbdLocation& where, const RbdSettings& how, int event_fd);
+    ~RbdImage();
+    RbdImage(const RbdImage&) = delete;
+    RbdImage& operator=(const RbdImage&) = delete;
+
+    // Current size in bytes (asks librbd; cheap, from the cached header).
+    uint64_t size() const;
+    // Object size: the physical block the LU reports.
+    uint64_t object_size() const { return object_size_; }
+    const std::string& name() const { return name_; }
+
+    // Each starts one request and returns 0, or -errno if librbd refused
+    // it (then it will not come back through poll()). `tag` identifies the
+    // request in poll().
+    int readv(const iovec* iov, int n, uint64_t off, void* tag);
+    int writev(const iovec* iov, int n, uint64_t off, void* tag);
+    int flush(void* tag);
+    int discard(uint64_t off, uint64_t len, void* tag);
+    // `len` bytes at off, each `pattern_len` bytes a copy of pattern.
+    int write_same(uint64_t off, uint64_t len, const uint8_t* pattern, uint64_t pattern_len, void* tag);
+    // Atomic in the OSD: writes `data` only if the media equals `cmp`.
+    // A miscompare finishes with -EILSEQ and *mismatch set to the first
+    // differing byte's offset from `off`.
+    int compare_and_write(uint64_t off, uint64_t len, const uint8_t* cmp, const uint8_t* data,
+                          uint64_t* mismatch, void* tag);
+
+    // Calls fn(tag, result) for every finished request (result: bytes or
+    // 0 on success, -errno on failure); returns how many. Never blocks.
+    template <class Fn>
+    unsigned poll(Fn&& fn) {
+        unsigned total = 0;
+        void* batch[kPollBatch];
+        for (;;) {
+            int n = poll_batch(batch, kPollBatch);
+            for (int i = 0; i < n; ++i) {
+                void* tag = nullptr;
+                int64_t res = finish(batch[i], &tag);
+                fn(tag, res);
+            }
+            total += unsigned(n > 0 ? n : 0);
+            if (n < int(kPollBatch)) break;
+        }
+        return total;
+    }
+    // Requests started and not yet returned by poll().
+    uint32_t in_flight() const { return in_flight_; }
+
+    // Whether the image's header changed (resize, feature or lock change)
+    // since the last call; the caller then compares size().
+    bool take_header_change() { return header_changed_.exchange(false, std::memory_order_acq_rel); }
+
+private:
+    static constexpr unsigned kPollBatch = 64;
+    struct Handles;
+    int poll_batch(void** out, unsigned max);
+    int64_t finish(void* completion, void** tag);
+    void* completion_for(void* tag);
+    int started(void* completion, int rc);
+    static void on_header_change(void* self);
+
+    std::unique_ptr<Handles> h_;
+    std::string name_;
+    uint64_t object_size_ = 0;
+    int event_fd_;
+    uint32_t in_flight_ = 0;
+    std::atomic<bool> header_changed_{false};
+};
+
+}  // namespace rbio::bs

@@ -1,0 +1,247 @@
+#include "rbio/bs/rbd_image.hpp"
+
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "rbio/bs/error.hpp"
+
+namespace rbio::bs {
+
+namespace {
+
+constexpr std::string_view kPrefix = "rbd:";
+
+bool valid_name(std::string_view s) {
+    if (s.empty() || s.size() > 255) return false;
+    for (char ch : s)
+        if (ch == '/' || ch == '@' || ch == ':' || static_cast<unsigned char>(ch) < 0x21) return false;
+    return true;
+}
+
+std::string rados_error(const std::string& what, int rc) { return what + ": " + std::strerror(-rc); }
+
+}  // namespace
+
+std::string RbdLocation::describe() const {
+    return ns.empty() ? pool + "/" + image : pool + "/" + ns + "/" + image;
+}
+
+bool is_rbd_path(std::string_view path) { return path.substr(0, kPrefix.size()) == kPrefix; }
+
+RbdLocation parse_rbd_path(std::string_view path) {
+    const std::string shown(path);
+    if (!is_rbd_path(path)) throw Error("'" + shown + "' is not an RBD path (rbd:POOL/IMAGE)");
+    std::string_view rest = path.substr(kPrefix.size());
+    RbdLocation loc;
+    size_t a = rest.find('/');
+    if (a == std::string_view::npos)
+        throw Error("'" + shown + "': expected rbd:POOL/IMAGE or rbd:POOL/NAMESPACE/IMAGE");
+    size_t b = rest.find('/', a + 1);
+    loc.pool = rest.substr(0, a);
+    if (b == std::string_view::npos) {
+        loc.image = rest.substr(a + 1);
+    } else {
+        loc.ns = rest.substr(a + 1, b - a - 1);
+        loc.image = rest.substr(b + 1);
+        if (!valid_name(loc.ns)) throw Error("'" + shown + "': bad namespace name '" + loc.ns + "'");
+    }
+    if (!valid_name(loc.pool)) throw Error("'" + shown + "': bad pool name '" + loc.pool + "'");
+    if (!valid_name(loc.image))
+        throw Error("'" + shown + "': bad image name '" + loc.image +
+                    "' (snapshots are not served: an LU must be writable)");
+    return loc;
+}
+
+// librados/librbd handles, released in reverse order of creation.
+struct RbdImage::Handles {
+    rados_t cluster = nullptr;
+    bool connected = false;
+    rados_ioctx_t ioctx = nullptr;
+    rbd_image_t image = nullptr;
+    uint64_t watch = 0;
+    bool watching = false;
+
+    ~Handles() {
+        if (watching) rbd_update_unwatch(image, watch);
+        if (image) rbd_close(image);
+        if (ioctx) rados_ioctx_destroy(ioctx);
+        if (cluster) rados_shutdown(cluster);  // also right when never connected
+    }
+};
+
+RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_fd)
+    : h_(std::make_unique<Handles>()), name_(where.describe()), event_fd_(event_fd) {
+    const std::string client = "client." + how.id;
+    int rc = rados_create2(&h_->cluster, how.cluster.c_str(), client.c_str(), 0);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": creating the cluster handle for " + client, rc));
+
+    rc = rados_conf_read_file(h_->cluster, how.conf.empty() ? nullptr : how.conf.c_str());
+    if (rc < 0)
+        throw Error(rados_error("rbd " + name_ + ": reading " +
+                                    (how.conf.empty() ? "/etc/ceph/" + how.cluster + ".conf" : how.conf),
+                                rc));
+    const std::string timeout = std::to_string(how.timeout_s);
+    struct Setting {
+        const char* key;
+        std::string value;
+    } const settings[] = {
+        // Gateways share images: no cache that could hold an acknowledged
+        // write or serve a stale read.
+        {"rbd_cache", "false"},
+        // The host's buffer stays valid until the command completes, so
+        // librbd may send it without copying.
+        {"rbd_disable_zero_copy_writes", "false"},
+        // A missing cluster fails LU creation in seconds, not 300 s; I/O
+        // itself never times out (an OSD that stops stalls it instead).
+        {"client_mount_timeout", timeout},
+        {"rados_mon_op_timeout", timeout},
+        {"rados_osd_op_timeout", "0"},
+        // librados logs to its own files unless told otherwise; tgtd's log
+        // gets rbio's one-line reasons instead.
+        {"log_to_stderr", "false"},
+        {"err_to_stderr", "false"},
+    };
+    for (const auto& s : settings) {
+        rc = rados_conf_set(h_->cluster, s.key, s.value.c_str());
+        if (rc < 0) throw Error(rados_error(std::string("rbd ") + name_ + ": setting " + s.key, rc));
+    }
+    if (!how.keyring.empty()) {
+        if (::access(how.keyring.c_str(), R_OK) != 0)
+            throw Error(rados_error("rbd " + name_ + ": keyring " + how.keyring, -errno));
+        rc = rados_conf_set(h_->cluster, "keyring", how.keyring.c_str());
+        if (rc < 0) throw Error(rados_error("rbd " + name_ + ": setting keyring", rc));
+    }
+
+    rc = rados_connect(h_->cluster);
+    if (rc < 0) {
+        std::string why = rc == -ETIMEDOUT ? "no monitor answered within " + timeout + " s"
+                        : rc == -EACCES || rc == -EPERM || rc == -ENOENT
+                            ? std::string("authentication as ") + client + " refused or no key for it (" +
+                                  std::strerror(-rc) + ")"
+                            : std::strerror(-rc);
+        throw Error("rbd " + name_ + ": cannot connect to cluster '" + how.cluster + "': " + why);
+    }
+    h_->connected = true;
+
+    rc = rados_ioctx_create(h_->cluster, where.pool.c_str(), &h_->ioctx);
+    if (rc < 0) {
+        h_->ioctx = nullptr;
+        throw Error(rc == -ENOENT ? "rbd " + name_ + ": pool '" + where.pool + "' does not exist"
+                                  : rados_error("rbd " + name_ + ": opening pool " + where.pool, rc));
+    }
+    if (!where.ns.empty()) rados_ioctx_set_namespace(h_->ioctx, where.ns.c_str());
+
+    rc = rbd_open(h_->ioctx, where.image.c_str(), &h_->image, nullptr);
+    if (rc < 0) {
+        h_->image = nullptr;
+        throw Error(rc == -ENOENT ? "rbd " + name_ + ": image '" + where.image + "' does not exist"
+                                  : rados_error("rbd " + name_ + ": opening the image", rc));
+    }
+    rbd_image_info_t info{};
+    rc = rbd_stat(h_->image, &info, sizeof info);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": stat", rc));
+    object_size_ = info.obj_size;
+
+    rc = rbd_set_image_notification(h_->image, event_fd_, EVENT_TYPE_EVENTFD);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": completion notification", rc));
+    rc = rbd_update_watch(h_->image, &h_->watch, &RbdImage::on_header_change, this);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": watching the image header", rc));
+    h_->watching = true;
+}
+
+RbdImage::~RbdImage() = default;
+
+// librbd's watcher thread: only a flag and the eventfd, so the engine picks
+// the change up in tgtd's loop.
+void RbdImage::on_header_change(void* arg) {
+    auto* self = static_cast<RbdImage*>(arg);
+    self->header_changed_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    ssize_t n = ::write(self->event_fd_, &one, sizeof one);
+    (void)n;  // an eventfd write fails only on counter overflow: already readable
+}
+
+uint64_t RbdImage::size() const {
+    uint64_t bytes = 0;
+    int rc = rbd_get_size(h_->image, &bytes);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": size", rc));
+    return bytes;
+}
+
+void* RbdImage::completion_for(void* tag) {
+    rbd_completion_t c = nullptr;
+    if (rbd_aio_create_completion(tag, nullptr, &c) < 0) return nullptr;
+    return c;
+}
+
+int RbdImage::started(void* completion, int rc) {
+    if (rc < 0) {
+        rbd_aio_release(static_cast<rbd_completion_t>(completion));
+        return rc;
+    }
+    ++in_flight_;
+    return 0;
+}
+
+int RbdImage::readv(const iovec* iov, int n, uint64_t off, void* tag) {
+    void* c = completion_for(tag);
+    if (!c) return -ENOMEM;
+    return started(c, rbd_aio_readv(h_->image, iov, n, off, static_cast<rbd_completion_t>(c)));
+}
+
+int RbdImage::writev(const iovec* iov, int n, uint64_t off, void* tag) {
+    void* c = completion_for(tag);
+    if (!c) return -ENOMEM;
+    return started(c, rbd_aio_writev(h_->image, iov, n, off, static_cast<rbd_completion_t>(c)));
+}
+
+int RbdImage::flush(void* tag) {
+    void* c = completion_for(tag);
+    if (!c) return -ENOMEM;
+    return started(c, rbd_aio_flush(h_->image, static_cast<rbd_completion_t>(c)));
+}
+
+int RbdImage::discard(uint64_t off, uint64_t len, void* tag) {
+    void* c = completion_for(tag);
+    if (!c) return -ENOMEM;
+    return started(c, rbd_aio_discard(h_->image, off, len, static_cast<rbd_completion_t>(c)));
+}
+
+int RbdImage::write_same(uint64_t off, uint64_t len, const uint8_t* pattern, uint64_t pattern_len,
+                         void* tag) {
+    void* c = completion_for(tag);
+    if (!c) return -ENOMEM;
+    return started(c, rbd_aio_writesame(h_->image, off, size_t(len), reinterpret_cast<const char*>(pattern),
+                                        size_t(pattern_len), static_cast<rbd_completion_t>(c), 0));
+}
+
+int RbdImage::compare_and_write(uint64_t off, uint64_t len, const uint8_t* cmp, const uint8_t* data,
+                                uint64_t* mismatch, void* tag) {
+    void* c = completion_for(tag);
+    if (!c) return -ENOMEM;
+    ssize_t rc = rbd_aio_compare_and_write(h_->image, off, size_t(len), reinterpret_cast<const char*>(cmp),
+                                           reinterpret_cast<const char*>(data),
+                                           static_cast<rbd_completion_t>(c), mismatch, 0);
+    return started(c, int(rc < 0 ? rc : 0));
+}
+
+int RbdImage::poll_batch(void** out, unsigned max) {
+    if (in_flight_ == 0) return 0;
+    int n = rbd_poll_io_events(h_->image, reinterpret_cast<rbd_completion_t*>(out), int(max));
+    return n > 0 ? n : 0;
+}
+
+int64_t RbdImage::finish(void* completion, void** tag) {
+    auto c = static_cast<rbd_completion_t>(completion);
+    *tag = rbd_aio_get_arg(c);
+    int64_t res = rbd_aio_get_return_value(c);
+    rbd_aio_release(c);
+    --in_flight_;
+    return res;
+}
+
+}  // namespace rbio::bs
