@@ -95,6 +95,9 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // The host's buffer stays valid until the command completes, so
         // librbd may send it without copying.
         {"rbd_disable_zero_copy_writes", "false"},
+        // The LU reports that unmapped blocks read as zeros (LBPRZ): a
+        // discard of part of an object must zero it, not be skipped.
+        {"rbd_skip_partial_discard", "false"},
         // A missing cluster fails LU creation in seconds, not 300 s; I/O
         // itself never times out (an OSD that stops stalls it instead).
         {"client_mount_timeout", timeout},
