@@ -39,6 +39,7 @@ struct rbio_lu_priv {
 	struct scsi_lu *lu;
 	struct event_data flush_ev; /* end-of-pass flush, once per pass */
 	int event_fd;
+	int opened; /* the backing store opened at least once */
 	struct rbio_alua_lu alua;
 };
 
@@ -209,8 +210,13 @@ static void rbio_exit(struct scsi_lu *lu)
 		return;
 	tgt_remove_sched_event(&priv->flush_ev);
 	tgt_event_del(priv->event_fd);
-	rbio_bs_lu_stats(priv->engine, stats, sizeof(stats));
-	log_error("rbio: tid:%d lun:%" PRIu64 ": removed; %s\n", lu->tgt->tid, lu->lun, stats);
+	/* An LU whose backing store never opened (refused with its reason
+	 * logged) has no counters worth a line. */
+	if (priv->opened) {
+		rbio_bs_lu_stats(priv->engine, stats, sizeof(stats));
+		log_error("rbio: tid:%d lun:%" PRIu64 ": removed; %s\n", lu->tgt->tid, lu->lun,
+			  stats);
+	}
 	rbio_bs_lu_destroy(priv->engine);
 	priv->engine = NULL;
 }
@@ -231,6 +237,7 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 	 * with librbd's cache off: nothing to check for several gateways. */
 	if (*fd >= 0 && rbio_alua_glue_check_backing(lu, *fd))
 		return -1;
+	priv->opened = 1;
 	if (readonly)
 		lu->attrs.readonly = 1;
 	if (!lu->attrs.no_auto_lbppbe)
