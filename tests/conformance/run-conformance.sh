@@ -64,6 +64,10 @@
 #   --multipath          give iscsi-test-cu each LUN twice (two sessions), so
 #                        the MultipathIO tests run instead of skipping
 #   --size SIZE          size of each LUN's file (default 128M)
+#   --candidate-rbd CONF backing-store mode: the candidate LUN is an RBD image
+#                        (pool rbd, image conformance-tTID, made fresh for
+#                        each run) of the Ceph cluster CONF names, served as
+#                        rbd:rbd/IMAGE with bsopts rbd_conf=CONF
 #   --timeout SEC        time budget for all suites of one run (default 600);
 #                        suites not started within it count as not run
 #
@@ -100,7 +104,7 @@ log() { printf '== %s\n' "$*"; }
 
 compare=backing-store modules="" state="" control_port=5800 portal_port=13800
 rbio_port="" bstype=rbio baseline=rdwr results="" tests=ALL digest_list=-
-thin_param=0 multipath=0 size=128M suite_timeout=600
+thin_param=0 multipath=0 size=128M suite_timeout=600 candidate_rbd=""
 while (( $# )); do
   case $1 in
     --compare) compare=$2; shift 2 ;;
@@ -117,11 +121,17 @@ while (( $# )); do
     --thin-param) thin_param=1; shift ;;
     --multipath) multipath=1; shift ;;
     --size) size=$2; shift 2 ;;
+    --candidate-rbd) candidate_rbd=$2; shift 2 ;;
     --timeout) suite_timeout=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+if [[ -n $candidate_rbd ]]; then
+  [[ $compare == backing-store ]] || die "--candidate-rbd works in backing-store mode only"
+  [[ -r $candidate_rbd ]] || die "--candidate-rbd: cannot read $candidate_rbd"
+  command -v rbd >/dev/null || die "--candidate-rbd: no rbd command (scripts/setup.sh installs ceph-common)"
+fi
 [[ -n $state ]] || die "--state DIR is required"
 case $compare in
   backing-store|transport) ;;
@@ -185,14 +195,14 @@ iqn_prefix=iqn.2026-01.org.rbio:conformance
 init1=$iqn_prefix.initiator1
 init2=$iqn_prefix.initiator2
 # Targets by tid: IQN, backing store, digest setting, thin_provisioning=1.
-declare -A t_iqn t_bs t_digest t_thin t_used
+declare -A t_iqn t_bs t_digest t_thin t_used t_rbd
 # Runs by index: result name, what is compared (backing store or transport),
 # digest setting, target, portal port.
 run_name=() run_label=() run_digest=() run_tid=() run_port=()
 # Pairs: "BASELINE_INDEX CANDIDATE_INDEX".
 pairs=()
-add_target() {   # TID IQN_SUFFIX BSTYPE DIGEST THIN
-  t_iqn[$1]=$iqn_prefix.$2 t_bs[$1]=$3 t_digest[$1]=$4 t_thin[$1]=$5
+add_target() {   # TID IQN_SUFFIX BSTYPE DIGEST THIN [RBD_CONF]
+  t_iqn[$1]=$iqn_prefix.$2 t_bs[$1]=$3 t_digest[$1]=$4 t_thin[$1]=$5 t_rbd[$1]=${6:-}
 }
 add_run() {      # NAME LABEL DIGEST TID PORT
   run_name+=("$1") run_label+=("$2") run_digest+=("$3") run_tid+=("$4") run_port+=("$5")
@@ -222,7 +232,7 @@ else
     add_target "$tid" "$bname$sfx" "$baseline" "$d" 0
     add_run "$bname$sfx" "$bname" "$d" "$tid" "$portal_port"
     tid=$(( tid + 1 ))
-    add_target "$tid" "$cname$sfx" "$bstype" "$d" "$thin_param"
+    add_target "$tid" "$cname$sfx" "$bstype" "$d" "$thin_param" "$candidate_rbd"
     add_run "$cname$sfx" "$cname" "$d" "$tid" "$portal_port"
     pairs+=("$(( ${#run_name[@]} - 2 )) $(( ${#run_name[@]} - 1 ))")
   done
@@ -316,12 +326,22 @@ watchdog=$!
 
 tadm() { tgtadm -C "$control_port" --lld iscsi "$@"; }
 
-# add_lu TID: LUN 1 of target TID on a fresh sparse file.
+# add_lu TID: LUN 1 of target TID on a fresh sparse file, or a fresh RBD
+# image (--candidate-rbd).
 add_lu() {
   local tid=$1 file=$shm/target$1.img
-  rm -f "$file"
-  truncate -s "$size" "$file"
-  if ! tadm --op new --mode logicalunit --tid "$tid" --lun 1 -b "$file" --bstype "${t_bs[$tid]}"; then
+  local extra=()
+  if [[ -n ${t_rbd[$tid]} ]]; then
+    local conf=${t_rbd[$tid]} image=conformance-t$tid
+    timeout 60 rbd -c "$conf" rm "$image" >/dev/null 2>&1 || :
+    timeout 60 rbd -c "$conf" create --size "$size" "$image" || die "cannot create RBD image $image (cluster $conf)"
+    file=rbd:rbd/$image
+    extra=(--bsopts "rbd_conf=$conf")
+  else
+    rm -f "$file"
+    truncate -s "$size" "$file"
+  fi
+  if ! tadm --op new --mode logicalunit --tid "$tid" --lun 1 -b "$file" --bstype "${t_bs[$tid]}" "${extra[@]}"; then
     tail -n 20 "$tgtd_state/tgtd.log" >&2 || true
     die "tgtd refused a LUN with --bstype ${t_bs[$tid]} (module missing or failing to open $file?)"
   fi
