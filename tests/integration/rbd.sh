@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# rbio LUs on Ceph RBD images, against a real single-node cluster
+# (scripts/ceph-dev.sh, memstore OSD) and a real tgtd:
+# - the LU's capacity is the image's; libiscsi writes and reads back at many
+#   sizes with 32 commands in flight;
+# - what a host writes is in the image (rbd export), and what is put in the
+#   image (rbd import) is what the host reads;
+# - adjacent commands of one pass leave as one librbd request (merged > 0;
+#   0 with coalesce=off, the control);
+# - UNMAP and WRITE SAME with UNMAP free the image's objects, and the blocks
+#   read back as zeros;
+# - rbd resize reaches a live session as CAPACITY DATA HAS CHANGED, and READ
+#   CAPACITY then gives the new size, without a restart;
+# - a missing pool or image, an unreadable ceph.conf, a refused key, an
+#   unknown client and unreachable monitors each make tgtadm fail with one
+#   line in tgtd's log naming the cause, leave no LU, and tgtd serves on.
+# A cluster that cannot start fails the test with ceph-dev's reason.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 90
+PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+CEPH_DEV="$RBIO_SOURCE_DIR/scripts/ceph-dev.sh"
+CEPH_DIR="$WORK/ceph"
+CONF="$CEPH_DIR/ceph.conf"
+CEPH_PORT=$((16800 + TEST_PORT_SHIFT))
+IQN=iqn.2026-11.io.rbio:rbd
+for t in "$PROBE" "$RBIO" "$RW_CHECK"; do
+  [[ -x $t ]] || { echo "no $t: build first" >&2; exit 2; }
+done
+
+rbd_cleanup() {
+  local rc=$?
+  # tgtd first: its librbd clients must not outlive the cluster.
+  "$SANDBOX" stop "$STATE" >/dev/null 2>&1 || rc=1
+  bash "$CEPH_DEV" stop --dir "$CEPH_DIR" >/dev/null 2>&1 || :
+  tgt_test_cleanup "$rc"
+}
+trap rbd_cleanup EXIT
+
+rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
+rados_() { timeout 60 rados -c "$CONF" "$@"; }
+
+bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT"
+tgtd_start >/dev/null
+tadm --op new --mode target --tid 1 -T "$IQN"
+tadm --op bind --mode target --tid 1 -I ALL
+U="iscsi://127.0.0.1:$PORT/$IQN"
+
+# lun_blocks LUN: the LU's size in 512-byte blocks (READ CAPACITY 16).
+lun_blocks() {
+  local last
+  last=$(iscsi-readcapacity16 "$U/$1" | sed -n 's/^RETURNED LOGICAL BLOCK ADDRESS://p')
+  echo $((last + 1))
+}
+# objects IMAGE: how many data objects of IMAGE exist in the pool.
+objects() {
+  local prefix
+  prefix=$(rbd_ info "$1" | sed -n 's/.*block_name_prefix: //p')
+  rados_ -p rbd ls | grep -c "^$prefix\." || :
+}
+# pattern_file FILE FIRST COUNT SEED: the blocks scsi_probe writes (each
+# 16-byte slot "%08x%07x\0" of the LBA and seed), as one file.
+pattern_file() {
+  python3 - "$@" <<'EOF'
+import sys
+path, first, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with open(path, "wb") as f:
+    for lba in range(first, first + count):
+        f.write((b"%08x%07x\0" % (lba, seed & 0xfffffff)) * 32)
+EOF
+}
+same_bytes() {  # same_bytes FILE OFFSET FILE2: FILE2 equals FILE's bytes at OFFSET
+  cmp -s <(tail -c +"$(($2 + 1))" "$1" | head -c "$(stat -c %s "$3")") "$3"
+}
+
+# ---------------------------------------------------------------- data
+rbd_ create --size 64M data
+check "an rbio LU on rbd:rbd/data is created" new_lun 1 1 rbd:rbd/data rbio "rbd_conf=$CONF"
+check "the log names the image and librbd's cache off" log_has "opened rbd image rbd/data (67108864 bytes.*librbd cache off"
+check "the LU's capacity is the image's (131072 blocks)" eval '[[ $(lun_blocks 1) == 131072 ]]'
+check "libiscsi writes and reads back, 32 commands in flight" \
+  timeout 120 "$RW_CHECK" "$U/1" --inflight 32 --rounds 2 --seed 15
+check "256 blocks written at LBA 4096 through iSCSI" timeout 60 "$PROBE" "$U/1" write 4096 256 7
+pattern_file "$WORK/expect-7" 4096 256 7
+rbd_ export data "$WORK/data.export" >/dev/null 2>&1
+check "rbd export holds exactly what the host wrote" same_bytes "$WORK/data.export" $((4096 * 512)) "$WORK/expect-7"
+check "the LU still reads it back" timeout 60 "$PROBE" "$U/1" verify 4096 256 7
+
+pattern_file "$WORK/import" 0 2048 9
+truncate -s 16M "$WORK/import"
+rbd_ import --no-progress "$WORK/import" imported >/dev/null
+check "an LU on an imported image" new_lun 1 2 rbd:rbd/imported rbio "rbd_conf=$CONF"
+check "the host reads what rbd import put in the image" timeout 60 "$PROBE" "$U/2" verify 0 2048 9
+
+# Merging: 64 one-block writes in flight at once leave as fewer requests.
+check "64 adjacent one-block writes in flight succeed" eval 'timeout 60 "$PROBE" "$U/2" writes 8192 64 > "$WORK/writes.out"'
+tadm --op delete --mode logicalunit --tid 1 --lun 2
+merged_of_lun2() { grep "tid:1 lun:2: removed" "$STATE/tgtd.log" | sed -n 's/.* merged=\([0-9]*\).*/\1/p' | tail -1; }
+check "adjacent commands of a pass leave as one librbd request (merged > 0)" eval '(( $(merged_of_lun2) > 0 ))'
+# Control: the same writes with merging off must show none, or the check
+# above proves nothing.
+new_lun 1 2 rbd:rbd/imported rbio "rbd_conf=$CONF:coalesce=off"
+timeout 60 "$PROBE" "$U/2" writes 8192 64 > "$WORK/writes.out"
+tadm --op delete --mode logicalunit --tid 1 --lun 2
+check "control: with coalesce=off nothing is merged" eval '(( $(merged_of_lun2) == 0 ))'
+
+# ---------------------------------------------------------------- unmap
+rbd_ create --size 32M thin
+new_lun 1 3 rbd:rbd/thin rbio "rbd_conf=$CONF"
+check "every block of a 32 MiB LU written" timeout 120 "$RW_CHECK" "$U/3" --fill
+check "the image then has its 8 objects" eval '(( $(objects thin) == 8 ))'
+check "UNMAP of the first 16 MiB" \
+  timeout 60 "$RBIO" discard -T "$IQN" -p "127.0.0.1:$PORT" --lun 3 --offset 0 --length 16777216
+check "UNMAP removed 4 of the 8 objects" eval '(( $(objects thin) == 4 ))'
+check "WRITE SAME(16) with UNMAP over the rest" \
+  timeout 60 "$RBIO" discard -T "$IQN" -p "127.0.0.1:$PORT" --lun 3 --offset 16777216 --length 16777216 --write-same
+check "WRITE SAME with UNMAP removed the other 4" eval '(( $(objects thin) == 0 ))'
+rbd_ export thin "$WORK/thin.export" >/dev/null 2>&1
+check "the image reads as zeros" cmp -s "$WORK/thin.export" <(head -c 33554432 /dev/zero)
+check "the LU reads as zeros too" eval 'timeout 60 "$RW_CHECK" "$U/3" --scan'
+
+# ---------------------------------------------------------------- resize
+check "the LU has 65536 blocks before the resize" eval '[[ $(lun_blocks 3) == 65536 ]]'
+"$PROBE" "$U/3" wait-ua 2a09 30 > "$WORK/ua.out" 2>&1 &
+ua_pid=$!
+check "a session waits for a unit attention" wait_for 15 grep -q ready "$WORK/ua.out"
+rbd_ resize --size 48M thin >/dev/null 2>&1
+check "the live session gets CAPACITY DATA HAS CHANGED (2A/09)" wait "$ua_pid"
+check "tgtd logs the new capacity" log_has "capacity 33554432 -> 50331648 bytes"
+check "READ CAPACITY gives the new size (98304 blocks)" eval '[[ $(lun_blocks 3) == 98304 ]]'
+check "the grown part is usable" timeout 60 "$PROBE" "$U/3" write 90000 16 3
+check "... and reads back" timeout 60 "$PROBE" "$U/3" verify 90000 16 3
+
+# ---------------------------------------------------------------- bad input
+# refused LUN DESCRIPTION LOG_PATTERN PATH BSOPTS: tgtadm fails, tgtd logs
+# the reason, and no LU is left.
+refused() {
+  local lun=$1 pattern=$3 path=$4 opts=$5
+  if new_lun 1 "$lun" "$path" rbio "$opts" 2>/dev/null; then
+    echo "tgtadm accepted LUN $lun on $path"
+    return 1
+  fi
+  log_has "$pattern"
+  ! tadm --op show --mode target | grep -q "LUN: $lun\$"
+}
+check "a missing pool is refused, named" refused 10 x "pool 'nopool' does not exist" rbd:nopool/x "rbd_conf=$CONF"
+check "a missing image is refused, named" refused 11 x "image 'nosuch' does not exist" rbd:rbd/nosuch "rbd_conf=$CONF"
+check "an unreadable ceph.conf is refused, named" refused 12 x "reading $WORK/none.conf: No such file" \
+  rbd:rbd/data "rbd_conf=$WORK/none.conf"
+ceph-authtool --create-keyring "$WORK/wrong.keyring" --gen-key -n client.admin >/dev/null
+check "a wrong key is refused, named" refused 13 x "authentication as client.admin refused" \
+  rbd:rbd/data "rbd_conf=$CONF:rbd_keyring=$WORK/wrong.keyring"
+check "an unknown client is refused, named" refused 14 x "authentication as client.nobody refused" \
+  rbd:rbd/data "rbd_conf=$CONF:rbd_id=nobody"
+check "a missing keyring file is refused, named" refused 15 x "keyring $WORK/none.keyring: No such file" \
+  rbd:rbd/data "rbd_conf=$CONF:rbd_keyring=$WORK/none.keyring"
+sed 's/^mon host = .*/mon host = 127.0.0.1:9/' "$CONF" > "$WORK/dead.conf"
+t0=$SECONDS
+check "unreachable monitors are refused, named" refused 16 x "no monitor answered within 3 s" \
+  rbd:rbd/data "rbd_conf=$WORK/dead.conf:rbd_timeout=3"
+check "... within rbd_timeout, not librados' 300 s ($((SECONDS - t0)) s)" eval '(( SECONDS - t0 < 20 ))'
+check "a bad path is refused, named" refused 17 x "expected rbd:POOL/IMAGE" rbd:justapool "rbd_conf=$CONF"
+echo "--- what tgtd logged for the refused LUs ---"
+grep -E "rbio: tid:1 lun:1[0-7]: " "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'
+check "tgtd still serves the first LU" timeout 60 "$PROBE" "$U/1" verify 4096 256 7
+
+tadm --op delete --mode logicalunit --tid 1 --lun 1
+tadm --op delete --mode logicalunit --tid 1 --lun 3
+check "no command ended in error on the RBD LUs" eval \
+  '! grep "rbio: tid:1 lun:[13]: removed" "$STATE/tgtd.log" | grep -v " errors=0$"'
+finish
