@@ -13,7 +13,8 @@
 #   CAPACITY then gives the new size, without a restart;
 # - a missing pool or image, an unreadable ceph.conf, a refused key, an
 #   unknown client and unreachable monitors each make tgtadm fail with one
-#   line in tgtd's log naming the cause, leave no LU, and tgtd serves on.
+#   line in tgtd's log naming the cause, leave no LU, and tgtd serves on;
+# - targets.conf with bs-type rbio_rbd brings an RBD LU up with tgt-admin.
 # A cluster that cannot start fails the test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 90
@@ -168,4 +169,23 @@ tadm --op delete --mode logicalunit --tid 1 --lun 1
 tadm --op delete --mode logicalunit --tid 1 --lun 3
 check "no command ended in error on the RBD LUs" eval \
   '! grep "rbio: tid:1 lun:[13]: removed" "$STATE/tgtd.log" | grep -v " errors=0$"'
+
+# ---------------------------------------------------------------- targets.conf
+# The documented way (last: tgt-admin -e removes targets its file does not
+# list, so tid 1 goes): bs-type rbio_rbd at target level (tgt-admin skips a
+# path that is not an existing file unless the target's bs-type contains
+# "rbd"; a bs-type inside a <backing-store> block is not looked at there).
+CONF_IQN=iqn.2026-11.io.rbio:from-targets-conf
+rbd_ create --size 16M fromconf
+cat > "$WORK/targets.conf" <<CONF
+<target $CONF_IQN>
+    bs-type rbio_rbd
+    bsopts "rbd_conf=$CONF:queue_depth=64"
+    backing-store rbd:rbd/fromconf
+</target>
+CONF
+check "tgt-admin -e brings up an LU on an RBD image" tgt-admin -C "$CTL" -c "$WORK/targets.conf" -e
+check "... served by rbio with the bsopts given" log_has "opened rbd image rbd/fromconf (16777216 bytes.*queue_depth=64"
+check "... and it takes I/O" timeout 60 "$PROBE" "iscsi://127.0.0.1:$PORT/$CONF_IQN/1" write 0 64 5
+check "tgt-admin --delete removes it again" tgt-admin -C "$CTL" -c "$WORK/targets.conf" --delete "$CONF_IQN"
 finish

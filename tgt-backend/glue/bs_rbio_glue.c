@@ -1,6 +1,6 @@
 /*
  * The rbio backing store as tgtd sees it: a backingstore_template named
- * "rbio" registered from register_bs_module(), which tgtd calls after it
+ * "rbio" (and "rbio_rbd", see below) registered from register_bs_module(), which tgtd calls after it
  * dlopen()s every module in its backing-store folder.
  *
  * This is one of the few files that include tgt's (version-specific, C)
@@ -288,15 +288,27 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 	return 0;
 }
 
+#define RBIO_BST_OPS							\
+	.bs_datasize = sizeof(struct rbio_lu_priv),			\
+	.bs_open = rbio_open,						\
+	.bs_close = rbio_close,						\
+	.bs_init = rbio_init,						\
+	.bs_exit = rbio_exit,						\
+	.bs_cmd_submit = rbio_cmd_submit,				\
+	.bs_oflags_supported = O_SYNC | O_DIRECT
+
 static struct backingstore_template rbio_bst = {
 	.bs_name = "rbio",
-	.bs_datasize = sizeof(struct rbio_lu_priv),
-	.bs_open = rbio_open,
-	.bs_close = rbio_close,
-	.bs_init = rbio_init,
-	.bs_exit = rbio_exit,
-	.bs_cmd_submit = rbio_cmd_submit,
-	.bs_oflags_supported = O_SYNC | O_DIRECT,
+	RBIO_BST_OPS,
+};
+
+/* The same store under a second name, for RBD images in targets.conf:
+ * tgt-admin skips a backing store that is not an existing file unless its
+ * bs-type contains "rbd" (as stock "rbd" does). tgtadm takes either name
+ * for either kind of path. */
+static struct backingstore_template rbio_rbd_bst = {
+	.bs_name = "rbio_rbd",
+	RBIO_BST_OPS,
 };
 
 RBIO_EXPORT void register_bs_module(void)
@@ -317,7 +329,9 @@ RBIO_EXPORT void register_bs_module(void)
 	};
 
 	bs_create_opcode_map(&rbio_bst, opcodes, (int)sizeof(opcodes));
+	bs_create_opcode_map(&rbio_rbd_bst, opcodes, (int)sizeof(opcodes));
 	register_backingstore_template(&rbio_bst);
+	register_backingstore_template(&rbio_rbd_bst);
 	rbio_alua_glue_start();
 	log_error("rbio: backing store 'rbio' registered (built against tgt %s)\n",
 		  RBIO_TGT_VERSION);
