@@ -65,6 +65,8 @@ void rbio_bs_lu_close(rbio_bs_lu* lu) { lu->engine.close(); }
 
 int rbio_bs_lu_event_fd(const rbio_bs_lu* lu) { return lu->engine.event_fd(); }
 
+int rbio_bs_lu_rbd(const rbio_bs_lu* lu) { return lu->engine.rbd() ? 1 : 0; }
+
 int rbio_bs_lu_thin(const rbio_bs_lu* lu) { return lu->engine.options().thin ? 1 : 0; }
 
 int rbio_bs_submit(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.submit(*cmd); }

@@ -112,6 +112,21 @@ TEST(AluaAccess, ReservationsAndCompareAndWriteAreRefusedInEveryState) {
     }
 }
 
+TEST(AluaAccess, CompareAndWriteRunsWhereTheStoreMakesItAtomic) {
+    // An RBD image: the OSD compares and writes, whatever gateway asks.
+    EXPECT_FALSE(check_access(State::active_optimized, std::array<uint8_t, 1>{0x89}, true));
+    EXPECT_FALSE(check_access(State::active_non_optimized, std::array<uint8_t, 1>{0x89}, true));
+    // Still gated by the state, and the rest stays refused.
+    auto standby = check_access(State::standby, std::array<uint8_t, 1>{0x89}, true);
+    ASSERT_TRUE(standby);
+    EXPECT_EQ(standby->asc, 0x040b);
+    for (uint8_t op : {0x16, 0x5e, 0x5f, 0x8b}) {
+        auto r = check_access(State::active_optimized, std::array<uint8_t, 1>{op}, true);
+        ASSERT_TRUE(r) << int(op);
+        EXPECT_EQ(r->asc, 0x2000);
+    }
+}
+
 TEST(AluaAccess, StandbyRefusesIoWithNotReady040B) {
     for (uint8_t op : {0x00, 0x08, 0x28, 0x88, 0x0a, 0x2a, 0x8a, 0x35, 0x42, 0x25, 0x9e}) {
         auto r = check_access(State::standby, std::array<uint8_t, 1>{op});
@@ -325,7 +340,7 @@ TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {
     const uint8_t read10[10] = {0x28};
     uint8_t key = 0;
     uint16_t asc = 0;
-    EXPECT_EQ(rbio_alua_check(a, read10, sizeof read10, &key, &asc), 1);
+    EXPECT_EQ(rbio_alua_check(a, read10, sizeof read10, 0, &key, &asc), 1);
     EXPECT_EQ(key, 0x02);
     EXPECT_EQ(asc, 0x040b);
     auto cdb = rtpg_cdb(0, 64);

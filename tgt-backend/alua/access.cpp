@@ -52,10 +52,12 @@ bool standby_allowed(uint8_t op) {
 
 }  // namespace
 
-std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb) {
+std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb,
+                                    bool atomic_compare_and_write) {
     if (cdb.empty()) return Refusal{ILLEGAL_REQUEST, 0x2000};
     const uint8_t op = cdb[0];
-    if (gateway_local(op)) return Refusal{ILLEGAL_REQUEST, 0x2000};
+    const bool shared_atomic = atomic_compare_and_write && op == COMPARE_AND_WRITE;
+    if (gateway_local(op) && !shared_atomic) return Refusal{ILLEGAL_REQUEST, 0x2000};
     switch (state) {
     case State::active_optimized:
     case State::active_non_optimized:

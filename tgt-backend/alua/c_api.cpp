@@ -61,9 +61,9 @@ enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, char* msg, size_t msglen) {
     return RBIO_ALUA_BAD;
 }
 
-int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, uint8_t* key,
-                    uint16_t* asc) {
-    auto r = rbio::bs::alua::check_access(a->gateway.own_state(), {cdb, cdb_len});
+int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int atomic_caw,
+                    uint8_t* key, uint16_t* asc) {
+    auto r = rbio::bs::alua::check_access(a->gateway.own_state(), {cdb, cdb_len}, atomic_caw != 0);
     if (!r) return 0;
     *key = r->key;
     *asc = r->asc;

@@ -153,7 +153,8 @@ static int alua_cmd_perform(int host_no, struct scsi_cmd *cmd)
 	uint8_t op = cmd->scb[0], key;
 	uint16_t asc;
 
-	if (rbio_alua_check(gateway, cmd->scb, (uint32_t)cmd->scb_len, &key, &asc))
+	if (rbio_alua_check(gateway, cmd->scb, (uint32_t)cmd->scb_len, al->atomic_caw, &key,
+			    &asc))
 		return refuse(cmd, key, asc);
 	if (op == INQUIRY)
 		return inquiry(host_no, cmd, al);

@@ -11,6 +11,7 @@ struct rbio_alua_lu {
 	struct scsi_lu *lu;
 	int (*orig[256])(int host_no, struct scsi_cmd *cmd); /* tgt's ops, wrapped */
 	int attached;
+	int atomic_caw; /* the backing store is an RBD image: the OSD does COMPARE AND WRITE */
 };
 
 /* Reads the ALUA settings once, when the module loads. */

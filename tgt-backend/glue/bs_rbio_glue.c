@@ -238,6 +238,7 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 	if (*fd >= 0 && rbio_alua_glue_check_backing(lu, *fd))
 		return -1;
 	priv->opened = 1;
+	priv->alua.atomic_caw = rbio_bs_lu_rbd(priv->engine);
 	if (readonly)
 		lu->attrs.readonly = 1;
 	if (!lu->attrs.no_auto_lbppbe)

@@ -31,9 +31,10 @@ enum rbio_alua_poll { RBIO_ALUA_UNCHANGED = 0, RBIO_ALUA_CHANGED = 1, RBIO_ALUA_
 enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, char *msg, size_t msglen);
 
 /* 0: the command runs on this gateway. 1: fail it with CHECK CONDITION and
- * the sense key / ASC-ASCQ (ASC << 8 | ASCQ) given. */
+ * the sense key / ASC-ASCQ (ASC << 8 | ASCQ) given. atomic_caw: the LU's
+ * backing store makes COMPARE AND WRITE atomic across gateways (RBD). */
 int rbio_alua_check(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len,
-                    uint8_t *key, uint16_t *asc);
+                    int atomic_caw, uint8_t *key, uint16_t *asc);
 
 /* The CDB is MAINTENANCE IN / REPORT TARGET PORT GROUPS. */
 int rbio_alua_is_rtpg(const uint8_t *cdb, uint32_t cdb_len);

@@ -62,8 +62,11 @@ struct Refusal {
 // fail the rest with 04/0C and 04/0A. In every state, the commands whose
 // effect would be kept per gateway (reservations) or that are not atomic
 // across gateways (COMPARE AND WRITE, ORWRITE) are refused: ILLEGAL
-// REQUEST, INVALID COMMAND OPERATION CODE.
-std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb);
+// REQUEST, INVALID COMMAND OPERATION CODE. atomic_compare_and_write: the
+// backing store itself makes COMPARE AND WRITE atomic against every
+// gateway (an RBD image: the OSD compares and writes), so it runs.
+std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb,
+                                    bool atomic_compare_and_write = false);
 
 // MAINTENANCE IN / REPORT TARGET PORT GROUPS.
 bool is_report_target_port_groups(std::span<const uint8_t> cdb);

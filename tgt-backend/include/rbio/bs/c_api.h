@@ -87,6 +87,8 @@ void rbio_bs_lu_close(struct rbio_bs_lu *lu);
  * whenever a handler removes a watched fd (a connection closing); an edge
  * lost that way would never come back and leave commands hanging. */
 int rbio_bs_lu_event_fd(const struct rbio_bs_lu *lu);
+/* Whether the open backing store is a Ceph RBD image. */
+int rbio_bs_lu_rbd(const struct rbio_bs_lu *lu);
 /* Whether the options asked to advertise thin provisioning. */
 int rbio_bs_lu_thin(const struct rbio_bs_lu *lu);
 
