@@ -280,12 +280,7 @@ for s in "${STORE_LIST[@]}"; do
   sc=$WORK/strace-$s.txt
   strace -c -f -p "$TGTD_PID" -o "$sc" 2>"$WORK/strace-$s.err" &
   STRACE_PID=$!
-  # Wait until strace has attached (TracerPid set) so the pass is complete.
-  for (( i = 0; i < 100; i++ )); do
-    [[ $(awk '/^TracerPid:/ {print $2}' "/proc/$TGTD_PID/status") != 0 ]] && break
-    sleep 0.05
-  done
-  sleep 0.2   # let it finish attaching the other threads
+  strace_attached "$TGTD_PID" || die "strace did not attach to every thread of tgtd ($(cat "$WORK/strace-$s.err"))"
   measure read 4096 32 "$s" "$STRACE_SECONDS"
   ios=$M_IOS
   kill -INT "$STRACE_PID" 2>/dev/null || true

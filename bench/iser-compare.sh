@@ -235,14 +235,14 @@ cat "$RESULTS/header.md"; echo
 # point and not an idle second.
 sample() {  # sample CONFIG pre|post
   local c=$1 when=$2
-  [[ $c == rbio && $when == pre ]] && sleep 1.2
+  if [[ $c == rbio && $when == pre ]]; then stats_rewritten "${STATS[$c]}" || die "tgtd did not rewrite ${STATS[$c]}"; fi
   awk 'FILENAME ~ /stat$/ && FNR == NR { print "cpu=" $14 + $15; print "cpu_user=" $14; next }
        $1 == "syscr:" || $1 == "syscw:" { rw += $2 }
        $1 == "syscw:" { print "tgtd_rw_syscalls=" rw }
        /^cpu/ { print "guest_busy" substr($1, 4) "=" $2 + $3 + $4 + $7 + $8 + $9
                 print "guest_all" substr($1, 4) "=" $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' \
     "/proc/${TGTD_PID[$c]}/stat" "/proc/${TGTD_PID[$c]}/io" /proc/stat
-  [[ $c == rbio && $when == post ]] && sleep 1.2
+  if [[ $c == rbio && $when == post ]]; then stats_rewritten "${STATS[$c]}" || die "tgtd did not rewrite ${STATS[$c]}"; fi
   [[ $c == rbio ]] && cat "${STATS[$c]}"
   true
 }

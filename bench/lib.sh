@@ -35,3 +35,32 @@ split_bstypes() {
 }
 
 port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+
+# strace_attached PID: strace follows every thread of PID (each task's
+# TracerPid is set), so a measurement started now is counted whole. Gives
+# up after 5 s.
+strace_attached() {
+  local i t all
+  for (( i = 0; i < 250; i++ )); do
+    all=1
+    for t in /proc/"$1"/task/*/status; do
+      [[ $(awk '/^TracerPid:/ {print $2}' "$t" 2>/dev/null) != 0 ]] || { all=0; break; }
+    done
+    (( all )) && return 0
+    sleep 0.02
+  done
+  return 1
+}
+
+# stats_rewritten FILE: waits (up to 5 s) until tgtd has written FILE anew
+# (a new file is renamed over it once a second), so what it says covers
+# everything that finished before the call.
+stats_rewritten() {
+  local ino i
+  ino=$(stat -c %i "$1" 2>/dev/null) || return 1
+  for (( i = 0; i < 250; i++ )); do
+    [[ $(stat -c %i "$1" 2>/dev/null) != "$ino" ]] && return 0
+    sleep 0.02
+  done
+  return 1
+}

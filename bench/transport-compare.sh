@@ -484,11 +484,7 @@ for t in "${TRANSPORTS[@]}"; do
   sc=$WORK/strace-$t.txt
   strace -c -f -p "${TGTD_PID[$t]}" -o "$sc" 2> "$WORK/strace-$t.err" &
   STRACE_PID=$!
-  for (( i = 0; i < 100; i++ )); do
-    [[ $(awk '/^TracerPid:/ {print $2}' "/proc/${TGTD_PID[$t]}/status") != 0 ]] && break
-    sleep 0.05
-  done
-  sleep 0.2   # the other threads
+  strace_attached "${TGTD_PID[$t]}" || die "strace did not attach to every thread of tgtd ($(cat "$WORK/strace-$t.err"))"
   measure "$t" "$STRACE_STORE" read 4096 32 "$STRACE_SECONDS"
   kill -INT "$STRACE_PID" 2>/dev/null || true
   wait "$STRACE_PID" 2>/dev/null || true
