@@ -94,8 +94,14 @@ check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
 must "mount it again" mount "$DISK" "$MNT"
 check "every file reads back with the same checksum" eval '(cd "$MNT" && sha256sum --quiet -c "$WORK/sums")'
 check "unmount again" umount "$MNT"
-# The process totals in the statistics file (published once a second).
-stat_of() { sleep 1.5; sed -n "s/^$1=//p" "$STATE/rbio.stats" | tail -1; }
+# The process totals in the statistics file, rewritten (a new file renamed
+# over the old) once a second: wait for the next rewrite, so the figure
+# includes everything that finished before the call.
+stats_rewritten() { [[ $(stat -c %i "$STATE/rbio.stats" 2>/dev/null) != "$1" ]]; }
+stat_of() {
+  local ino; ino=$(stat -c %i "$STATE/rbio.stats")
+  wait_for 10 stats_rewritten "$ino" && sed -n "s/^$1=//p" "$STATE/rbio.stats" | tail -1
+}
 reads_before=$(stat_of rdma_reads)
 check "fio 4 KiB random writes, 32 in flight, crc32c verified" \
   fio_job rand4k "$DISK" --rw=randwrite --bs=4k --iodepth=32 --size=32M --runtime=20
@@ -113,9 +119,15 @@ fio --name=cut --filename="$DISK" --direct=1 --ioengine=libaio --rw=randrw --bs=
   --iodepth=16 --size=64M --time_based --runtime=60 > "$WORK/fio-cut.log" 2>&1 &
 FIO_PID=$!
 VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
-sleep 3
-check "logout while 16 I/Os are in flight" iadm "$IQN" --logout
-wait "$FIO_PID" 2>/dev/null || true
+# I/Os in flight on the disk (reads + writes the block layer has issued).
+in_flight() { local r w; read -r r w < "/sys/block/$(basename "$(readlink -f "$DISK")")/inflight"; echo $((r + w)); }
+check "fio has I/Os in flight" wait_for 30 eval '(( $(in_flight) > 0 ))'
+check "logout while $(in_flight) I/Os are in flight" iadm "$IQN" --logout
+# Its disk went away under it: fio must end, with an error, not hang.
+fio_ended() { ! kill -0 "$FIO_PID" 2>/dev/null; }
+check "fio ends once its session is gone" wait_for 60 fio_ended
+check "... with an error (its I/Os failed, none was reported done)" eval '! wait "$FIO_PID"'
+grep -m1 'err=' "$WORK/fio-cut.log" | sed 's/^ */  /' || :
 check "tgtd is alive after it" tgtd_alive
 check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
 check "no connection's registration is left behind" test "$(conn_mrs)" -eq 0 -a "$(srq_mrs)" -eq 0
@@ -141,9 +153,34 @@ refused() {
 check "login to the target bound to another initiator is refused" refused
 check "logout of both sessions" iscsiadm -m node --logoutall=all
 check "no session is left" no_session
-grep "rbio: iser: .*connection ended" "$STATE/tgtd.log" | tail -3
-check "the connections' counters show batched posts" \
-  eval 'grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$STATE/tgtd.log" | grep -q "wrs_per_post=[1-9]"'
+
+# --- doorbell batching, with its control --------------------------------------
+# 4 KiB random reads x 32 over a session of their own, whose connection's
+# closing line then counts mostly them.
+read_run() {  # read_run NAME: login, 8 s of reads x 32, logout; NAME.conn
+  local before; before=$(ended_count)
+  iadm "$IQN" --login && wait_lun "$IQN" 1 &&
+  fio --name="$1" --filename="$DISK" --direct=1 --ioengine=libaio --rw=randread --bs=4k \
+    --iodepth=32 --size=64M --time_based --runtime=8 --output="$WORK/fio-$1.log" &&
+  iadm "$IQN" --logout && conn_line "$1" "$before"
+}
+# The kernel initiator sends its commands in bursts: 17.83 work requests
+# per post with batching, 1.00 with coalesce = off (one guest run,
+# 2026-12-01, host load 6-7), so issue 6's goal of 8 holds here with room.
+MIN_WRS_PER_POST_KERNEL=8
+check "4 KiB random reads x 32 over a session of their own" read_run batched
+check "they were batched: at least $MIN_WRS_PER_POST_KERNEL work requests per post ($(wpp_of batched))" \
+  wpp batched ">=" "$MIN_WRS_PER_POST_KERNEL"
+# The control: coalesce = off must fall below the threshold, or the check
+# above could not fail.
+tgtd_stop
+printf 'coalesce = off\n' > "$WORK/rbio-off.conf"
+: > "$STATE/tgtd.log"
+RBIO_CONFIG="$WORK/rbio-off.conf" start_tgtd_rbio_iser
+must "the -I ALL target again" iser_target 1 "$IQN" "$BACKING"
+check "coalesce = off: the same reads" read_run unbatched
+check "coalesce = off: below $MIN_WRS_PER_POST_KERNEL work requests per post ($(wpp_of unbatched))" \
+  wpp unbatched "<" "$MIN_WRS_PER_POST_KERNEL"
 
 # --- the off switch: tgt's own iSER (which needs -Q for iSER logins) ---------
 tgtd_stop

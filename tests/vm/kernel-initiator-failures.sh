@@ -338,8 +338,8 @@ refused() {
 check "while the host has it open, tgtadm refuses online=0 (Prevent Removal)" refused
 keeps_writing() {
   local a
-  a=$(writes_done "$D3"); sleep 1
-  kill -0 "$FIO_PID" 2>/dev/null && (( $(writes_done "$D3") > a ))
+  a=$(writes_done "$D3")
+  wait_for 10 eval '(( $(writes_done "$D3") > a ))' && kill -0 "$FIO_PID" 2>/dev/null
 }
 check "the writer goes on" keeps_writing
 # Release the lock as the host's side could (eject does it for CD drives):
