@@ -35,7 +35,8 @@ skip() { printf 'sanitize.sh: SKIP: %s\n' "$*"; exit 77; }
 #                      initiator runs under ASan in every test below)
 ASAN_INTEGRATION=(data-integrity faults targets-conf transport-takeover hostile-input
                   initiator initiator-fuse fio-engine initiator-recovery initiator-auth
-                  initiator-redirect accept-ready initiator-scsi multi-gateway disk-errors)
+                  initiator-redirect accept-ready initiator-scsi multi-gateway disk-errors
+                  rbd rbd-osd-restart)
 
 # Control ports and portals of a tree's tests, moved clear of the main
 # tree's (5700-5766, 13700-13766) and of each other; on top of the caller's
