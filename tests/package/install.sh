@@ -275,38 +275,56 @@ if (( ${#starts[@]} == 1 )) && [[ ${starts[0]} =~ ^/[A-Za-z0-9_./=\ -]*$ ]]; the
   check "systemd-analyze verify rbio-session@test.service: no error, no warning" verify_unit
   session_conf() {
     in_root mkdir -p /srv/mnt
-    printf 'TARGET=%s\nLOGIN_OPTIONS=-p 127.0.0.1:3260 --mount /srv/mnt\n' "$SVC_IQN" \
+    printf 'TARGET=%s\nLOGIN_OPTIONS=-p 127.0.0.1:3260 --mount /srv/mnt --log-level info\n' "$SVC_IQN" \
       | in_ns tee "$R/etc/rbio/sessions/test.conf" > /dev/null
   }
-  check "/etc/rbio/sessions/test.conf" session_conf
-  # session_line KEY: the unit's KEY= line with its EnvironmentFile's
-  # variables expanded as systemd does: ${V} as one word, $V split at spaces.
-  session_line() {
-    local line line2 word w out=() TARGET="" LOGIN_OPTIONS="" key value
-    line=$(unit_lines "$SUNIT" "$1")
-    # KEY=VALUE lines, the value as written (systemd needs no quotes).
-    while IFS= read -r line2; do
-      [[ $line2 =~ ^([A-Z_]+)=(.*)$ ]] || continue
-      key=${BASH_REMATCH[1]} value=${BASH_REMATCH[2]}
-      case $key in TARGET) TARGET=$value ;; LOGIN_OPTIONS) LOGIN_OPTIONS=$value ;; esac
+  check "an /etc/rbio/sessions/test.conf" session_conf
+  # The EnvironmentFile as systemd reads it: KEY=VALUE lines, the value as
+  # written (no quotes needed); into ENV (NAME=VALUE words) and ENV_VALUE.
+  ENV=()
+  declare -A ENV_VALUE=()
+  read_env_file() {
+    local line
+    while IFS= read -r line; do
+      [[ $line =~ ^([A-Z_]+)=(.*)$ ]] || continue
+      ENV+=("$line")
+      ENV_VALUE[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
     done < <(in_ns cat "$R/etc/rbio/sessions/test.conf")
+    (( ${#ENV[@]} == 2 ))
+  }
+  check "/etc/rbio/sessions/test.conf sets TARGET and LOGIN_OPTIONS" read_env_file
+  # session_line KEY: the unit's KEY= line with the variables expanded as
+  # systemd does: ${V} inside one word, $V split at spaces into words.
+  session_line() {
+    local line word w out=()
+    line=$(unit_lines "$SUNIT" "$1")
     for word in $line; do
       case $word in
-        '$LOGIN_OPTIONS') read -ra w <<< "$LOGIN_OPTIONS"; out+=("${w[@]}") ;;
-        *'${TARGET}'*) out+=("${word//'${TARGET}'/$TARGET}") ;;
+        '$LOGIN_OPTIONS') read -ra w <<< "${ENV_VALUE[LOGIN_OPTIONS]}"; out+=("${w[@]}") ;;
+        *'${TARGET}'*) out+=("${word//'${TARGET}'/${ENV_VALUE[TARGET]}}") ;;
         *'$'*|*'%'*) echo "  unexpected word in $1: $word" >&2; return 1 ;;
         *) out+=("$word") ;;
       esac
     done
     printf '%s\n' "${out[@]}"
   }
+  # session_cmd KEY: the unit's KEY= line run as systemd runs it: the
+  # EnvironmentFile's variables in the environment, stdout and stderr on
+  # one stream (here a file standing for the journal) whose DEVICE:INODE
+  # is in JOURNAL_STREAM.
+  JOURNAL="$WORK/session-journal.log"
+  : > "$JOURNAL"
   session_cmd() {
     local words
     mapfile -t words < <(session_line "$1")
     (( ${#words[@]} )) || return 1
-    in_root_net "${words[@]}" >> "$WORK/session.log" 2>&1
+    in_root_net JOURNAL_STREAM="$(stat -c %d:%i "$JOURNAL")" "${ENV[@]}" "${words[@]}" >> "$JOURNAL" 2>&1
   }
   check "rbio-session@test's ExecStart logs in (rbio login returns once the session is up)" session_cmd ExecStart
+  check "the session process logs to the journal: 'rbio: info: logged in to'" \
+    grep -q "^rbio: info: logged in to $SVC_IQN" "$JOURNAL"
+  check "... and not to /run/rbio/initiator/KEY.log" \
+    in_ns test ! -e "$R/run/rbio/initiator/${SVC_IQN//:/_}.log"
   check "its session process serves /srv/mnt/lun1 (32 MiB)" eval '[[ $(in_ns stat -c %s "$R/srv/mnt/lun1") == 33554432 ]]'
   check "rbio session lists it" eval 'in_root_net rbio session | grep -q "$SVC_IQN"'
   check "rbio-session@test's ExecStop logs out" session_cmd ExecStop
