@@ -65,12 +65,17 @@ string(CONCAT CPACK_DEBIAN_FIO_DESCRIPTION
 
 # Files that are no build product.
 set(_pkg "${PROJECT_SOURCE_DIR}/packaging")
-install(FILES "${_pkg}/rbio-tgt/tgtd.conf" DESTINATION /etc/rbio COMPONENT tgt)
+# Only in the package, where dpkg keeps an admin's edits (a conffile): a
+# plain `cmake --install` would overwrite them.
+install(FILES "${_pkg}/rbio-tgt/tgtd.conf" DESTINATION /etc/rbio COMPONENT tgt EXCLUDE_FROM_ALL)
 install(FILES "${_pkg}/copyright" "${PROJECT_SOURCE_DIR}/docs/tcp-transport.md"
               "${PROJECT_SOURCE_DIR}/docs/iser-transport.md" "${PROJECT_SOURCE_DIR}/docs/several-gateways.md"
         DESTINATION share/doc/rbio-tgt COMPONENT tgt)
-install(FILES "${_pkg}/rbio/rbio-session@.service" DESTINATION /lib/systemd/system COMPONENT rbio)
-install(DIRECTORY DESTINATION /etc/rbio/sessions COMPONENT rbio)
+# Package only too: the unit runs /usr/bin/rbio, not a plain install's
+# /usr/local/bin/rbio.
+install(FILES "${_pkg}/rbio/rbio-session@.service" DESTINATION /lib/systemd/system COMPONENT rbio
+        EXCLUDE_FROM_ALL)
+install(DIRECTORY DESTINATION /etc/rbio/sessions COMPONENT rbio EXCLUDE_FROM_ALL)
 install(FILES "${_pkg}/copyright" "${PROJECT_SOURCE_DIR}/docs/initiator.md"
         DESTINATION share/doc/rbio COMPONENT rbio)
 install(FILES "${_pkg}/rbio/session.conf" DESTINATION share/doc/rbio/examples COMPONENT rbio)
