@@ -6,8 +6,8 @@ execute_process(COMMAND dpkg-query -W "-f=\${Version}" fio
                 OUTPUT_VARIABLE RBIO_FIO_VERSION RESULT_VARIABLE _rc
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 if(NOT _rc EQUAL 0 OR RBIO_FIO_VERSION STREQUAL "")
-  message(FATAL_ERROR "fio is not installed: run scripts/setup.sh (as root) first, "
-                      "or configure with -DRBIO_BUILD_FIO_ENGINE=OFF")
+  message(FATAL_ERROR "fio is not installed: run scripts/setup.sh (as root) first "
+                      "(the fio engine, initiator/fio/, is built against exactly the installed fio)")
 endif()
 string(REPLACE ":" "_" _fio_dir_version "${RBIO_FIO_VERSION}")
 set(_fio_dir "${PROJECT_SOURCE_DIR}/.cache/fio-src/${_fio_dir_version}")
@@ -17,7 +17,7 @@ if(NOT EXISTS "${_fio_dir}/.complete")
                   RESULT_VARIABLE _rc)
   if(NOT _rc EQUAL 0 OR NOT EXISTS "${_fio_dir}/.complete")
     message(FATAL_ERROR "could not fetch the fio ${RBIO_FIO_VERSION} headers: run scripts/setup.sh "
-                        "(as root), or configure with -DRBIO_BUILD_FIO_ENGINE=OFF")
+                        "(as root; it enables the deb-src entries scripts/fio-headers.sh needs)")
   endif()
 endif()
 set(RBIO_FIO_INCLUDE_DIR "${_fio_dir}")

@@ -34,6 +34,8 @@ PACKAGES=(
                                               # it ships no /etc/istgt/istgt.conf, so its init script starts nothing
   multipath-tools sg3-utils                   # dm-multipath over several gateways (tests/vm/multipath.sh):
                                               # multipath/multipathd, sg_inq/sg_vpd/sg_rtpg
+  debootstrap                                 # the clean Debian 12 root the packages are installed into
+                                              # (tests/package/, scripts/package-root.sh)
 )
 
 log() { printf 'setup: %s\n' "$*"; }

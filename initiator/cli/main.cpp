@@ -85,7 +85,9 @@ options of every command that logs in:
                                  NOP-Out ping after S seconds without a PDU from the target;
                                  no answer in time is handled as a lost connection. 0: no pings
   --log-level trace|debug|info|warning|error (default warning; logs go to stderr,
-                                 for a login's background process to STATE_DIR/IQN.log)
+                                 for a login's background process to STATE_DIR/IQN.log, or
+                                 to the journal when stderr is systemd's, as in
+                                 rbio-session@.service: journalctl -u rbio-session@NAME)
   --state-dir DIR                where login/logout/session keep their state
                                  (default /run/rbio/initiator)
 

@@ -66,17 +66,36 @@ std::vector<SessionRecord> selected(const Args& args, const std::string& dir) {
     return {*r};
 }
 
+// Whether stderr is systemd's journal: systemd sets JOURNAL_STREAM to the
+// "DEVICE:INODE" of the stream it connected (systemd.exec(5)); a stderr
+// redirected elsewhere by the unit or a shell has another inode.
+bool stderr_is_journal() {
+    const char* v = std::getenv("JOURNAL_STREAM");
+    struct stat st;
+    if (!v || ::fstat(STDERR_FILENO, &st) != 0) return false;
+    return std::string(v) == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+// Where the session process logs: the journal under systemd (with the
+// service's other output, e.g. journalctl -u rbio-session@NAME), else
+// STATE_DIR/KEY.log.
+std::string session_log(const std::string& state_dir, const std::string& key) {
+    return stderr_is_journal() ? std::string(kJournalLog) : state_path(state_dir, key, ".log");
+}
+
 // Detaches the child from the caller: own session, stdio on /dev/null and
-// the log, no inherited descriptors but `keep`.
+// the log (kJournalLog: stderr stays the journal), no inherited descriptors
+// but `keep`.
 void detach(const std::string& log, int keep) {
     ::setsid();
     if (::chdir("/") != 0) std::perror("chdir /");
     UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
-    UniqueFd logfd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    UniqueFd logfd;
+    if (log != kJournalLog) logfd = UniqueFd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (null.get() >= 0) {
         ::dup2(null.get(), 0);
         ::dup2(null.get(), 1);
-        ::dup2(logfd.get() >= 0 ? logfd.get() : null.get(), 2);
+        if (log != kJournalLog) ::dup2(logfd.get() >= 0 ? logfd.get() : null.get(), 2);
     }
     // E.g. a test harness's pipes: holding them would keep it waiting.
     for (int fd = 3; fd < 1024; ++fd)
@@ -104,6 +123,7 @@ int login_main(int argc, char** argv) {
     c.options.rx_buffer_bytes = 1u << 20;
     c.state_dir = state_dir_option(args);
     c.key = state_key(target);
+    c.log = session_log(c.state_dir, c.key);
     if (args.has("--mount")) {
         char real[PATH_MAX];
         struct stat st;
@@ -133,7 +153,7 @@ int login_main(int argc, char** argv) {
     if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
         rd = UniqueFd();
-        detach(state_path(c.state_dir, c.key, ".log"), wr.get());
+        detach(c.log, wr.get());
         return run_session_daemon(c, std::move(wr));
     }
     wr = UniqueFd();
@@ -151,8 +171,7 @@ int login_main(int argc, char** argv) {
         }
         if (code < 0)
             throw CommandError(kExitInternal, "the session process ended before reporting (status " +
-                                                  std::to_string(status) + "); see " +
-                                                  state_path(c.state_dir, c.key, ".log"));
+                                                  std::to_string(status) + "); see " + c.log);
         throw CommandError(code, rest);
     }
     // Usable files: each one answers stat() through the mount.

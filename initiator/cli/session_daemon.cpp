@@ -175,7 +175,7 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
     rec.initiator = c.options.initiator_name;
     rec.mount = c.mount;
     rec.socket = state_path(c.state_dir, c.key, ".sock");
-    rec.log = state_path(c.state_dir, c.key, ".log");
+    rec.log = c.log;
 
     std::unique_ptr<fuse::LunIo> io;
     std::optional<fuse::FuseExport> fx;

@@ -16,11 +16,17 @@ struct DaemonConfig {
     std::string mount;                  // absolute path; "" = no FUSE export
     std::string state_dir;
     std::string key;
+    std::string log;  // STATE_DIR/KEY.log, or kJournalLog
 };
 
+// DaemonConfig::log when the session process keeps the stderr of
+// `rbio login` because it is systemd's journal (rbio-session@.service).
+inline constexpr const char* kJournalLog = "journal";
+
 // Runs in the child of `rbio login`, already detached (setsid, stdio on
-// /dev/null and the log). Logs in, finds the disk LUs, mounts, starts the
-// I/O and FUSE threads, writes the state file, then reports on `ready`:
+// /dev/null and the log, or stderr kept as the journal). Logs in, finds
+// the disk LUs, mounts, starts the I/O and FUSE threads, writes the state
+// file, then reports on `ready`:
 // "0\nPATH SIZE\n..." once the files are being served, or "CODE\nMESSAGE"
 // (and returns CODE) when something failed. Then serves until logout or
 // SIGTERM/SIGINT and returns the process's exit code.
