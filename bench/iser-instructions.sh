@@ -106,64 +106,7 @@ profile_point() {
   wait "$bp" || { tail -5 "$bench" >&2; die "rbio bench $name failed on $c"; }
 }
 
-# calls_of FILE REGEX: calls made to the functions whose names match REGEX
-# in a callgrind profile (names are compressed: "(N) name" the first time,
-# "(N)" after).
-calls_of() {
-  awk -v re="^($2)\$" '
-    match($0, /^c?fn=\([0-9]+\)/) {
-      id = substr($0, 1, RLENGTH); sub(/^c?fn=/, "", id)
-      if (length($0) > RLENGTH + 1) name[id] = substr($0, RLENGTH + 2)
-      want = $0 ~ /^cfn=/ && name[id] ~ re; next }
-    want && /^calls=/ { split($1, a, "="); n += a[2] }
-    { want = 0 }
-    END { print n + 0 }' "$1"
-}
-
-# self_by_object FILE: "OBJECT INSTRUCTIONS" lines, each object's own
-# instructions (a cost line right after calls= is the call's inclusive
-# cost, not the caller's own).
-self_by_object() {
-  awk '
-    match($0, /^ob=\([0-9]+\)/) {
-      id = substr($0, 4, RLENGTH - 3)
-      if (length($0) > RLENGTH + 1) obname[id] = substr($0, RLENGTH + 2)
-      ob = obname[id]; next }
-    match($0, /^cob=\([0-9]+\)/) {
-      id = substr($0, 5, RLENGTH - 4)
-      if (length($0) > RLENGTH + 1) obname[id] = substr($0, RLENGTH + 2)
-      next }
-    /^calls=/ { call = 1; next }
-    /^[-+*0-9]/ { if (call) call = 0; else self[ob] += $2; next }
-    END { for (o in self) { n = o; sub(/.*\//, "", n); print n, self[o] } }' "$1"
-}
-
-# summarise CONFIG NAME FILE: one results row and the top functions.
-summarise() {
-  local c=$1 name=$2 f=$3 cmds allocs
-  cmds=$(calls_of "$f" target_cmd_queue)
-  (( cmds > 0 )) || die "$c $name: no command in the profile ($f)"
-  allocs=$(calls_of "$f" 'malloc|calloc|realloc')
-  self_by_object "$f" | awk -v c="$c" -v name="$name" -v cmds="$cmds" -v allocs="$allocs" '
-    { total += $2; o = $1
-      if (o ~ /^libc\.so/) o = "libc"; else if (o ~ /^librxe/) o = "librxe"
-      else if (o != "tgtd" && o != "bs_rbio.so") o = "other"
-      by[o] += $2 }
-    END { printf "| %s | %s | %d | **%.0f** | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f |\n", name, c, cmds, total / cmds,
-            by["tgtd"] / cmds, by["bs_rbio.so"] / cmds, by["libc"] / cmds, by["librxe"] / cmds, by["other"] / cmds,
-            allocs / cmds }' >> "$WORK/rows.md"
-  {
-    printf '\n%s on %s: the 12 costliest functions (own instructions per command)\n\n' "$name" "$c"
-    callgrind_annotate "$f" 2>/dev/null | awk -v cmds="$cmds" '
-      /file:function/ { body = 1; next }
-      body && $1 ~ /^[0-9,]+$/ && n < 12 {
-        ir = $1; gsub(",", "", ir); line = $0
-        sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, "", line); sub(/^[^:]*:/, "", line)
-        if (match(line, / \[[^]]*\]$/)) { ob = substr(line, RSTART + 2, RLENGTH - 3); sub(/.*\//, "", ob)
-                                          line = substr(line, 1, RSTART - 1) " (" ob ")" }
-        printf "    %7.1f  %s\n", ir / cmds, substr(line, 1, 120); n++ }'
-  } >> "$WORK/top.md"
-}
+source "$HERE/callgrind.sh"
 
 : > "$WORK/rows.md"; : > "$WORK/top.md"
 for c in stock rbio; do
