@@ -298,6 +298,13 @@ int Engine::submit(const rbio_bs_cmd& c) noexcept {
     cmd->next = nullptr;
     decode(c, *cmd);
     ++counters_.commands;
+    if (cmd->kind == Kind::Read) {
+        ++counters_.reads;
+        counters_.read_bytes += cmd->length;
+    } else if (cmd->kind == Kind::Write || cmd->kind == Kind::WriteVerify) {
+        ++counters_.writes;
+        counters_.written_bytes += cmd->length;
+    }
     if (pending_tail_) pending_tail_->next = cmd;
     else pending_head_ = cmd;
     pending_tail_ = cmd;

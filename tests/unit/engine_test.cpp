@@ -233,6 +233,57 @@ TEST_F(EngineTest, AdjacentRequestsOfAPassAreCoalesced) {
     for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(back[i], bufs[i]);
 }
 
+TEST_F(EngineTest, ReadsAndWritesAreCountedWithTheBytesTheyAddress) {
+    make();
+    auto a = pattern(8 * kBs, 1), b = pattern(16 * kBs, 2), v = pattern(4 * kBs, 3);
+    write(0, a.data(), 8);
+    write(100, b.data(), 16);
+    submit(cdb10(kWriteVerify10, 200, 4), 200, 4, nullptr, 0, v.data(), 4 * kBs);
+    std::vector<uint8_t> back(8 * kBs);
+    read(0, back.data(), 8);
+    submit(cdb10(kPreFetch10, 0, 64), 0, 64, nullptr, 0, nullptr, 0);  // neither
+    complete_all(5);
+    all_good();
+    const Counters& k = engine_->counters();
+    EXPECT_EQ(k.commands, 5u);
+    EXPECT_EQ(k.writes, 3u);
+    EXPECT_EQ(k.written_bytes, 28u * kBs);
+    EXPECT_EQ(k.reads, 1u);
+    EXPECT_EQ(k.read_bytes, 8u * kBs);
+}
+
+TEST_F(EngineTest, CountersReachTheCAbi) {
+    rbio_bs_hooks h{};
+    rbio_bs_lu* lu = nullptr;
+    char err[256] = "";
+    ASSERT_EQ(rbio_bs_lu_create("", &h, &lu, err, sizeof err), 0) << err;
+    int fd = -1, ro = 0;
+    uint64_t size = 0;
+    uint32_t blksize = 0;
+    ASSERT_EQ(rbio_bs_lu_open(lu, path_.c_str(), 0, &fd, &size, &blksize, &ro, err, sizeof err), 0) << err;
+    std::vector<uint8_t> buf(8 * kBs);
+    Cdb cdb = cdb10(kRead10, 0, 8);
+    rbio_bs_cmd c{};
+    c.cmd = &buf;
+    c.cdb = cdb.b.data();
+    c.cdb_len = cdb.len;
+    c.transfer = 8 * kBs;
+    c.in_buf = buf.data();
+    c.in_len = 8 * kBs;
+    c.lu_size = kSize;
+    c.block_shift = kShift;
+    c.write_cache = 1;
+    ASSERT_EQ(rbio_bs_submit(lu, &c), 0);
+    rbio_bs_counters k{};
+    rbio_bs_lu_counters(lu, &k);
+    EXPECT_EQ(k.commands, 1u);
+    EXPECT_EQ(k.reads, 1u);
+    EXPECT_EQ(k.read_bytes, 8u * kBs);
+    EXPECT_EQ(k.writes, 0u);
+    rbio_bs_lu_close(lu);
+    rbio_bs_lu_destroy(lu);
+}
+
 TEST_F(EngineTest, CoalescingStopsAtDirectionFuaAndSizeLimit) {
     Options o;
     o.coalesce_max_kib = 8;

@@ -103,6 +103,17 @@ void rbio_bs_on_event(struct rbio_bs_lu *lu);
 /* One line of counters for logs and the bench. */
 void rbio_bs_lu_stats(const struct rbio_bs_lu *lu, char *buf, size_t len);
 
+/* The engine's counters since the LU was created (see rbio::bs::Counters),
+ * for the metrics file; read on tgtd's event-loop thread, as they are
+ * written. */
+struct rbio_bs_counters {
+    uint64_t commands, reads, read_bytes, writes, written_bytes;
+    uint64_t ios, merged, inline_ios, submit_calls, passes;
+    uint64_t reaped_inline, reaped_event, event_wakeups, errors;
+    uint32_t ios_in_flight; /* I/Os handed to io_uring and not yet complete */
+};
+void rbio_bs_lu_counters(const struct rbio_bs_lu *lu, struct rbio_bs_counters *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,10 @@ struct Counters {
     uint64_t event_wakeups = 0;
     uint64_t inline_ios = 0;     // reads/writes done synchronously in the loop
     uint64_t errors = 0;         // commands that ended in CHECK CONDITION
+    uint64_t reads = 0;          // READ(6/10/12/16) commands taken
+    uint64_t read_bytes = 0;     // bytes they address
+    uint64_t writes = 0;         // WRITE and WRITE AND VERIFY commands taken
+    uint64_t written_bytes = 0;  // bytes they address
 };
 
 struct OpenedFile {
