@@ -1,15 +1,13 @@
 // The statistics file an admin (or the bench) reads: the totals of every
 // connection, key=value per line, replaced atomically so a reader never sees
 // half a file.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
+#include "rbio/bs/atomic_file.hpp"
 #include "rbio/bs/tcp_transport.h"
 #include "tcp_connection.hpp"
 
@@ -47,41 +45,31 @@ void rbio_tp_stats_connection(int opened) {
 int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
                         size_t errlen) {
     using rbio::iser::Counter;
-    std::string path = expand(pattern);
-    std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f && errno == ENOENT) {
-        // Create the folder (one level, e.g. /run/rbio) on first use.
-        auto slash = path.rfind('/');
-        if (slash != std::string::npos && slash > 0)
-            ::mkdir(path.substr(0, slash).c_str(), 0755);
-        f = std::fopen(tmp.c_str(), "w");
+    try {
+        auto c = rbio::tp::totals().snapshot();
+        std::string text = "# rbio TCP transport statistics of tgtd pid " + std::to_string(getpid()) +
+                           "\ntransport=rbio\n";
+        auto line = [&](const char* key, uint64_t v) {
+            text.append(key).append("=").append(std::to_string(v)).append("\n");
+        };
+        line("connections_open", g_open.load());
+        line("connections_total", g_total.load());
+        for (size_t i = 0; i < rbio::iser::kCounterCount; ++i)
+            line(rbio::iser::counter_name(Counter(i)), c.values[i]);
+        line("syscalls", c[Counter::RecvCalls] + c[Counter::SendCalls] + c[Counter::EventCtl]);
+        char ratios[96];
+        std::snprintf(ratios, sizeof ratios, "pdus_per_recv=%.2f\npdus_per_send=%.2f\n",
+                      c.pdus_per_recv(), c.pdus_per_send());
+        text += ratios;
+        if (connections) text += connections;
+        rbio::bs::write_file_atomically(expand(pattern), text);
+        return 0;
+    } catch (const std::exception& e) {
+        std::snprintf(err, errlen, "%s", e.what());
+    } catch (...) {
+        std::snprintf(err, errlen, "unexpected error writing the statistics");
     }
-    if (!f) {
-        std::snprintf(err, errlen, "%s: %s", tmp.c_str(), std::strerror(errno));
-        return -1;
-    }
-    auto c = rbio::tp::totals().snapshot();
-    std::fprintf(f, "# rbio TCP transport statistics of tgtd pid %d\ntransport=rbio\n",
-                 int(getpid()));
-    std::fprintf(f, "connections_open=%llu\nconnections_total=%llu\n",
-                 (unsigned long long)g_open.load(), (unsigned long long)g_total.load());
-    for (size_t i = 0; i < rbio::iser::kCounterCount; ++i)
-        std::fprintf(f, "%s=%llu\n", rbio::iser::counter_name(Counter(i)),
-                     (unsigned long long)c.values[i]);
-    std::fprintf(f, "syscalls=%llu\npdus_per_recv=%.2f\npdus_per_send=%.2f\n",
-                 (unsigned long long)(c[Counter::RecvCalls] + c[Counter::SendCalls] +
-                                      c[Counter::EventCtl]),
-                 c.pdus_per_recv(), c.pdus_per_send());
-    if (connections) std::fputs(connections, f);
-    bool ok = std::fflush(f) == 0 && !std::ferror(f);
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::snprintf(err, errlen, "%s: %s", path.c_str(), std::strerror(errno));
-        ::unlink(tmp.c_str());
-        return -1;
-    }
-    return 0;
+    return -1;
 }
 
 void rbio_tp_stats_remove(const char* pattern) { ::unlink(expand(pattern).c_str()); }

@@ -1,0 +1,18 @@
+#pragma once
+// Files that readers poll (the statistics file, the metrics file) are
+// replaced whole, so a reader sees the old file or the new one, never a
+// part of either.
+#include <string>
+#include <string_view>
+
+namespace rbio::bs {
+
+// Writes `content` to PATH.tmp in the same folder (a rename is atomic only
+// within one file system), mode 0644 whatever the umask (node_exporter
+// reads the metrics as another user), then renames it over `path`. A
+// missing folder is created, one level, mode 0755 (/run/rbio after a
+// reboot). Throws Error naming the file and the reason; the temporary file
+// is gone then.
+void write_file_atomically(const std::string& path, std::string_view content);
+
+}  // namespace rbio::bs

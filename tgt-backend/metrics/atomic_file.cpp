@@ -1,0 +1,54 @@
+#include "rbio/bs/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "rbio/bs/error.hpp"
+#include "rbio/common/unique_fd.hpp"
+
+namespace rbio::bs {
+
+namespace {
+
+UniqueFd create(const std::string& tmp, const std::string& path) {
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
+    UniqueFd fd(::open(tmp.c_str(), flags, 0644));
+    if (!fd && errno == ENOENT) {
+        auto slash = path.rfind('/');
+        if (slash != std::string::npos && slash > 0)
+            ::mkdir(path.substr(0, slash).c_str(), 0755);
+        fd.reset(::open(tmp.c_str(), flags, 0644));
+    }
+    if (!fd) throw sys_error(tmp, errno);
+    return fd;
+}
+
+void write_all(int fd, std::string_view content, const std::string& tmp) {
+    while (!content.empty()) {
+        ssize_t n = ::write(fd, content.data(), content.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw sys_error(tmp, errno);
+        content.remove_prefix(size_t(n));
+    }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+    const std::string tmp = path + ".tmp";
+    UniqueFd fd = create(tmp, path);
+    try {
+        if (::fchmod(fd.get(), 0644) != 0) throw sys_error(tmp, errno);
+        write_all(fd.get(), content, tmp);
+        if (::close(fd.release()) != 0) throw sys_error(tmp, errno);
+        if (::rename(tmp.c_str(), path.c_str()) != 0) throw sys_error(path, errno);
+    } catch (...) {
+        ::unlink(tmp.c_str());
+        throw;
+    }
+}
+
+}  // namespace rbio::bs
