@@ -1,17 +1,34 @@
-// The metrics file on disk: the atomic write.
+// The metrics file on disk: the atomic write and the metrics_file setting.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "metrics_test_files.hpp"
 #include "rbio/bs/atomic_file.hpp"
+#include "rbio/bs/config_file.hpp"
 #include "rbio/bs/error.hpp"
+#include "rbio/bs/metrics_settings.hpp"
 
 namespace fs = std::filesystem;
+using namespace rbio::bs::metrics;
 using rbio::test::slurp;
 using rbio::test::TempDir;
+
+namespace {
+
+struct Env {
+    Env() { clear(); }
+    ~Env() { clear(); }
+    static void clear() {
+        for (const char* v : {"RBIO_CONFIG", "RBIO_METRICS_FILE"}) ::unsetenv(v);
+    }
+};
+
+}  // namespace
 
 TEST(AtomicFile, ReplacesTheFileWholeAndReadableByAll) {
     TempDir dir;
@@ -49,4 +66,45 @@ TEST(AtomicFile, FailureNamesTheFile) {
     fs::create_directory(dir.path() + "/dir.prom/x");
     EXPECT_THROW(rbio::bs::write_file_atomically(dir.path() + "/dir.prom", "x\n"), rbio::bs::Error);
     EXPECT_FALSE(fs::exists(dir.path() + "/dir.prom.tmp"));
+}
+
+TEST(MetricsSettings, FileThenEnvironment) {
+    Env env;
+    TempDir dir;
+    const std::string conf = dir.path() + "/tgtd.conf";
+    std::ofstream(conf) << "transport = on\nmetrics_file = /var/lib/prometheus/node-exporter/rbio.prom\n";
+    ::setenv("RBIO_CONFIG", conf.c_str(), 1);
+    Settings s = load_settings();
+    EXPECT_EQ(s.file, "/var/lib/prometheus/node-exporter/rbio.prom");
+    EXPECT_EQ(s.source, conf);
+    ::setenv("RBIO_METRICS_FILE", "none", 1);
+    s = load_settings();
+    EXPECT_EQ(s.file, "");
+    EXPECT_EQ(s.source, conf + " + RBIO_METRICS_FILE");
+    ::setenv("RBIO_METRICS_FILE", "/run/x.prom", 1);
+    EXPECT_EQ(load_settings().file, "/run/x.prom");
+    EXPECT_TRUE(is_setting("metrics_file"));
+    EXPECT_FALSE(is_setting("stats_file"));
+}
+
+TEST(MetricsSettings, BadPathsNameWhereTheyCameFrom) {
+    Env env;
+    TempDir dir;
+    const std::string conf = dir.path() + "/tgtd.conf";
+    std::ofstream(conf) << "\nmetrics_file = rbio.prom\n";
+    ::setenv("RBIO_CONFIG", conf.c_str(), 1);
+    try {
+        load_settings();
+        FAIL() << "no error";
+    } catch (const rbio::bs::ConfigError& e) {
+        EXPECT_EQ(std::string(e.what()), conf + ":2: metrics_file: 'rbio.prom' is not an absolute path (or none)");
+    }
+    std::ofstream(conf) << "";
+    ::setenv("RBIO_METRICS_FILE", "/var/lib/", 1);
+    try {
+        load_settings();
+        FAIL() << "no error";
+    } catch (const rbio::bs::ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("environment RBIO_METRICS_FILE"), std::string::npos) << e.what();
+    }
 }

@@ -96,6 +96,21 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     EXPECT_NE(std::string(err).find("RBIO_TRANSPORT"), std::string::npos) << err;
 }
 
+TEST(TransportSettings, MetricsFileIsTheMetricsOwnKey) {
+    Env env;
+    // Checked by the metrics alone: even a bad one leaves the transport on.
+    auto path = write_config("metrics_file = not/absolute.prom\ntransport = on\n");
+    ::setenv("RBIO_CONFIG", path.c_str(), 1);
+    rbio_tp_settings s;
+    char err[512] = "";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.enabled, 1);
+    std::ofstream(path) << "metric_file = /run/rbio.prom\n";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("metrics_file)"), std::string::npos) << "listed as known: " << err;
+    ::unlink(path.c_str());
+}
+
 TEST(TransportSettings, RunningBuildIdIsHex) {
     char id[128];
     ASSERT_EQ(rbio_tp_running_build_id(id, sizeof id), 0);

@@ -12,6 +12,7 @@
 
 #include "rbio/bs/alua_settings.hpp"
 #include "rbio/bs/config_file.hpp"
+#include "rbio/bs/metrics_settings.hpp"
 #include "rbio/bs/tcp_transport.h"
 
 namespace {
@@ -71,11 +72,13 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
         s.iser_srq_depth = parse_uint(value, 0, 16384, w);
     else if (rbio::bs::alua::is_setting(key))
         ;  // ALUA's own: read and checked by alua_settings.cpp
+    else if (rbio::bs::metrics::is_setting(key))
+        ;  // the metrics' own: read and checked by metrics/settings.cpp
     else
         throw SettingsError(where + ": unknown key '" + std::string(key) +
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
                             "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth, "
-                            "port_group, alua_groups_file)");
+                            "port_group, alua_groups_file, metrics_file)");
 }
 
 void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
