@@ -11,6 +11,7 @@
 #include "rbio/bs/atomic_file.hpp"
 #include "rbio/bs/config_file.hpp"
 #include "rbio/bs/error.hpp"
+#include "rbio/bs/metrics.h"
 #include "rbio/bs/metrics_settings.hpp"
 
 namespace fs = std::filesystem;
@@ -107,4 +108,7 @@ TEST(MetricsSettings, BadPathsNameWhereTheyCameFrom) {
     } catch (const rbio::bs::ConfigError& e) {
         EXPECT_NE(std::string(e.what()).find("environment RBIO_METRICS_FILE"), std::string::npos) << e.what();
     }
+    char path[64], err[256];
+    EXPECT_EQ(rbio_metrics_load_path(path, sizeof path, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("names a folder"), std::string::npos) << err;
 }

@@ -1,0 +1,123 @@
+// rbio's metric families (per LU, per connection, the process) and the C
+// ABI the glue hands the values over with.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "metrics_test_files.hpp"
+#include "rbio/bs/metrics.h"
+#include "rbio/bs/target_metrics.hpp"
+#include "rbio/iser/counters.hpp"
+
+namespace fs = std::filesystem;
+using namespace rbio::bs::metrics;
+using rbio::test::count_of;
+using rbio::test::slurp;
+using rbio::test::TempDir;
+
+TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
+    const std::string doc = slurp(RBIO_SOURCE_DIR "/docs/metrics.md");
+    ASSERT_FALSE(doc.empty()) << "docs/metrics.md";
+    std::set<std::string> names;
+    for (const Family& f : TargetMetrics::families()) {
+        const std::string name(f.name);
+        EXPECT_TRUE(names.insert(name).second) << name << " twice";
+        EXPECT_EQ(name.rfind("rbio_", 0), 0u) << name;
+        EXPECT_TRUE(valid_metric_name(name)) << name;
+        EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
+        EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
+    }
+    EXPECT_EQ(names.size(), 18 + rbio::iser::kCounterCount);
+}
+
+TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
+    TargetMetrics t("1.0.85-1");
+    rbio_bs_counters k{};
+    k.commands = 10;
+    k.reads = 4;
+    k.read_bytes = 16384;
+    k.writes = 6;
+    k.written_bytes = 24576;
+    k.reaped_inline = 3;
+    k.reaped_event = 5;
+    k.ios_in_flight = 2;
+    t.add_lu({"iqn.2026-11.io.rbio:disk", 1, 1 << 20, k});
+    std::array<uint64_t, rbio::iser::kCounterCount> c{};
+    c[size_t(rbio::iser::Counter::PdusIn)] = 12;
+    c[size_t(rbio::iser::Counter::BytesOut)] = 4096;
+    t.add_connection({Transport::Tcp, "iqn.t", "iqn.i", "127.0.0.1:3260", "127.0.0.1:50000", c});
+    t.add_connection({Transport::Iser, "iqn.t", "iqn.i", "10.0.0.1:3260", "10.0.0.2:40000",
+                      std::span<const uint64_t>(c.data(), 2)});  // shorter: the rest are 0
+    t.set_connections_accepted(5);
+    const std::string x = t.text();
+
+    EXPECT_EQ(x.rfind("# HELP rbio_build_info ", 0), 0u) << "process families come first";
+    EXPECT_NE(x.find("rbio_build_info{tgt_version=\"1.0.85-1\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_open_connections{transport=\"tcp\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_open_connections{transport=\"iser\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connections_accepted_total 5\n"), std::string::npos);
+
+    const std::string lu = "{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\"}";
+    EXPECT_NE(x.find("rbio_lu_size_bytes" + lu + " 1048576\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_commands_total" + lu + " 10\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_read_bytes_total" + lu + " 16384\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_written_bytes_total" + lu + " 24576\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_ios_in_flight" + lu + " 2\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_reaped_completions_total{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\","
+                     "reaped=\"event\"} 5\n"),
+              std::string::npos);
+
+    const std::string tcp = "{transport=\"tcp\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"127.0.0.1:3260\","
+                            "peer=\"127.0.0.1:50000\"}";
+    EXPECT_NE(x.find("rbio_connection_received_pdus_total" + tcp + " 12\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + tcp + " 4096\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_epoll_ctl_calls_total" + tcp), std::string::npos);
+    const std::string iser = "{transport=\"iser\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"10.0.0.1:3260\","
+                             "peer=\"10.0.0.2:40000\"}";
+    EXPECT_NE(x.find("rbio_connection_received_pdus_total" + iser + " 12\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + iser + " 0\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_rdma_completions_total" + iser + " 0\n"), std::string::npos);
+    // Each transport only with the counters it has.
+    EXPECT_EQ(x.find("rbio_connection_epoll_ctl_calls_total" + iser), std::string::npos);
+    EXPECT_EQ(x.find("rbio_connection_rdma_completions_total" + tcp), std::string::npos);
+    EXPECT_EQ(count_of(x, "# TYPE rbio_connection_received_pdus_total counter\n"), 1u);
+}
+
+TEST(TargetMetrics, NothingServedStillSaysSo) {
+    const std::string x = TargetMetrics("v").text();
+    EXPECT_NE(x.find("rbio_open_connections{transport=\"tcp\"} 0\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connections_accepted_total 0\n"), std::string::npos);
+    EXPECT_EQ(x.find("rbio_lu_"), std::string::npos);
+}
+
+// ---- the C ABI the glue uses
+
+TEST(MetricsCAbi, GatherAndWrite) {
+    TempDir dir;
+    rbio_metrics* m = rbio_metrics_new("1.0.85");
+    ASSERT_NE(m, nullptr);
+    rbio_bs_counters k{};
+    k.commands = 3;
+    rbio_metrics_add_lu(m, "iqn.t", 2, 512, &k);
+    uint64_t c[RBIO_METRICS_CONN_COUNTERS] = {5};
+    rbio_metrics_conn conn{RBIO_METRICS_TCP, nullptr, "iqn.i", "127.0.0.1:3260", "127.0.0.1:1", };
+    rbio_metrics_add_connection(m, &conn, c, rbio::iser::kCounterCount);
+    rbio_metrics_set_accepted(m, 1);
+    char err[256] = "";
+    const std::string path = dir.path() + "/rbio.prom";
+    ASSERT_EQ(rbio_metrics_write(m, path.c_str(), err, sizeof err), 0) << err;
+    EXPECT_EQ(rbio_metrics_write(m, (dir.path() + "/a/b/c").c_str(), err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("/a/b/c.tmp"), std::string::npos) << err;
+    rbio_metrics_free(m);
+    const std::string x = slurp(path);
+    EXPECT_NE(x.find("rbio_lu_commands_total{target=\"iqn.t\",lun=\"2\"} 3\n"), std::string::npos) << x;
+    EXPECT_NE(x.find("rbio_connection_received_pdus_total{transport=\"tcp\",target=\"\",initiator=\"iqn.i\","
+                     "portal=\"127.0.0.1:3260\",peer=\"127.0.0.1:1\"} 5\n"),
+              std::string::npos)
+        << x;
+    rbio_metrics_remove(path.c_str());
+    EXPECT_FALSE(fs::exists(path));
+}

@@ -1,0 +1,64 @@
+/*
+ * The C ABI between the tgt glue and rbio's metrics (tgt-backend/metrics/).
+ *
+ * Once a second, glue/metrics_glue.c makes a struct rbio_metrics, lets each
+ * part of the module add what it serves (every rbio LU, every connection
+ * of rbio's transports), and writes the result in Prometheus' text format.
+ * Naming, typing, escaping and formatting happen behind these calls, in
+ * C++ with no tgt dependency; the per-I/O paths only bump counters, as
+ * before. No function lets a C++ exception escape.
+ */
+#ifndef RBIO_BS_METRICS_H
+#define RBIO_BS_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rbio/bs/c_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Room for a connection's counters (rbio::iser::Counter, in its order). */
+#define RBIO_METRICS_CONN_COUNTERS 32
+
+struct rbio_metrics; /* one exposition under construction (opaque) */
+
+/* The metrics_file setting (config file, then RBIO_METRICS_FILE) into path
+ * ("" = none): 0, or -1 with a message naming the file, line or variable. */
+int rbio_metrics_load_path(char *path, size_t len, char *err, size_t errlen);
+
+/* NULL when out of memory. */
+struct rbio_metrics *rbio_metrics_new(const char *tgt_version);
+void rbio_metrics_free(struct rbio_metrics *m);
+
+void rbio_metrics_add_lu(struct rbio_metrics *m, const char *target, uint64_t lun,
+                         uint64_t size_bytes, const struct rbio_bs_counters *counters);
+
+enum rbio_metrics_transport { RBIO_METRICS_TCP = 0, RBIO_METRICS_ISER = 1 };
+
+/* Labels of one connection; NULL counts as "". */
+struct rbio_metrics_conn {
+    enum rbio_metrics_transport transport;
+    const char *target;    /* IQN, once logged in */
+    const char *initiator; /* IQN, once logged in */
+    const char *portal;    /* local ADDRESS:PORT */
+    const char *peer;      /* the initiator's ADDRESS:PORT */
+};
+void rbio_metrics_add_connection(struct rbio_metrics *m, const struct rbio_metrics_conn *conn,
+                                 const uint64_t *counters, size_t n);
+void rbio_metrics_set_accepted(struct rbio_metrics *m, uint64_t connections_accepted);
+
+/* Writes the exposition to path atomically (temporary file, then rename).
+ * 0, or -1 with why (including an earlier add that failed). */
+int rbio_metrics_write(struct rbio_metrics *m, const char *path, char *err, size_t errlen);
+/* Removes the file (tgtd exits: the metrics of a process that is gone
+ * would mislead). */
+void rbio_metrics_remove(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,62 @@
+#pragma once
+// rbio's metrics of one tgtd, named and typed once here: per logical unit
+// (the engine's counters), per connection (the transports' counters) and
+// for the process. The glue only gathers the values, once a second, and
+// hands them over; docs/metrics.md describes every family.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rbio/bs/c_api.h"
+#include "rbio/bs/metrics.hpp"
+
+namespace rbio::bs::metrics {
+
+// One logical unit served by the rbio backing store.
+struct LuValues {
+    std::string_view target;  // the target's IQN
+    uint64_t lun = 0;
+    uint64_t size_bytes = 0;
+    rbio_bs_counters counters{};
+};
+
+enum class Transport { Tcp, Iser };
+
+// One connection of rbio's TCP or iSER transport.
+struct ConnectionValues {
+    Transport transport = Transport::Tcp;
+    std::string_view target;     // IQN; empty before login and for discovery
+    std::string_view initiator;  // IQN the initiator logged in with; empty before
+    std::string_view portal;     // local ADDRESS:PORT the connection came in on
+    std::string_view peer;       // the initiator's ADDRESS:PORT, unique per connection
+    // rbio::iser::Counter order; counters past the end count as 0.
+    std::span<const uint64_t> counters;
+};
+
+class TargetMetrics {
+public:
+    explicit TargetMetrics(std::string_view tgt_version) : tgt_version_(tgt_version) {}
+
+    void add_lu(const LuValues& lu);
+    void add_connection(const ConnectionValues& conn);
+    // Connections accepted by rbio's transports since tgtd started.
+    void set_connections_accepted(uint64_t n) { accepted_ = n; }
+
+    // The exposition: process families first, then LUs, then connections.
+    std::string text() const;
+
+    // Every family this module can write, for the documentation's test.
+    static std::vector<Family> families();
+
+private:
+    std::string tgt_version_;
+    uint64_t accepted_ = 0;
+    uint64_t open_[2] = {0, 0};  // per Transport
+    Exposition body_;
+};
+
+const char* transport_label(Transport t);
+
+}  // namespace rbio::bs::metrics

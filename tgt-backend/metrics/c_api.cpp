@@ -1,0 +1,113 @@
+// extern "C" entry points of the metrics for the tgt glue. Nothing here
+// lets a C++ exception unwind into tgtd: a failed add is remembered and
+// reported by rbio_metrics_write.
+#include "rbio/bs/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "rbio/bs/atomic_file.hpp"
+#include "rbio/bs/metrics_settings.hpp"
+#include "rbio/bs/target_metrics.hpp"
+#include "rbio/iser/counters.hpp"
+
+static_assert(rbio::iser::kCounterCount <= RBIO_METRICS_CONN_COUNTERS);
+
+struct rbio_metrics {
+    explicit rbio_metrics(const char* tgt_version) : target(tgt_version ? tgt_version : "") {}
+    rbio::bs::metrics::TargetMetrics target;
+    std::string failed;  // the first add that failed
+};
+
+namespace {
+
+void put(char* out, size_t len, const std::string& s) {
+    if (out && len) std::snprintf(out, len, "%s", s.c_str());
+}
+
+const char* or_empty(const char* s) { return s ? s : ""; }
+
+template <typename F>
+void guarded(rbio_metrics* m, F&& f) {
+    if (!m->failed.empty()) return;
+    try {
+        f();
+    } catch (const std::exception& e) {
+        m->failed = e.what();
+    } catch (...) {
+        m->failed = "unexpected error";
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int rbio_metrics_load_path(char* path, size_t len, char* err, size_t errlen) {
+    try {
+        auto s = rbio::bs::metrics::load_settings();
+        if (s.file.size() >= len) {
+            put(err, errlen, s.source + ": metrics_file too long");
+            return -1;
+        }
+        put(path, len, s.file);
+        return 0;
+    } catch (const std::exception& e) {
+        put(err, errlen, e.what());
+    } catch (...) {
+        put(err, errlen, "unexpected error reading the metrics setting");
+    }
+    return -1;
+}
+
+rbio_metrics* rbio_metrics_new(const char* tgt_version) {
+    try {
+        return std::make_unique<rbio_metrics>(tgt_version).release();
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+void rbio_metrics_free(rbio_metrics* m) { std::unique_ptr<rbio_metrics> owned(m); }
+
+void rbio_metrics_add_lu(rbio_metrics* m, const char* target, uint64_t lun, uint64_t size_bytes,
+                         const rbio_bs_counters* counters) {
+    guarded(m, [&] { m->target.add_lu({or_empty(target), lun, size_bytes, *counters}); });
+}
+
+void rbio_metrics_add_connection(rbio_metrics* m, const rbio_metrics_conn* c,
+                                 const uint64_t* counters, size_t n) {
+    using rbio::bs::metrics::Transport;
+    guarded(m, [&] {
+        m->target.add_connection({c->transport == RBIO_METRICS_ISER ? Transport::Iser : Transport::Tcp,
+                                  or_empty(c->target), or_empty(c->initiator), or_empty(c->portal),
+                                  or_empty(c->peer), std::span<const uint64_t>(counters, n)});
+    });
+}
+
+void rbio_metrics_set_accepted(rbio_metrics* m, uint64_t connections_accepted) {
+    m->target.set_connections_accepted(connections_accepted);
+}
+
+int rbio_metrics_write(rbio_metrics* m, const char* path, char* err, size_t errlen) {
+    if (!m->failed.empty()) {
+        put(err, errlen, "metrics not written: " + m->failed);
+        return -1;
+    }
+    try {
+        rbio::bs::write_file_atomically(path, m->target.text());
+        return 0;
+    } catch (const std::exception& e) {
+        put(err, errlen, e.what());
+    } catch (...) {
+        put(err, errlen, "unexpected error writing the metrics");
+    }
+    return -1;
+}
+
+void rbio_metrics_remove(const char* path) { ::unlink(path); }
+
+}  // extern "C"

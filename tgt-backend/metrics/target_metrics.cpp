@@ -1,0 +1,201 @@
+#include "rbio/bs/target_metrics.hpp"
+
+#include <array>
+
+#include "rbio/iser/counters.hpp"
+
+namespace rbio::bs::metrics {
+
+namespace {
+
+using rbio::iser::Counter;
+using rbio::iser::kCounterCount;
+
+constexpr MetricType C = MetricType::Counter;
+constexpr MetricType G = MetricType::Gauge;
+
+// ---- the process
+
+constexpr Family kBuildInfo{"rbio_build_info", G,
+                            "Always 1; labels: the tgt version the module was built against"};
+constexpr Family kOpen{"rbio_open_connections", G,
+                       "Connections open now on rbio's transport, per transport"};
+constexpr Family kAccepted{"rbio_connections_accepted_total", C,
+                           "Connections accepted by rbio's transports since tgtd started"};
+
+// ---- one logical unit (rbio::bs::Counters)
+
+constexpr Family kLuSize{"rbio_lu_size_bytes", G, "Size of the logical unit"};
+constexpr Family kLuCommands{"rbio_lu_commands_total", C,
+                             "SCSI commands the rbio backing store took"};
+constexpr Family kLuReads{"rbio_lu_reads_total", C, "READ commands taken"};
+constexpr Family kLuReadBytes{"rbio_lu_read_bytes_total", C, "Bytes addressed by READ commands"};
+constexpr Family kLuWrites{"rbio_lu_writes_total", C,
+                           "WRITE and WRITE AND VERIFY commands taken"};
+constexpr Family kLuWrittenBytes{"rbio_lu_written_bytes_total", C,
+                                 "Bytes addressed by WRITE and WRITE AND VERIFY commands"};
+constexpr Family kLuErrors{"rbio_lu_failed_commands_total", C,
+                           "Commands that ended in CHECK CONDITION"};
+constexpr Family kLuIos{"rbio_lu_ios_total", C,
+                        "Reads, writes and flushes issued to the backing file, after coalescing"};
+constexpr Family kLuMerged{"rbio_lu_merged_commands_total", C,
+                           "Commands that rode in another command's I/O (coalescing)"};
+constexpr Family kLuInlineIos{"rbio_lu_inline_ios_total", C,
+                              "I/Os done synchronously in tgtd's event loop, not through io_uring"};
+constexpr Family kLuSubmitCalls{"rbio_lu_io_uring_submit_calls_total", C,
+                                "io_uring_enter calls that submitted I/O"};
+constexpr Family kLuPasses{"rbio_lu_passes_total", C, "Event-loop passes that had work for the LU"};
+constexpr Family kLuReaped{"rbio_lu_reaped_completions_total", C,
+                           "Completions reaped; reaped=inline: right after submitting, "
+                           "reaped=event: on an eventfd wake-up"};
+constexpr Family kLuWakeups{"rbio_lu_eventfd_wakeups_total", C,
+                            "Eventfd wake-ups for completions"};
+constexpr Family kLuInFlight{"rbio_lu_ios_in_flight", G,
+                             "I/Os handed to io_uring and not yet complete"};
+
+// ---- one connection (rbio::iser::Counter)
+
+enum class Applies { Both, Tcp, Iser };
+
+struct ConnectionFamily {
+    Family family;
+    Applies applies;
+};
+
+// A switch, not a table: a counter added to rbio::iser::Counter without a
+// family here fails the build (-Wswitch, -Werror).
+ConnectionFamily connection_family(Counter c) {
+    switch (c) {
+        case Counter::PdusIn:
+            return {{"rbio_connection_received_pdus_total", C, "iSCSI PDUs received"}, Applies::Both};
+        case Counter::BytesIn:
+            return {{"rbio_connection_received_bytes_total", C, "Bytes received"}, Applies::Both};
+        case Counter::RecvCalls:
+            return {{"rbio_connection_receive_calls_total", C, "recv/read system calls"}, Applies::Tcp};
+        case Counter::PdusOut:
+            return {{"rbio_connection_sent_pdus_total", C, "iSCSI PDUs sent"}, Applies::Both};
+        case Counter::BytesOut:
+            return {{"rbio_connection_sent_bytes_total", C, "Bytes sent"}, Applies::Both};
+        case Counter::SendCalls:
+            return {{"rbio_connection_send_calls_total", C, "sendmsg/writev system calls"}, Applies::Tcp};
+        case Counter::WouldBlock:
+            return {{"rbio_connection_send_blocked_total", C,
+                     "Flushes that left bytes queued because the socket was full"},
+                    Applies::Tcp};
+        case Counter::EventCtl:
+            return {{"rbio_connection_epoll_ctl_calls_total", C,
+                     "epoll_ctl calls the transport made (arming EPOLLOUT)"},
+                    Applies::Tcp};
+        case Counter::WorkRequests:
+            return {{"rbio_connection_rdma_work_requests_total", C,
+                     "Send-queue work requests posted (SEND, RDMA WRITE, RDMA READ)"},
+                    Applies::Iser};
+        case Counter::PostCalls:
+            return {{"rbio_connection_rdma_post_send_calls_total", C, "ibv_post_send calls"},
+                    Applies::Iser};
+        case Counter::RecvRequests:
+            return {{"rbio_connection_rdma_receive_requests_total", C,
+                     "Receive work requests posted by the connection (not by a shared receive queue)"},
+                    Applies::Iser};
+        case Counter::RecvPostCalls:
+            return {{"rbio_connection_rdma_post_receive_calls_total", C,
+                     "ibv_post_recv calls of the connection"},
+                    Applies::Iser};
+        case Counter::Signaled:
+            return {{"rbio_connection_rdma_signaled_requests_total", C,
+                     "Signalled send-queue work requests"},
+                    Applies::Iser};
+        case Counter::Completions:
+            return {{"rbio_connection_rdma_completions_total", C, "Work completions reaped"},
+                    Applies::Iser};
+        case Counter::PollCalls:
+            return {{"rbio_connection_rdma_poll_calls_total", C, "ibv_poll_cq calls"}, Applies::Iser};
+        case Counter::ChannelWakeups:
+            return {{"rbio_connection_rdma_channel_wakeups_total", C,
+                     "Completion-channel events taken"},
+                    Applies::Iser};
+        case Counter::RdmaReads:
+            return {{"rbio_connection_rdma_reads_total", C,
+                     "RDMA READs posted to fetch write data (one per R2T)"},
+                    Applies::Iser};
+        case Counter::SpinHits:
+            return {{"rbio_connection_rdma_spin_hits_total", C,
+                     "Spins on an empty completion queue that found a completion"},
+                    Applies::Iser};
+        case Counter::SpinMisses:
+            return {{"rbio_connection_rdma_spin_misses_total", C,
+                     "Spins that found nothing and armed the completion channel"},
+                    Applies::Iser};
+        case Counter::Count_: break;
+    }
+    return {{"rbio_connection_unknown_total", C, "unknown counter"}, Applies::Both};
+}
+
+bool applies_to(Applies a, Transport t) {
+    return a == Applies::Both || (a == Applies::Tcp) == (t == Transport::Tcp);
+}
+
+}  // namespace
+
+const char* transport_label(Transport t) { return t == Transport::Tcp ? "tcp" : "iser"; }
+
+void TargetMetrics::add_lu(const LuValues& lu) {
+    const std::string lun = std::to_string(lu.lun);
+    const std::array<Label, 2> l{{{"target", lu.target}, {"lun", lun}}};
+    const rbio_bs_counters& k = lu.counters;
+    body_.add(kLuSize, l, lu.size_bytes);
+    body_.add(kLuCommands, l, k.commands);
+    body_.add(kLuReads, l, k.reads);
+    body_.add(kLuReadBytes, l, k.read_bytes);
+    body_.add(kLuWrites, l, k.writes);
+    body_.add(kLuWrittenBytes, l, k.written_bytes);
+    body_.add(kLuErrors, l, k.errors);
+    body_.add(kLuIos, l, k.ios);
+    body_.add(kLuMerged, l, k.merged);
+    body_.add(kLuInlineIos, l, k.inline_ios);
+    body_.add(kLuSubmitCalls, l, k.submit_calls);
+    body_.add(kLuPasses, l, k.passes);
+    const std::array<Label, 3> inl{{l[0], l[1], {"reaped", "inline"}}};
+    const std::array<Label, 3> evt{{l[0], l[1], {"reaped", "event"}}};
+    body_.add(kLuReaped, inl, k.reaped_inline);
+    body_.add(kLuReaped, evt, k.reaped_event);
+    body_.add(kLuWakeups, l, k.event_wakeups);
+    body_.add(kLuInFlight, l, k.ios_in_flight);
+}
+
+void TargetMetrics::add_connection(const ConnectionValues& conn) {
+    const std::array<Label, 5> l{{{"transport", transport_label(conn.transport)},
+                                  {"target", conn.target},
+                                  {"initiator", conn.initiator},
+                                  {"portal", conn.portal},
+                                  {"peer", conn.peer}}};
+    ++open_[conn.transport == Transport::Tcp ? 0 : 1];
+    for (size_t i = 0; i < kCounterCount; ++i) {
+        const ConnectionFamily f = connection_family(Counter(i));
+        if (applies_to(f.applies, conn.transport))
+            body_.add(f.family, l, i < conn.counters.size() ? conn.counters[i] : 0);
+    }
+}
+
+std::string TargetMetrics::text() const {
+    Exposition head;
+    const std::array<Label, 1> version{{{"tgt_version", tgt_version_}}};
+    head.add(kBuildInfo, version, 1);
+    for (Transport t : {Transport::Tcp, Transport::Iser}) {
+        const std::array<Label, 1> l{{{"transport", transport_label(t)}}};
+        head.add(kOpen, l, open_[t == Transport::Tcp ? 0 : 1]);
+    }
+    head.add(kAccepted, accepted_);
+    return head.text() + body_.text();
+}
+
+std::vector<Family> TargetMetrics::families() {
+    std::vector<Family> all{kBuildInfo,  kOpen,          kAccepted,      kLuSize,    kLuCommands,
+                            kLuReads,    kLuReadBytes,   kLuWrites,      kLuWrittenBytes,
+                            kLuErrors,   kLuIos,         kLuMerged,      kLuInlineIos,
+                            kLuSubmitCalls, kLuPasses,   kLuReaped,      kLuWakeups, kLuInFlight};
+    for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
+    return all;
+}
+
+}  // namespace rbio::bs::metrics
