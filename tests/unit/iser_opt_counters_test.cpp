@@ -38,6 +38,19 @@ TEST(IserCounters, PublisherAddsOnlyWhatIsNew) {
     EXPECT_EQ(s[Counter::SendCalls], 2u);
 }
 
+TEST(IserCounters, CopyStopsAtTheSmallerEnd) {
+    ConnectionCounters c;
+    for (size_t i = 0; i < kCounterCount; ++i) c.values[i] = 100 + i;
+    std::vector<uint64_t> out(kCounterCount + 4, 7);
+    EXPECT_EQ(copy_counters(c, out.data(), 2), 2u);
+    EXPECT_EQ(out[0], 100u);
+    EXPECT_EQ(out[1], 101u);
+    EXPECT_EQ(out[2], 7u) << "nothing past n";
+    EXPECT_EQ(copy_counters(c, out.data(), out.size()), kCounterCount);
+    EXPECT_EQ(out[size_t(Counter::SpinMisses)], 100u + size_t(Counter::SpinMisses));
+    EXPECT_EQ(out[kCounterCount], 7u) << "nothing past the counters";
+}
+
 TEST(IserCounters, TotalsTakeAddsFromManyThreads) {
     CounterTotals totals;
     std::vector<std::thread> threads;

@@ -125,4 +125,8 @@ void rbio_tcp_conn_describe(const rbio_tcp_conn* c, char* out, size_t len) {
 
 void rbio_tcp_conn_publish(rbio_tcp_conn* c) { c->conn.publish(); }
 
+size_t rbio_tcp_conn_counters(const rbio_tcp_conn* c, uint64_t* out, size_t n) {
+    return rbio::iser::copy_counters(c->conn.counters(), out, n);
+}
+
 }  // extern "C"

@@ -396,6 +396,10 @@ void rbio_iser_ep_publish(rbio_iser_ep* e) {
     if (e->receives) e->receives->publish();
 }
 
+size_t rbio_iser_ep_counters(const rbio_iser_ep* e, uint64_t* out, size_t n) {
+    return rbio::iser::copy_counters(e->counters, out, n);
+}
+
 void* rbio_iser_data_alloc(rbio_iser_ep* e, size_t size) {
     try {
         return alloc_buffer(e->pd, size);

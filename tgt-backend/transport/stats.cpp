@@ -42,6 +42,8 @@ void rbio_tp_stats_connection(int opened) {
     }
 }
 
+uint64_t rbio_tp_stats_accepted(void) { return g_total.load(std::memory_order_relaxed); }
+
 int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
                         size_t errlen) {
     using rbio::iser::Counter;

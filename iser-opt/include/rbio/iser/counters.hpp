@@ -70,6 +70,13 @@ private:
     }
 };
 
+// Copies up to n values into out (the C ABIs' accessors); returns how many.
+inline size_t copy_counters(const ConnectionCounters& c, uint64_t* out, size_t n) {
+    const size_t k = n < kCounterCount ? n : kCounterCount;
+    for (size_t i = 0; i < k; ++i) out[i] = c.values[i];
+    return k;
+}
+
 // Sums over all connections; safe to add to and read from any thread.
 class CounterTotals {
 public:

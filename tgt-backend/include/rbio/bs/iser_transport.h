@@ -87,6 +87,9 @@ uint64_t rbio_iser_ep_queued_total(const struct rbio_iser_ep *ep);
 uint64_t rbio_iser_ep_done_total(const struct rbio_iser_ep *ep);
 void rbio_iser_ep_describe(const struct rbio_iser_ep *ep, char *out, size_t len);
 void rbio_iser_ep_publish(struct rbio_iser_ep *ep);
+/* Copies up to n of the connection's counters (rbio::iser::Counter order)
+ * into out; returns how many. */
+size_t rbio_iser_ep_counters(const struct rbio_iser_ep *ep, uint64_t *out, size_t n);
 
 /* Data buffers registered with the endpoint's device (page aligned, pooled
  * by size class: registration happens when a pool grows, never per I/O). */

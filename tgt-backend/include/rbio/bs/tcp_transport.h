@@ -92,10 +92,15 @@ void rbio_tcp_conn_count_event_ctl(struct rbio_tcp_conn *c);
 void rbio_tcp_conn_describe(const struct rbio_tcp_conn *c, char *out, size_t len);
 /* Adds what the connection counted since its last publish to the totals. */
 void rbio_tcp_conn_publish(struct rbio_tcp_conn *c);
+/* Copies up to n of the connection's counters (rbio::iser::Counter order)
+ * into out; returns how many. */
+size_t rbio_tcp_conn_counters(const struct rbio_tcp_conn *c, uint64_t *out, size_t n);
 
 /* ---- process-wide statistics */
 
 void rbio_tp_stats_connection(int opened); /* 1 opened, 0 closed */
+/* Connections opened since tgtd started (TCP and iSER). */
+uint64_t rbio_tp_stats_accepted(void);
 /* Writes the totals, then `connections` (one "connection=..." line per open
  * connection, or NULL), to path: atomically (temporary file, then rename). */
 int rbio_tp_stats_write(const char *path, const char *connections, char *err, size_t errlen);
