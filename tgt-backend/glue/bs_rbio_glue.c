@@ -27,6 +27,7 @@
 #include "alua_glue.h"
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
+#include "metrics_glue.h"
 
 #define RBIO_EXPORT __attribute__((visibility("default")))
 
@@ -41,7 +42,10 @@ struct rbio_lu_priv {
 	int event_fd;
 	int opened; /* the backing store opened at least once */
 	struct rbio_alua_lu alua;
+	struct list_head siblings; /* rbio_lus, for the metrics */
 };
+
+static LIST_HEAD(rbio_lus);
 
 static struct rbio_lu_priv *rbio_priv(struct scsi_lu *lu)
 {
@@ -195,6 +199,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		rbio_limit_unmap_descriptors(lu);
 	}
 
+	list_add_tail(&priv->siblings, &rbio_lus);
 	dprintf("rbio: tid:%d lun:%" PRIu64 " ready (bsopts %s)\n", lu->tgt->tid, lu->lun,
 		bsopts ? bsopts : "default");
 	return TGTADM_SUCCESS;
@@ -208,6 +213,7 @@ static void rbio_exit(struct scsi_lu *lu)
 	rbio_alua_glue_lu_exit(&priv->alua);
 	if (!priv->engine)
 		return;
+	list_del(&priv->siblings);
 	tgt_remove_sched_event(&priv->flush_ev);
 	tgt_event_del(priv->event_fd);
 	/* An LU whose backing store never opened (refused with its reason
@@ -219,6 +225,17 @@ static void rbio_exit(struct scsi_lu *lu)
 	}
 	rbio_bs_lu_destroy(priv->engine);
 	priv->engine = NULL;
+}
+
+void rbio_bs_glue_metrics(struct rbio_metrics *m)
+{
+	struct rbio_lu_priv *priv;
+	struct rbio_bs_counters counters;
+
+	list_for_each_entry(priv, &rbio_lus, siblings) {
+		rbio_bs_lu_counters(priv->engine, &counters);
+		rbio_metrics_add_lu(m, priv->lu->tgt->name, priv->lu->lun, priv->lu->size, &counters);
+	}
 }
 
 static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
@@ -338,4 +355,5 @@ RBIO_EXPORT void register_bs_module(void)
 		  RBIO_TGT_VERSION);
 	rbio_iscsi_tcp_start();
 	rbio_iscsi_iser_start();
+	rbio_metrics_start();
 }

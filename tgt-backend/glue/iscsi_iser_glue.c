@@ -58,6 +58,7 @@
 #include "conn_ping.h"
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
+#include "metrics_glue.h"
 
 extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
 
@@ -107,6 +108,7 @@ struct rbio_iser_conn {
 	int reads_in_use;
 	uint16_t free_reads[RBIO_ISER_MAX_READS]; /* a stack of free indexes */
 	char peer[INET6_ADDRSTRLEN + 16];
+	char portal[INET6_ADDRSTRLEN + 16]; /* the local address it came in on */
 
 	struct iscsi_connection iscsi_conn;
 };
@@ -670,17 +672,18 @@ static struct iscsi_transport rbio_iser = {
 
 /* ---- connection management on tgt's iSER listeners */
 
-static void describe_peer(struct rdma_cm_id *id, char *out, size_t len)
+static void describe_address(struct sockaddr *sa, uint16_t port, char *out, size_t len)
 {
-	struct sockaddr *sa = rdma_get_peer_addr(id);
 	char host[INET6_ADDRSTRLEN];
 
 	if (getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 							sizeof(struct sockaddr_in),
 			host, sizeof(host), NULL, 0, NI_NUMERICHOST))
-		snprintf(out, len, "unknown peer");
+		snprintf(out, len, "unknown address");
+	else if (sa->sa_family == AF_INET6)
+		snprintf(out, len, "[%s]:%u", host, ntohs(port));
 	else
-		snprintf(out, len, "%s:%u", host, ntohs(rdma_get_dst_port(id)));
+		snprintf(out, len, "%s:%u", host, ntohs(port));
 }
 
 /* A connect request: 0 when the connection was set up and accepted; else
@@ -697,7 +700,9 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
 		return -1;
-	describe_peer(id, rc->peer, sizeof(rc->peer));
+	describe_address(rdma_get_peer_addr(id), rdma_get_dst_port(id), rc->peer, sizeof(rc->peer));
+	describe_address(rdma_get_local_addr(id), rdma_get_src_port(id), rc->portal,
+			 sizeof(rc->portal));
 	for (i = 0; i < RBIO_ISER_MAX_READS; i++)
 		rc->free_reads[i] = (uint16_t)(RBIO_ISER_MAX_READS - 1 - i);
 	rc->id = id;
@@ -865,6 +870,19 @@ static void tick(void *data)
 		rbio_iser_ep_publish(rc->ep);
 	}
 	add_work(&tick_work, 1);
+}
+
+void rbio_iscsi_iser_metrics(struct rbio_metrics *m)
+{
+	struct rbio_iser_conn *rc;
+	uint64_t counters[RBIO_METRICS_CONN_COUNTERS];
+	size_t n;
+
+	list_for_each_entry(rc, &rbio_iser_conns, siblings) {
+		n = rbio_iser_ep_counters(rc->ep, counters, RBIO_METRICS_CONN_COUNTERS);
+		rbio_metrics_add_iscsi_conn(m, &rc->iscsi_conn, RBIO_METRICS_ISER, rc->portal,
+					    rc->peer, counters, n);
+	}
 }
 
 void rbio_iscsi_iser_start(void)

@@ -51,6 +51,7 @@
 #include "conn_pass.h"
 #include "conn_ping.h"
 #include "iscsi_tcp_glue.h"
+#include "metrics_glue.h"
 
 #ifndef RBIO_TGTD_BUILD_ID
 #define RBIO_TGTD_BUILD_ID ""
@@ -154,6 +155,7 @@ struct rbio_conn {
 	int bhs_have;                  /* bytes of the current BHS handed over */
 	struct rbio_block *deferred, *deferred_tail;
 	char peer[RBIO_PEER_LEN];
+	char portal[RBIO_PEER_LEN];    /* the local address it came in on */
 	struct rbio_ping ping;
 
 	struct iscsi_connection iscsi_conn;
@@ -783,7 +785,7 @@ static void accept_handler(int lfd, int events, void *data)
 	struct sockaddr_storage from;
 	socklen_t len = sizeof(from);
 	struct rbio_conn *rc;
-	char err[256], peer[RBIO_PEER_LEN];
+	char err[256], peer[RBIO_PEER_LEN], portal[RBIO_PEER_LEN];
 	int fd;
 
 	(void)events;
@@ -799,6 +801,10 @@ static void accept_handler(int lfd, int events, void *data)
 		return;
 	}
 	describe_peer(&from, len, peer, sizeof(peer));
+	len = sizeof(from);
+	if (getsockname(fd, (struct sockaddr *)&from, &len))
+		len = 0;
+	describe_peer(&from, len, portal, sizeof(portal));
 	if (peer_gone(fd)) {
 		log_error("rbio: tcp: %s: dropped: the peer closed it while it waited to be "
 			  "accepted\n", peer);
@@ -811,6 +817,7 @@ static void accept_handler(int lfd, int events, void *data)
 		goto refuse;
 	rc->fd = fd;
 	memcpy(rc->peer, peer, sizeof(rc->peer));
+	memcpy(rc->portal, portal, sizeof(rc->portal));
 	rc->engine = rbio_tcp_conn_new(fd, &settings, err, sizeof(err));
 	if (!rc->engine) {
 		log_error("rbio: tcp: %s: refused: %s\n", rc->peer, err);
@@ -943,6 +950,19 @@ void rbio_iscsi_tcp_write_stats(void)
 		if (!warned)
 			log_error("rbio: tcp: cannot write statistics: %s\n", err);
 		warned = 1;
+	}
+}
+
+void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
+{
+	struct rbio_conn *rc;
+	uint64_t counters[RBIO_METRICS_CONN_COUNTERS];
+	size_t n;
+
+	list_for_each_entry(rc, &rbio_conns, siblings) {
+		n = rbio_tcp_conn_counters(rc->engine, counters, RBIO_METRICS_CONN_COUNTERS);
+		rbio_metrics_add_iscsi_conn(m, &rc->iscsi_conn, RBIO_METRICS_TCP, rc->portal,
+					    rc->peer, counters, n);
 	}
 }
 
