@@ -10,5 +10,9 @@ int logout_main(int argc, char** argv);    // argv[0] is "logout"
 int session_main(int argc, char** argv);   // argv[0] is "session"
 int inquiry_main(int argc, char** argv);   // argv[0] is "inquiry"
 int discard_main(int argc, char** argv);   // argv[0] is "discard"
+int target_metrics_main(int argc, char** argv);  // argv[0] is "target-metrics"
+
+// target-metrics: no metrics file configured, or none (or an empty one) there.
+inline constexpr int kExitNoMetrics = 14;
 
 }  // namespace rbio::cli

@@ -54,6 +54,10 @@ commands:
                                  offset and length in multiples of the block size, inside
                                  the LU (else exit 2). An LU without UNMAP (Block Limits) or
                                  a command the target refuses: exit 7 with the sense
+  target-metrics [--file PATH]   print the metrics tgtd (with rbio's module) writes once a second,
+                                 in Prometheus' text format: per LU and per connection. PATH
+                                 defaults to RBIO_METRICS_FILE, else metrics_file of
+                                 /etc/rbio/tgtd.conf (or $RBIO_CONFIG); none: exit 14
 
 options of every command that logs in:
   --initiator-name IQN           (default: InitiatorName of /etc/iscsi/initiatorname.iscsi,
@@ -106,6 +110,7 @@ exit codes:
   11  no such session (logout/session -T: not logged in to that target)
   12  busy (login: already logged in to that target; logout: a file of the mount is open)
   13  mount failed (--mount DIR is not a directory, or FUSE could not mount it)
+  14  no metrics (target-metrics: no metrics file set, or none written there)
 )";
 
 }  // namespace
@@ -143,6 +148,7 @@ int main(int argc, char** argv) {
         if (cmd == "session") return cli::session_main(argc - i, argv + i);
         if (cmd == "inquiry") return cli::inquiry_main(argc - i, argv + i);
         if (cmd == "discard") return cli::discard_main(argc - i, argv + i);
+        if (cmd == "target-metrics") return cli::target_metrics_main(argc - i, argv + i);
         throw cli::UsageError("unknown command '" + cmd + "'");
     } catch (const cli::UsageError& e) {
         std::cerr << "rbio: " << e.what() << " (rbio --help)\n";
