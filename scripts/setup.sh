@@ -36,6 +36,8 @@ PACKAGES=(
                                               # multipath/multipathd, sg_inq/sg_vpd/sg_rtpg
   debootstrap                                 # the clean Debian 12 root the packages are installed into
                                               # (tests/package/, scripts/package-root.sh)
+  python3-prometheus-client                   # Prometheus' own parser reads the metrics file
+                                              # (tests/integration/target-metrics.sh, /usr/bin/python3)
 )
 
 log() { printf 'setup: %s\n' "$*"; }
