@@ -77,6 +77,18 @@ TEST(MetricsFormat, EscapedLabelValuesInSamples) {
         << e.text();
 }
 
+TEST(MetricsFormat, ALabelSetIsRenderedOnceForManySamples) {
+    const std::array<Label, 2> l{{{"target", "t"}, {"lun", "1"}}};
+    const LabelSet set(l);
+    EXPECT_EQ(set.text(), "{target=\"t\",lun=\"1\"}");
+    EXPECT_EQ(LabelSet().text(), "");
+    Exposition e;
+    EXPECT_TRUE(e.add(kThings, set, 1));
+    EXPECT_TRUE(e.add(kLevel, set, 2));
+    EXPECT_FALSE(e.add(kThings, LabelSet(l), 3)) << "the same labels, rendered again";
+    EXPECT_EQ(e.samples(), 2u);
+}
+
 TEST(MetricsFormat, ConventionsAreEnforced) {
     Exposition e;
     EXPECT_THROW(e.add({"test_things", MetricType::Counter, "x"}, 1), FormatError);

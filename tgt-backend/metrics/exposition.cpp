@@ -108,25 +108,32 @@ Exposition::Series& Exposition::series_of(const Family& family) {
     return families_.back();
 }
 
-bool Exposition::add(const Family& family, std::span<const Label> labels, uint64_t value) {
-    Series& s = series_of(family);
-    std::string set;
+LabelSet::LabelSet(std::span<const Label> labels) {
     for (size_t i = 0; i < labels.size(); ++i) {
         const Label& l = labels[i];
         if (!valid_label_name(l.name))
-            throw FormatError("'" + std::string(l.name) + "' is not a valid label name (" +
-                              std::string(family.name) + ")");
+            throw FormatError("'" + std::string(l.name) + "' is not a valid label name");
         for (size_t j = 0; j < i; ++j)
             if (labels[j].name == l.name)
-                throw FormatError("label '" + std::string(l.name) + "' given twice (" +
-                                  std::string(family.name) + ")");
-        set += set.empty() ? "{" : ",";
-        set.append(l.name).append("=\"").append(escape_label_value(l.value)).append("\"");
+                throw FormatError("label '" + std::string(l.name) + "' given twice");
+        text_ += text_.empty() ? "{" : ",";
+        text_.append(l.name).append("=\"").append(escape_label_value(l.value)).append("\"");
     }
-    if (!set.empty()) set += "}";
-    if (s.label_sets.count(set)) return false;
-    s.lines.append(family.name).append(set).append(" ").append(std::to_string(value)).append("\n");
-    s.label_sets.insert(std::move(set));
+    if (!text_.empty()) text_ += "}";
+}
+
+bool Exposition::has_sample(const Series& s, const LabelSet& labels) {
+    const std::string line = std::string(s.family.name) + labels.text() + " ";
+    for (size_t at = s.lines.find(line); at != std::string::npos; at = s.lines.find(line, at + 1))
+        if (at == 0 || s.lines[at - 1] == '\n') return true;
+    return false;
+}
+
+bool Exposition::add(const Family& family, const LabelSet& labels, uint64_t value) {
+    Series& s = series_of(family);
+    if (!s.label_hashes.insert(std::hash<std::string>{}(labels.text())).second && has_sample(s, labels))
+        return false;
+    s.lines.append(family.name).append(labels.text()).append(" ").append(std::to_string(value)).append("\n");
     ++samples_;
     return true;
 }

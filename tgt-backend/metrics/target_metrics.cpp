@@ -141,7 +141,8 @@ const char* transport_label(Transport t) { return t == Transport::Tcp ? "tcp" : 
 
 void TargetMetrics::add_lu(const LuValues& lu) {
     const std::string lun = std::to_string(lu.lun);
-    const std::array<Label, 2> l{{{"target", lu.target}, {"lun", lun}}};
+    const std::array<Label, 2> labels{{{"target", lu.target}, {"lun", lun}}};
+    const LabelSet l(labels);
     const rbio_bs_counters& k = lu.counters;
     body_.add(kLuSize, l, lu.size_bytes);
     body_.add(kLuCommands, l, k.commands);
@@ -155,20 +156,21 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     body_.add(kLuInlineIos, l, k.inline_ios);
     body_.add(kLuSubmitCalls, l, k.submit_calls);
     body_.add(kLuPasses, l, k.passes);
-    const std::array<Label, 3> inl{{l[0], l[1], {"reaped", "inline"}}};
-    const std::array<Label, 3> evt{{l[0], l[1], {"reaped", "event"}}};
-    body_.add(kLuReaped, inl, k.reaped_inline);
-    body_.add(kLuReaped, evt, k.reaped_event);
+    const std::array<Label, 3> inl{{labels[0], labels[1], {"reaped", "inline"}}};
+    const std::array<Label, 3> evt{{labels[0], labels[1], {"reaped", "event"}}};
+    body_.add(kLuReaped, std::span<const Label>(inl), k.reaped_inline);
+    body_.add(kLuReaped, std::span<const Label>(evt), k.reaped_event);
     body_.add(kLuWakeups, l, k.event_wakeups);
     body_.add(kLuInFlight, l, k.ios_in_flight);
 }
 
 void TargetMetrics::add_connection(const ConnectionValues& conn) {
-    const std::array<Label, 5> l{{{"transport", transport_label(conn.transport)},
-                                  {"target", conn.target},
-                                  {"initiator", conn.initiator},
-                                  {"portal", conn.portal},
-                                  {"peer", conn.peer}}};
+    const std::array<Label, 5> labels{{{"transport", transport_label(conn.transport)},
+                                       {"target", conn.target},
+                                       {"initiator", conn.initiator},
+                                       {"portal", conn.portal},
+                                       {"peer", conn.peer}}};
+    const LabelSet l(labels);
     ++open_[conn.transport == Transport::Tcp ? 0 : 1];
     for (size_t i = 0; i < kCounterCount; ++i) {
         const ConnectionFamily f = connection_family(Counter(i));

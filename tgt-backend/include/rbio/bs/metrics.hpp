@@ -52,16 +52,31 @@ std::string escape_label_value(std::string_view value);
 // A HELP text: backslash and line feed escaped.
 std::string escape_help(std::string_view help);
 
+// Labels checked, escaped and rendered once ("{a=\"1\",b=\"2\"}", or ""
+// for none), for the many samples of an LU or a connection that share
+// them. Throws FormatError for a bad or repeated label name.
+class LabelSet {
+public:
+    LabelSet() = default;
+    explicit LabelSet(std::span<const Label> labels);
+    const std::string& text() const { return text_; }
+
+private:
+    std::string text_;
+};
+
 class Exposition {
 public:
     // Adds one sample of `family` (declared on first use; families appear in
     // the order they were first used). Throws FormatError for a bad name,
     // a bad or repeated label name, or a family used again with another type
-    // or help. Returns
-    // false, adding nothing, when the family has a sample with these labels
-    // (in this order) already.
-    bool add(const Family& family, std::span<const Label> labels, uint64_t value);
-    bool add(const Family& family, uint64_t value) { return add(family, {}, value); }
+    // or help. Returns false, adding nothing, when the family has a sample
+    // with these labels (in this order) already.
+    bool add(const Family& family, const LabelSet& labels, uint64_t value);
+    bool add(const Family& family, std::span<const Label> labels, uint64_t value) {
+        return add(family, LabelSet(labels), value);
+    }
+    bool add(const Family& family, uint64_t value) { return add(family, LabelSet(), value); }
 
     // The whole exposition, ending with a line feed.
     std::string text() const;
@@ -70,10 +85,13 @@ public:
 private:
     struct Series {
         Family family;
-        std::unordered_set<std::string> label_sets;  // "{a=\"1\"}", to find duplicates
-        std::string lines;                    // the samples, rendered
+        // Hashes of the LabelSets added, to find duplicates without a copy
+        // of each: a hash seen before is checked against `lines`.
+        std::unordered_set<size_t> label_hashes;
+        std::string lines;  // the samples, rendered
     };
     Series& series_of(const Family& family);
+    static bool has_sample(const Series& s, const LabelSet& labels);
 
     std::vector<Series> families_;
     size_t samples_ = 0;
