@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "iscsid.h"
 #include "work.h"
@@ -28,6 +29,7 @@
 #endif
 
 static char metrics_path[4096];
+static pid_t metrics_pid;  /* tgtd's: its children's exit() must not remove the file */
 static int write_failing; /* logged once until a write works again */
 static struct tgt_work metrics_work;
 
@@ -83,10 +85,12 @@ static void tick(void *data)
 	add_work(&metrics_work, 1);
 }
 
-/* tgtd is exiting: the metrics of a process that is gone would mislead. */
+/* tgtd is exiting: the metrics of a process that is gone would mislead.
+ * Not in a child that exits instead of exec'ing (tgt's call_program). */
 static void remove_metrics(void)
 {
-	rbio_metrics_remove(metrics_path);
+	if (getpid() == metrics_pid)
+		rbio_metrics_remove(metrics_path);
 }
 
 void rbio_metrics_start(void)
@@ -100,6 +104,7 @@ void rbio_metrics_start(void)
 	if (!metrics_path[0])
 		return;
 	log_error("rbio: metrics: written once a second to %s\n", metrics_path);
+	metrics_pid = getpid();
 	atexit(remove_metrics);
 	metrics_work.func = tick;
 	metrics_work.data = NULL;
