@@ -7,7 +7,8 @@
 # read back and compared with what was written (--verify); the session must
 # have negotiated RDMAExtensions=Yes, the initiator's RDMA counters must
 # show work requests posted, and tgtd's log must show rbio's iSER
-# connections with their counters. Refusals that must happen: a login to
+# connections with their counters, its metrics file the logged-in one.
+# Refusals that must happen: a login to
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
 # port nobody listens on.
 set -euo pipefail
@@ -54,9 +55,23 @@ runs() {
     eval 'bench '"$p"'-r1m --rw read --bs 1M --iodepth 8 --size 64M --verify && verified '"$p"'-r1m'
 }
 
+# iser_metrics: the metrics file (docs/metrics.md), read with Prometheus'
+# parser, shows the one open iSER connection of `rbio login` with its
+# labels, PDUs and RDMA counters, and none of TCP's.
+METRICS="$WORK/rbio.prom"
+iser_metrics() {
+  local q=(/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/../integration/metrics_query.py" "$METRICS")
+  local c=(transport=iser "target=$IQN" "initiator=$ME" "portal=$RXE_ADDR:3260")
+  "${q[@]}" check > /dev/null &&
+  [[ $("${q[@]}" value rbio_open_connections transport=iser) == 1 ]] &&
+  (( $("${q[@]}" value rbio_connection_received_pdus_total "${c[@]}") > 0 )) &&
+  (( $("${q[@]}" value rbio_connection_rdma_work_requests_total "${c[@]}") > 0 )) &&
+  [[ $("${q[@]}" count rbio_connection_epoll_ctl_calls_total transport=iser) == 0 ]]
+}
+
 # --- rbio's iSER transport (skipped with the argument "stock") --------------
 if [[ ${1:-} != stock ]]; then
-start_tgtd_rbio_iser
+RBIO_METRICS_FILE=$METRICS start_tgtd_rbio_iser
 must "a --lld iser target bound to -I ALL only, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
 runs rbio
 # A defect fixed on 2026-11-30 left a response queued until the next
@@ -85,6 +100,7 @@ check "rbio login --transport iser" iser_login
 check "rbio session shows the iSER session" \
   eval '"$RBIO" session --state-dir "$WORK/sd" | tee "$WORK/session.out" | grep -q "RDMAExtensions=Yes"'
 [[ ! -f $WORK/session.out ]] || cat "$WORK/session.out"
+check "tgtd's metrics show the iSER connection: labels, PDUs, RDMA work requests" wait_for 10 iser_metrics
 check "rbio logout" timeout 60 "$RBIO" logout --state-dir "$WORK/sd"
 check "tgtd is alive" tgtd_alive
 tgtd_stop
