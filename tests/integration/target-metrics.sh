@@ -55,6 +55,11 @@ check "the file appears (its missing folder created) and parses" wait_for 10 par
 # later tick.
 check "both LUs appear with their size" wait_for 10 \
   eval 'equals $((64 << 20)) rbio_lu_size_bytes "${LU1[@]}" && equals $((64 << 20)) rbio_lu_size_bytes "${LU2[@]}"'
+info_of_lu1() {
+  local l; l=$(mq labels rbio_lu_info "${LU1[@]}") &&
+  grep -qx "backing_store=rbio" <<< "$l" && grep -qxF "path=$WORK/lun1.img" <<< "$l"
+}
+check "LU 1's info names its backing store and file" info_of_lu1
 check "it follows the conventions: rbio_*, typed, with help, counters in _total, no duplicates" \
   eval 'n=$(mq check) && echo "  $n samples" && (( n > 4 ))'
 check "build info names the tgt version" eval '[[ $(mq labels rbio_build_info) == tgt_version=?* ]]'

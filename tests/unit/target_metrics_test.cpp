@@ -30,7 +30,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 18 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 19 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -44,7 +44,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     k.reaped_inline = 3;
     k.reaped_event = 5;
     k.ios_in_flight = 2;
-    t.add_lu({"iqn.2026-11.io.rbio:disk", 1, 1 << 20, k});
+    t.add_lu({"iqn.2026-11.io.rbio:disk", 1, "rbio_rbd", "rbd:pool/im\"age", 1 << 20, k});
     std::array<uint64_t, rbio::iser::kCounterCount> c{};
     c[size_t(rbio::iser::Counter::PdusIn)] = 12;
     c[size_t(rbio::iser::Counter::BytesOut)] = 4096;
@@ -61,6 +61,10 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_connections_accepted_total 5\n"), std::string::npos);
 
     const std::string lu = "{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\"}";
+    EXPECT_NE(x.find("rbio_lu_info{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\",backing_store=\"rbio_rbd\","
+                     "path=\"rbd:pool/im\\\"age\"} 1\n"),
+              std::string::npos)
+        << x;
     EXPECT_NE(x.find("rbio_lu_size_bytes" + lu + " 1048576\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_commands_total" + lu + " 10\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_read_bytes_total" + lu + " 16384\n"), std::string::npos);
@@ -101,7 +105,8 @@ TEST(MetricsCAbi, GatherAndWrite) {
     ASSERT_NE(m, nullptr);
     rbio_bs_counters k{};
     k.commands = 3;
-    rbio_metrics_add_lu(m, "iqn.t", 2, 512, &k);
+    rbio_metrics_lu lu{"iqn.t", 2, "rbio", nullptr, 512};
+    rbio_metrics_add_lu(m, &lu, &k);
     uint64_t c[RBIO_METRICS_CONN_COUNTERS] = {5};
     rbio_metrics_conn conn{RBIO_METRICS_TCP, nullptr, "iqn.i", "127.0.0.1:3260", "127.0.0.1:1", };
     rbio_metrics_add_connection(m, &conn, c, rbio::iser::kCounterCount);

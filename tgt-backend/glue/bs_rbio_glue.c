@@ -233,8 +233,16 @@ void rbio_bs_glue_metrics(struct rbio_metrics *m)
 	struct rbio_bs_counters counters;
 
 	list_for_each_entry(priv, &rbio_lus, siblings) {
+		struct rbio_metrics_lu lu = {
+			.target = priv->lu->tgt->name,
+			.lun = priv->lu->lun,
+			.backing_store = priv->lu->bst ? priv->lu->bst->bs_name : NULL,
+			.path = priv->lu->path,
+			.size_bytes = priv->lu->size,
+		};
+
 		rbio_bs_lu_counters(priv->engine, &counters);
-		rbio_metrics_add_lu(m, priv->lu->tgt->name, priv->lu->lun, priv->lu->size, &counters);
+		rbio_metrics_add_lu(m, &lu, &counters);
 	}
 }
 

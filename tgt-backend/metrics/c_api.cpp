@@ -73,9 +73,11 @@ rbio_metrics* rbio_metrics_new(const char* tgt_version) {
 
 void rbio_metrics_free(rbio_metrics* m) { std::unique_ptr<rbio_metrics> owned(m); }
 
-void rbio_metrics_add_lu(rbio_metrics* m, const char* target, uint64_t lun, uint64_t size_bytes,
-                         const rbio_bs_counters* counters) {
-    guarded(m, [&] { m->target.add_lu({or_empty(target), lun, size_bytes, *counters}); });
+void rbio_metrics_add_lu(rbio_metrics* m, const rbio_metrics_lu* lu, const rbio_bs_counters* counters) {
+    guarded(m, [&] {
+        m->target.add_lu({or_empty(lu->target), lu->lun, or_empty(lu->backing_store), or_empty(lu->path),
+                          lu->size_bytes, *counters});
+    });
 }
 
 void rbio_metrics_add_connection(rbio_metrics* m, const rbio_metrics_conn* c,

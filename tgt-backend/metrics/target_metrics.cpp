@@ -25,6 +25,9 @@ constexpr Family kAccepted{"rbio_connections_accepted_total", C,
 
 // ---- one logical unit (rbio::bs::Counters)
 
+constexpr Family kLuInfo{"rbio_lu_info", G,
+                         "Always 1; labels: the LU's backing store (rbio: a file, rbio_rbd: "
+                         "a Ceph RBD image) and its path"};
 constexpr Family kLuSize{"rbio_lu_size_bytes", G, "Size of the logical unit"};
 constexpr Family kLuCommands{"rbio_lu_commands_total", C,
                              "SCSI commands the rbio backing store took"};
@@ -144,6 +147,8 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     const std::array<Label, 2> labels{{{"target", lu.target}, {"lun", lun}}};
     const LabelSet l(labels);
     const rbio_bs_counters& k = lu.counters;
+    const std::array<Label, 4> info{{labels[0], labels[1], {"backing_store", lu.backing_store}, {"path", lu.path}}};
+    body_.add(kLuInfo, std::span<const Label>(info), 1);
     body_.add(kLuSize, l, lu.size_bytes);
     body_.add(kLuCommands, l, k.commands);
     body_.add(kLuReads, l, k.reads);
@@ -192,7 +197,7 @@ std::string TargetMetrics::text() const {
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,  kOpen,          kAccepted,      kLuSize,    kLuCommands,
+    std::vector<Family> all{kBuildInfo,  kOpen,          kAccepted,      kLuInfo,    kLuSize,    kLuCommands,
                             kLuReads,    kLuReadBytes,   kLuWrites,      kLuWrittenBytes,
                             kLuErrors,   kLuIos,         kLuMerged,      kLuInlineIos,
                             kLuSubmitCalls, kLuPasses,   kLuReaped,      kLuWakeups, kLuInFlight};

@@ -33,8 +33,16 @@ int rbio_metrics_load_path(char *path, size_t len, char *err, size_t errlen);
 struct rbio_metrics *rbio_metrics_new(const char *tgt_version);
 void rbio_metrics_free(struct rbio_metrics *m);
 
-void rbio_metrics_add_lu(struct rbio_metrics *m, const char *target, uint64_t lun,
-                         uint64_t size_bytes, const struct rbio_bs_counters *counters);
+/* One LU; NULL strings count as "". */
+struct rbio_metrics_lu {
+    const char *target;        /* the target's IQN */
+    uint64_t lun;
+    const char *backing_store; /* tgt's bs-type: rbio (a file) or rbio_rbd */
+    const char *path;          /* the backing file, or rbd:POOL/IMAGE */
+    uint64_t size_bytes;
+};
+void rbio_metrics_add_lu(struct rbio_metrics *m, const struct rbio_metrics_lu *lu,
+                         const struct rbio_bs_counters *counters);
 
 enum rbio_metrics_transport { RBIO_METRICS_TCP = 0, RBIO_METRICS_ISER = 1 };
 

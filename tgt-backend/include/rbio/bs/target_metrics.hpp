@@ -18,6 +18,8 @@ namespace rbio::bs::metrics {
 struct LuValues {
     std::string_view target;  // the target's IQN
     uint64_t lun = 0;
+    std::string_view backing_store;  // tgt's bs-type: rbio (a file) or rbio_rbd
+    std::string_view path;           // the backing file, or rbd:POOL/IMAGE
     uint64_t size_bytes = 0;
     rbio_bs_counters counters{};
 };
