@@ -64,3 +64,33 @@ stats_rewritten() {
   done
   return 1
 }
+
+# CPU accounting without forking (so it costs nothing inside a timed point).
+CLK_TCK=$(getconf CLK_TCK)
+# proc_ticks PID: TICKS=utime+stime of every thread of PID, live or exited
+# (/proc/PID/stat); returns 1 when PID is gone.
+proc_ticks() {
+  local line f
+  read -r line 2>/dev/null < "/proc/$1/stat" || return 1
+  line=${line##*) }
+  read -r -a f <<< "$line"
+  TICKS=$(( f[11] + f[12] ))
+}
+# SYS_BUSY/SYS_STEAL: ticks of all CPUs busy (user, nice, system, irq,
+# softirq) and stolen by the hypervisor, from /proc/stat.
+sys_ticks() {
+  local f
+  read -r -a f < /proc/stat
+  SYS_BUSY=$(( f[1] + f[2] + f[3] + f[6] + f[7] )) SYS_STEAL=$(( f[8] ))
+}
+# CHILD_MS=user+system CPU of this shell's waited-for children, in ms.
+# `times` must run in this shell (a $(...) subshell starts from zero); its
+# output goes through $WORK/times, so the caller must have set WORK.
+child_ms() {
+  local l2
+  times > "$WORK/times"
+  { read -r _; read -r l2; } < "$WORK/times"
+  [[ $l2 =~ ^([0-9]+)m([0-9]+)\.([0-9]+)s\ ([0-9]+)m([0-9]+)\.([0-9]+)s$ ]] || die "cannot parse times: $l2"
+  CHILD_MS=$(( (BASH_REMATCH[1] * 60 + 10#${BASH_REMATCH[2]}) * 1000 + 10#${BASH_REMATCH[3]}
+             + (BASH_REMATCH[4] * 60 + 10#${BASH_REMATCH[5]}) * 1000 + 10#${BASH_REMATCH[6]} ))
+}

@@ -245,33 +245,8 @@ for (( i = 0; i < 100; i++ )); do port_busy "$IPERF_PORT" && break; sleep 0.05; 
 port_busy "$IPERF_PORT" || die "iperf3 server did not start: $(cat "$WORK/iperf3-server.log")"
 
 # ---------------------------------------------------------------- measuring
-CLK_TCK=$(getconf CLK_TCK)
-
 # TICKS=utime+stime of every thread of the tgtd of transport $1 (no fork).
-tgtd_ticks() {
-  local line f
-  read -r line < "/proc/${TGTD_PID[$1]}/stat" || die "the $1 tgtd (pid ${TGTD_PID[$1]}) is gone"
-  line=${line##*) }
-  read -r -a f <<< "$line"
-  TICKS=$(( f[11] + f[12] ))
-}
-# SYS_BUSY/SYS_STEAL: ticks of all CPUs busy (user, nice, system, irq,
-# softirq) and stolen by the hypervisor, from /proc/stat (no fork).
-sys_ticks() {
-  local f
-  read -r -a f < /proc/stat
-  SYS_BUSY=$(( f[1] + f[2] + f[3] + f[6] + f[7] )) SYS_STEAL=$(( f[8] ))
-}
-# CHILD_MS=user+system CPU of this shell's waited-for children, in ms.
-# `times` must run in this shell (a $(...) subshell starts from zero).
-child_ms() {
-  local l2
-  times > "$WORK/times"
-  { read -r _; read -r l2; } < "$WORK/times"
-  [[ $l2 =~ ^([0-9]+)m([0-9]+)\.([0-9]+)s\ ([0-9]+)m([0-9]+)\.([0-9]+)s$ ]] || die "cannot parse times: $l2"
-  CHILD_MS=$(( (BASH_REMATCH[1] * 60 + 10#${BASH_REMATCH[2]}) * 1000 + 10#${BASH_REMATCH[3]}
-             + (BASH_REMATCH[4] * 60 + 10#${BASH_REMATCH[5]}) * 1000 + 10#${BASH_REMATCH[6]} ))
-}
+tgtd_ticks() { proc_ticks "${TGTD_PID[$1]}" || die "the $1 tgtd (pid ${TGTD_PID[$1]}) is gone"; }
 
 # stats_read FILE ARRAY: ARRAY=key->value of an rbio statistics file; returns
 # 1 when there is none (no file, or not transport=rbio). The file may be

@@ -95,6 +95,12 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // The host's buffer stays valid until the command completes, so
         // librbd may send it without copying.
         {"rbd_disable_zero_copy_writes", "false"},
+        // Dispatch each request in tgtd's loop instead of handing it to
+        // librbd's io_context thread first: one thread wake-up less per I/O
+        // (4 KiB at 1 in flight: 1.3-1.4x the IOPS; bench/rbd-compare.sh).
+        // Nothing in the dispatch waits: lock acquisition, refresh and QoS
+        // queue the request and go on asynchronously.
+        {"rbd_non_blocking_aio", "false"},
         // The LU reports that unmapped blocks read as zeros (LBPRZ): a
         // discard of part of an object must zero it, not be skipped.
         {"rbd_skip_partial_discard", "false"},
