@@ -6,6 +6,7 @@
 # need one and hang, so nothing here uses them.
 #
 #   scripts/ceph-dev.sh start  [--dir DIR] [--port N] [--store memstore|bluestore] [--size MiB]
+#                              [--watch-timeout S]
 #   scripts/ceph-dev.sh stop   [--dir DIR]
 #   scripts/ceph-dev.sh status [--dir DIR]
 #   scripts/ceph-dev.sh osd-stop|osd-start [--dir DIR]   (fault tests: the OSD alone)
@@ -25,6 +26,7 @@ DIR="$ROOT/.cache/ceph-dev"
 PORT=16789
 STORE=memstore
 SIZE_MIB=4096
+WATCH_TIMEOUT=""
 TIMEOUT="${CEPH_DEV_TIMEOUT:-30}"
 
 die() { printf 'ceph-dev: error: %s\n' "$*" >&2; exit 1; }
@@ -39,12 +41,17 @@ while (( $# )); do
     --port) PORT="${2:?--port needs a number}"; shift 2 ;;
     --store) STORE="${2:?--store needs memstore or bluestore}"; shift 2 ;;
     --size) SIZE_MIB="${2:?--size needs MiB}"; shift 2 ;;
+    --watch-timeout) WATCH_TIMEOUT="${2:?--watch-timeout needs seconds}"; shift 2 ;;
     *) die "unknown option: $1" ;;
   esac
 done
 [[ $PORT =~ ^[0-9]+$ ]] && (( PORT > 1024 && PORT < 65536 )) || die "--port must be 1025-65535, not '$PORT'"
 [[ $STORE == memstore || $STORE == bluestore ]] || die "--store must be memstore or bluestore, not '$STORE'"
 [[ $SIZE_MIB =~ ^[0-9]+$ ]] && (( SIZE_MIB >= 1024 )) || die "--size must be at least 1024 (MiB), not '$SIZE_MIB'"
+# Clients ping their watches every 5 s (objecter_tick_interval): a timeout
+# under 10 s would drop live ones.
+[[ -z $WATCH_TIMEOUT ]] || { [[ $WATCH_TIMEOUT =~ ^[0-9]+$ ]] && (( WATCH_TIMEOUT >= 10 )); } ||
+  die "--watch-timeout must be at least 10 (seconds), not '$WATCH_TIMEOUT'"
 mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
 CONF="$DIR/ceph.conf"
@@ -134,6 +141,8 @@ bluestore fsck on mount = false
 osd max object name len = 256
 osd max object namespace len = 64
 osd heartbeat grace = 5
+${WATCH_TIMEOUT:+# How long a dead client's watch outlives it (Ceph's default: 30 s).
+osd client watch timeout = $WATCH_TIMEOUT}
 
 [client]
 # Several clients of one name (tgtd, rbd, rados) run at once.

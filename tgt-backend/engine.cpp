@@ -65,7 +65,8 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         rbd_ = std::move(image);
         log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
                                   " bytes, " + std::to_string(rbd_->object_size()) +
-                                  "-byte objects; librbd cache off; " + to_string(opts_) + ")");
+                                  "-byte objects; librbd cache off; " + to_string(opts_) + ") as " +
+                                  rbd_->client());
         return f;
     }
     int fd = ::open(path.c_str(), O_RDWR | O_LARGEFILE | O_CLOEXEC | oflags);

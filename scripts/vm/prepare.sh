@@ -32,6 +32,7 @@ PACKAGES=(
   sg3-utils                    # sg_raw: raw SCSI commands to a disk (vm.kernel-initiator-failures);
                                # sg_inq/sg_vpd/sg_rtpg (vm.multipath)
   multipath-tools              # multipath/multipathd over several gateways (vm.multipath)
+  nftables                     # the guest's way to a Ceph cluster on the host (vm.rbd-multipath)
   tgt                          # the target the tests load bs_rbio.so into
 )
 

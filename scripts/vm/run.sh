@@ -4,7 +4,7 @@
 # no SCSI, iSCSI or RDMA; the guest has all of them, so the real kernel
 # initiator (open-iscsi) can be tested against the build's tgtd module.
 #
-#   scripts/vm/run.sh [--timeout S] [--mem MIB] [--out DIR] [--console]
+#   scripts/vm/run.sh [--timeout S] [--mem MIB] [--out DIR] [--console] [--net]
 #                     SCRIPT|COMMAND [ARGS...]
 #
 #   --timeout S   power the guest off after S seconds (default 600); exit 124
@@ -13,11 +13,15 @@
 #                 console.log, anything the script put in $VM_OUT) in DIR;
 #                 by default a temporary folder, removed at the end
 #   --console     also show the guest's serial console on stderr
+#   --net         give the guest a NIC on qemu's user-mode network (guest
+#                 10.0.2.15/24, the host's loopback at 10.0.2.2), for tests
+#                 whose guest talks to a service on the host (a Ceph cluster);
+#                 the guest configures it itself (tests/vm/lib-net.sh)
 #
 # The host's root is shared read-only over 9p with a tmpfs overlay on top,
 # so the script sees /work/main/build, tgtd, iscsiadm, mkfs... and may write
 # anywhere without changing the host. Fresh tmpfs on /run and /dev/shm (/tmp is the host's, through the overlay);
-# no network devices (only the guest's own loopback). The script runs in its
+# no network devices unless --net (only the guest's own loopback). The script runs in its
 # caller's working folder, with RBIO_* variables passed through,
 # RBIO_VM_GUEST=1, and VM_OUT=/run/vm-out (the writable share: files put
 # there are in --out DIR afterwards).
@@ -34,15 +38,18 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 CACHE="$ROOT/.cache/vm"
 
 die() { printf 'vm: error: %s\n' "$*" >&2; exit 2; }
-usage() { sed -n '7,16p' "$0" >&2; exit 2; }
+usage() { sed -n '7,20p' "$0" >&2; exit 2; }
 
-timeout_s=600 mem=2048 keep_out="" console=0
+timeout_s=600 mem=2048 keep_out="" console=0 nic=(-nic none)
 while (( $# )); do
   case $1 in
     --timeout) timeout_s=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --out) keep_out=$2; shift 2 ;;
     --console) console=1; shift ;;
+    # restrict=off: the guest may reach the host (10.0.2.2 is its loopback);
+    # nothing on the host reaches the guest (no hostfwd).
+    --net) nic=(-nic user,model=virtio-net-pci,net=10.0.2.0/24,host=10.0.2.2); shift ;;
     -h|--help) usage ;;
     --) shift; break ;;
     -*) die "unknown option $1" ;;
@@ -131,7 +138,7 @@ start=$(date +%s.%N)
 timeout -k 10 "$timeout_s" qemu-system-x86_64 \
   -nodefaults -no-user-config -display none -no-reboot \
   -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" \
-  -serial "file:$out/console.log" -nic none \
+  -serial "file:$out/console.log" "${nic[@]}" \
   -kernel "$CACHE/kernel/boot/vmlinuz-$kver" -initrd "$CACHE/initrd.gz" \
   -append "console=ttyS0 quiet panic=-1 mitigations=off rbiovm_cache=$CACHE" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap \

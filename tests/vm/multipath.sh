@@ -50,7 +50,7 @@ for f in /lib/systemd/systemd-udevd /lib/udev/scsi_id; do
   [[ -x $f ]] || skip_test "no $f (systemd, udev)"
 done
 
-IQN=iqn.2026-11.io.rbio:vm-mpath
+TARGET=vm-mpath
 # The LU's identity, set on every gateway (tgtadm --params scsi_id=,scsi_sn=).
 # tgt builds VPD 0x83 from scsi_id: a T10 vendor designator (its text) and
 # an NAA 6 designator (IEEE registered extended) that takes scsi_id's
@@ -62,97 +62,24 @@ IQN=iqn.2026-11.io.rbio:vm-mpath
 LU_ID=0b10da7a2026110000000001 LU_SN=RBIOMP0001
 GWS=(1 2 3)                               # the gateways (and their port groups)
 GROUPS_FILE="$WORK/alua-groups"           # every gateway's view of the groups' states
-BACKING="$WORK/mpath.img"
+LU_BACKING="$WORK/mpath.img"
 REPLACEMENT_TIMEOUT=5
 FAILOVER_BOUND=30                         # seconds from the kill to I/O flowing again
-truncate -s 256M "$BACKING"
-
-now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }
-since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
-
-# gw N: gateway N's state folder, control port (5700+N) and portal
-# (127.0.0.1:3259+N) become the current ones for tgtd_start, tadm, ...
-gw() { tgt_gateway "gw$1" $((5700 + $1)) $((3259 + $1)); PORTAL=127.0.0.1:$PORT; }
-
-# groups STATE1 STATE2 STATE3: rewrite the groups file, one state per
-# gateway's group (a rename: no gateway reads it half-written).
-groups() {
-  local n
-  for n in "${GWS[@]}"; do echo "$n ${!n}"; done > "$GROUPS_FILE.new" && mv "$GROUPS_FILE.new" "$GROUPS_FILE"
-}
-
-# start_gateway N: gateway N's tgtd, in target port group N, with the LU;
-# tgtd's State stays offline until the LU has its identity, so no host
-# sees it without (rbio's transport queues connections meanwhile).
-start_gateway() {
-  gw "$1"
-  rm -f "$STATE/tgtd.pid" "$STATE/rbio.stats"
-  RBIO_PORT_GROUP=$1 RBIO_ALUA_GROUPS=$GROUPS_FILE tgtd_start &&
-  tgtadm -C "$CTL" --op update --mode sys --name State -v offline &&
-  new_target 1 vm-mpath && new_lun 1 1 "$BACKING" rbio &&
-  tadm --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$LU_ID,scsi_sn=$LU_SN" &&
-  tgtadm -C "$CTL" --op update --mode sys --name State -v ready
-}
+truncate -s 256M "$LU_BACKING"
+source "$HERE/lib-multipath.sh"
 
 # --- the gateways and the host's sessions ------------------------------------------
 groups active/optimized active/non-optimized active/non-optimized
 for n in "${GWS[@]}"; do
   must "gateway $n (port group $n, portal 127.0.0.1:$((3259 + n))) exports the LU" start_gateway "$n"
 done
-
-start_initiator
-must "the SCSI generic driver, device-mapper multipath, round-robin and the ALUA handler load" \
-  modprobe -a sg dm_mod dm_multipath dm_round_robin scsi_dh_alua
-
-# udev: multipath reads paths' identities from its database. systemd's
-# tools refuse to run in a chroot unless told to.
-export SYSTEMD_IGNORE_CHROOT=1
-/lib/systemd/systemd-udevd > "$WORK/udevd.log" 2>&1 &
-UDEVD_PID=$!
-VM_CLEANUP_HOOKS+=('kill "$UDEVD_PID" 2>/dev/null; wait "$UDEVD_PID" 2>/dev/null')
-must "udevd runs" wait_for 10 test -S /run/udev/control
-
-NODE_SETTINGS=(node.session.initial_login_retry_max=1 node.conn[0].timeo.login_timeout=5
-               "node.session.timeo.replacement_timeout=$REPLACEMENT_TIMEOUT"
-               node.conn[0].timeo.noop_out_interval=2 node.conn[0].timeo.noop_out_timeout=2)
-for n in "${GWS[@]}"; do
-  gw "$n"
-  must "discovery through gateway $n finds the target at its portal" \
-    eval 'discover "$IQN" && grep -q "^$PORTAL," "$WORK/discovery"'
-  must "node settings for gateway $n (fast failure)" set_node "$IQN" "${NODE_SETTINGS[@]}"
-  must "login through gateway $n" login "$IQN"
-done
-
-# disk_of_port PORT: DISK = the sd disk of LUN 1 of the session through that port.
-disk_of_port() {
-  local s c d
-  for s in /sys/class/iscsi_session/session*; do
-    for c in "$s"/device/connection*/iscsi_connection/connection*; do
-      [[ -r $c/persistent_port && $(< "$c/persistent_port") == "$1" ]] || continue
-      for d in "$s"/device/target*/*:*:*:1/block/*; do
-        [[ -e $d && -b /dev/${d##*/} ]] && { DISK=/dev/${d##*/}; return 0; }
-      done
-    done
-  done
-  return 1
-}
-SD=()   # SD[N]: gateway N's path (sd disk)
-for n in "${GWS[@]}"; do
-  must "gateway $n's LU appears as a disk" wait_for 30 disk_of_port $((3259 + n)); SD[n]=$DISK
-  echo "gateway $n path: ${SD[n]}"
-done
-check "three different disks" test "$(printf '%s\n' "${SD[@]}" | sort -u | wc -l)" -eq 3
-must "udev has processed them" udevadm settle --timeout=30
-# on_all FUNCTION VALUE: FUNCTION gives VALUE on every path.
-on_all() { local n; for n in "${GWS[@]}"; do [[ $("$1" "${SD[n]}") == "$2" ]] || return 1; done; }
+mp_login
 
 # --- 1. one identity ------------------------------------------------------------
-inq_field() { sg_inq "$1" | sed -n "s/^ *$2 identification: *//p" | sed 's/ *$//'; }
 inq() { echo "$(inq_field "$1" Vendor),$(inq_field "$1" Product)"; }
 VENDOR_PRODUCT=$(inq "${SD[1]}")
 echo "INQUIRY: $VENDOR_PRODUCT"
 check "every path answers the same vendor and product" on_all inq "$VENDOR_PRODUCT"
-wwid() { /lib/udev/scsi_id -g -u -d "$1"; }
 WWID=$(wwid "${SD[1]}")
 echo "WWID (scsi_id): $WWID"
 sg_vpd -p di "${SD[1]}" | sed 's/^/  /'
@@ -169,76 +96,7 @@ has_tpgs() { local n; for n in "${GWS[@]}"; do [[ $(tpgs "${SD[n]}") =~ ^[1-3]$ 
 must "every gateway reports ALUA in INQUIRY (TPGS not 0)" has_tpgs
 
 # --- the host's multipath configuration ---------------------------------------------
-vendor=$(inq_field "${SD[1]}" Vendor) product=$(inq_field "${SD[1]}" Product)
-rm -f /etc/multipath/bindings /etc/multipath/wwids   # the guest's overlay only
-mkdir -p /etc/multipath
-cat > /etc/multipath.conf <<CONF
-defaults {
-    user_friendly_names yes
-    find_multipaths no
-    polling_interval 1
-    max_polling_interval 2
-}
-devices {
-    device {
-        vendor "$vendor"
-        product "$product"
-        path_grouping_policy group_by_prio
-        prio alua
-        hardware_handler "1 alua"
-        path_selector "round-robin 0"
-        rr_min_io_rq 1
-        path_checker tur
-        failback immediate
-        no_path_retry 30
-    }
-}
-CONF
-must "multipath -v2 builds the map" multipath -v2
-multipathd -d -s > "$WORK/multipathd.log" 2>&1 &
-MPD_PID=$!
-# At exit, before udevd stops: removing a map waits for udev to confirm
-# (libdevmapper's udev sync), forever without udevd (seen: a run that
-# failed after the kill hung in multipath -F until the guest's timeout).
-VM_CLEANUP_HOOKS=('(( rc == 0 )) || { echo "--- multipathd log (last 30 lines) ---"; tail -30 "$WORK/multipathd.log"; }'
-                  'kill "$MPD_PID" 2>/dev/null; wait "$MPD_PID" 2>/dev/null'
-                  'timeout 60 multipath -F >/dev/null 2>&1'
-                  "${VM_CLEANUP_HOOKS[@]}")
-must "multipathd answers" wait_for 20 eval 'multipathd show daemon 2>/dev/null | grep -Eq "idle|running"'
-multipath -ll | sed 's/^/  /'
-
-maps() { dmsetup ls --target multipath | awk '$1 != "No" { print $1 }'; }
-check "exactly one multipath map" test "$(maps | wc -l)" -eq 1
-MAP=$(maps | head -1)
-DM=$(basename "$(readlink -f "/dev/mapper/$MAP")")
-echo "map $MAP is $DM"
-slaves() { ls "/sys/block/$DM/slaves" | sort | paste -sd' ' -; }
-check "the map has three paths: the gateways' disks" \
-  test "$(slaves)" = "$(printf '%s\n' "${SD[@]#/dev/}" | sort | paste -sd' ' -)"
-check "the map's WWID is the paths' WWID" \
-  eval '[[ $(multipathd show maps format "%n %w" | awk -v m="$MAP" "\$1 == m { print \$2 }") == "$WWID" ]]'
-
-# Per-path counters: completed reads + writes (the block layer's; bash
-# builtins only: under emulation every exec costs a good part of the
-# sampling windows below).
-ios() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo $(( f[0] + f[4] )); }
-SNAP=() DELTA=()
-snap() { local n; for n in "${GWS[@]}"; do SNAP[n]=$(ios "${SD[n]}"); done; }
-delta() { local n; for n in "${GWS[@]}"; do DELTA[n]=$(( $(ios "${SD[n]}") - SNAP[n] )); done; }
-io_split() { echo "I/Os per path: gateway 1 ${DELTA[1]}, gateway 2 ${DELTA[2]}, gateway 3 ${DELTA[3]}"; }
-# only_on N...: since snap, the paths of gateways N... completed I/O, the others none.
-only_on() {
-  local n want=" $* "
-  for n in "${GWS[@]}"; do
-    if [[ $want == *" $n "* ]]; then (( DELTA[n] > 0 )) || return 1
-    else (( DELTA[n] == 0 )) || return 1; fi
-  done
-}
-# carried_by SECONDS N...: in SECONDS, I/O completed on gateways N... only.
-carried_by() { snap; sleep "$1"; delta; only_on "${@:2}"; }
-# path_line SD: multipath's line for one path, e.g. "... sda 8:0 active ready running".
-path_line() { multipath -ll "$MAP" | grep -E " ${1#/dev/} [0-9]+:[0-9]+ "; }
-path_active() { path_line "$1" | grep -q 'active ready running'; }
+mp_map
 
 # --- 2. ALUA: groups, states, path groups -------------------------------------------
 # rtpg SD: one line per target port group from REPORT TARGET PORT GROUPS:
@@ -266,28 +124,6 @@ vpd83() {
   v=$(sg_vpd -p di "$1" | sed -n "s/^ *$2: *0x\([0-9a-fA-F]*\).*/\1/p" | head -1)
   [[ -n $v ]] && echo $((16#$v))
 }
-# pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll
-# (group_by_prio: paths of equal priority share one group).
-pg_of() {
-  multipath -ll "$MAP" | awk -v sd="${1#/dev/}" '
-    /policy=/ { p = $0; sub(/.*prio=/, "", p); split(p, a, " "); st = $0; sub(/.*status=/, "", st); pg = a[1] " " st }
-    $0 ~ (" " sd " [0-9]+:[0-9]+ ") { print pg }'
-}
-# pgs_are "N..." "N..." ...: multipath's path groups, the active one first,
-# then by falling priority, each named by its gateways.
-pgs_are() {
-  local i n first p g
-  for (( i = 1; i <= $#; i++ )); do
-    read -ra g <<<"${!i}"
-    first=$(pg_of "${SD[${g[0]}]}")
-    [[ -n $first ]] || return 1
-    (( i > 1 )) || [[ $first == *" active" ]] || return 1
-    for n in "${g[@]}"; do [[ $(pg_of "${SD[n]}") == "$first" ]] || return 1; done
-    if (( i > 1 )); then (( ${first%% *} < p )) || return 1; fi
-    p=${first%% *}
-  done
-}
-pgs() { local n; for n in "${GWS[@]}"; do printf 'gateway %s: %s; ' "$n" "$(pg_of "${SD[n]}")"; done; echo; }
 access_state() { cat "/sys/block/${1#/dev/}/device/access_state"; }
 # states_are STATE1 STATE2 STATE3: REPORT TARGET PORT GROUPS, through
 # every path, gives each group that state and its gateway's relative
@@ -316,69 +152,10 @@ check "multipath: gateway 1's path group, active, above gateways 2 and 3's" wait
 echo "  path groups (prio status): $(pgs)"
 
 # --- 3. failover: the gateway carrying I/O is killed during verified writes ----------
-FIO_PID=""
-VM_CLEANUP_HOOKS=('[[ -z $FIO_PID ]] || { kill -TERM "$FIO_PID"; wait "$FIO_PID"; } 2>/dev/null' "${VM_CLEANUP_HOOKS[@]}")
-# 4 KiB random writes over 32 MiB, every block once (8192 writes, at most
-# 1000 a second: the write phase lasts over 8 s, so the kill, about 2 s
-# in, lands in it on a fast host too), then a verify pass at full speed;
-# every completion is logged with its time (ms since the epoch).
-WRITES=8192
-fio --name=failover --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio \
-  --rw=randwrite --bs=4k --iodepth=16 --size=$((WRITES * 4))k --rate_iops=,1000 \
-  --verify=crc32c --verify_fatal=1 \
-  --write_lat_log="$WORK/failover" --log_avg_msec=0 --log_unix_epoch=1 \
-  --output="$WORK/fio-failover.log" > /dev/null 2> "$WORK/fio-failover.err" &
-FIO_PID=$!
-writes() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo "${f[4]}"; }
-writes_inflight() { local f; read -ra f < "/sys/block/${1#/dev/}/inflight"; echo "${f[1]}"; }
-writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(writes "$DM") >= 300 )); }
-must "fio writes through the map" wait_for 60 writing
-check "I/O goes to gateway 1 (active/optimized) only" carried_by 0.5 1
-echo "  in 0.5 s: $(io_split)"
-# The kill comes at a moment when gateway 1 has writes (the rate limit
-# leaves moments with none): the block layer's count is read right before.
-gw 1
-KILLED=$(tgtd_pid)
-kill_in_flight() {
-  local i
-  for (( i = 0; i < 300; i++ )); do
-    W_INFLIGHT=$(writes_inflight "${SD[1]}")
-    if (( W_INFLIGHT > 0 )); then kill -KILL "$KILLED"; return 0; fi
-    sleep 0.01
-  done
-  return 1
-}
-must "gateway 1 is SIGKILLed while writes are in flight on its path" kill_in_flight
-t_kill=$(now_ms)
-W_KILL=$(writes "$DM")
-echo "killed gateway 1 (tgtd pid $KILLED) after $W_KILL of $WRITES writes on the map, $W_INFLIGHT in flight on its path"
-check "the kill came in the write phase" test "$W_KILL" -lt "$WRITES"
-flowing() { kill -0 "$FIO_PID" 2>/dev/null && carried_by 0.3 2 3; }
-check "I/O moves to gateways 2 and 3 (round-robin) within ${FAILOVER_BOUND} s" wait_for "$FAILOVER_BOUND" flowing
-echo "I/O seen on gateways 2 and 3 (0.3 s samples) $(since "$t_kill") s after the kill; in 0.3 s: $(io_split)"
-fio_done() { ! kill -0 "$FIO_PID" 2>/dev/null; }
-check "fio ends within 120 s" wait_for 120 fio_done
-FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
-grep -E '^ *(write|read):|err=' "$WORK/fio-failover.log" | sed 's/^ */  /'
-check "fio: exit code 0, no error, no verify failure" \
-  eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-failover.log" && ! grep -qi "verify" "$WORK/fio-failover.err"'
-# Failover time: from the kill to the end of the longest pause between two
-# completions that follows it (the in-flight I/O of the dead path fails
-# after replacement_timeout, dm-multipath fails the path and retries on
-# the next path group).
-failover_ms() {
-  sort -t, -n -k1,1 "$WORK"/failover_clat.1.log | awk -F, -v k="$t_kill" '
-    { t = $1 + 0 }
-    t >= k && prev != "" && t - (prev > k ? prev : k) > gap { gap = t - (prev > k ? prev : k); end = t }
-    { prev = t }
-    END { if (end == "") exit 1; printf "%d %d\n", end - k, gap }'
-}
-if read -r FAILOVER STALL < <(failover_ms); then
-  echo "FAILOVER: ${FAILOVER} ms from the kill to I/O completing again (longest stall ${STALL} ms;" \
-       "replacement_timeout ${REPLACEMENT_TIMEOUT} s)"
-fi
-check "the failover time was measured from fio's completion log" test -n "${FAILOVER:-}"
-check "multipath marks gateway 1's path failed" wait_for 10 eval '! path_active "${SD[1]}"'
+ACTIVE=1
+mp_failover_start 8192 1000   # 8192 writes at 1000/s: the kill, about 2 s in, lands in the write phase
+mp_kill_active
+mp_failover_end "$FAILOVER_BOUND" 2 3
 
 # --- 4. the killed gateway comes back -----------------------------------------------
 must "gateway 1 restarts (same portal, same LU settings)" start_gateway 1
@@ -500,8 +277,5 @@ if [[ ${1:-} == --bench ]]; then
 fi
 
 # --- end -------------------------------------------------------------------------------
-kill "$MPD_PID"; wait "$MPD_PID" 2>/dev/null || true
-check "multipath -F removes the map" multipath -F
-iscsiadm -m node --logoutall=all > /dev/null
-check "no session is left" no_session
+mp_end
 finish

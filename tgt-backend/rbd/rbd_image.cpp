@@ -135,6 +135,12 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         throw Error("rbd " + name_ + ": cannot connect to cluster '" + how.cluster + "': " + why);
     }
     h_->connected = true;
+    client_ = "client." + std::to_string(rados_get_instance_id(h_->cluster));
+    char* addrs = nullptr;
+    if (rados_getaddrs(h_->cluster, &addrs) == 0 && addrs) {
+        client_ += std::string(" at ") + addrs;
+        rados_buffer_free(addrs);
+    }
 
     rc = rados_ioctx_create(h_->cluster, where.pool.c_str(), &h_->ioctx);
     if (rc < 0) {

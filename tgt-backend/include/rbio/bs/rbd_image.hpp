@@ -50,6 +50,10 @@ public:
     // Object size: the physical block the LU reports.
     uint64_t object_size() const { return object_size_; }
     const std::string& name() const { return name_; }
+    // This gateway as the cluster knows it, e.g. "client.4135 at
+    // 127.0.0.1:0/2773466925": the names `rbd status` (watchers), `rbd lock
+    // ls` (the exclusive lock's owner) and `ceph osd blocklist ls` show.
+    const std::string& client() const { return client_; }
 
     // Each starts one request and returns 0, or -errno if librbd refused
     // it (then it will not come back through poll()). `tag` identifies the
@@ -102,6 +106,7 @@ private:
 
     std::unique_ptr<Handles> h_;
     std::string name_;
+    std::string client_;
     uint64_t object_size_ = 0;
     int event_fd_;
     uint32_t in_flight_ = 0;
