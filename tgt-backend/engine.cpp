@@ -77,8 +77,11 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                     " bytes); create it with e.g. truncate -s 1G " + path);
     f.fd = fd;
     fd_ = std::move(owned);
+    // A regular file's file system only: a block device's node usually
+    // lives on devtmpfs, which reports TMPFS_MAGIC, and would otherwise get
+    // blocking I/O to a real disk done inline in tgtd's event loop.
     struct statfs sfs {};
-    const bool memory_fs = ::fstatfs(fd, &sfs) == 0 &&
+    const bool memory_fs = S_ISREG(st.st_mode) && ::fstatfs(fd, &sfs) == 0 &&
                            (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
     inline_io_ = opts_.inline_io == Options::Inline::On ||
                  (opts_.inline_io == Options::Inline::Auto && memory_fs && !(oflags & O_DIRECT));
