@@ -111,7 +111,7 @@ Engine::Cmd* Engine::alloc_cmd() {
 }
 
 void Engine::free_cmd(Cmd* c) {
-    if (c->scratch.capacity() > kKeepScratch) std::vector<uint8_t>().swap(c->scratch);
+    if (c->scratch.capacity() > kKeepScratch) ScratchBuffer().swap(c->scratch);
     c->next = free_cmds_;
     free_cmds_ = c;
 }

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -474,6 +475,34 @@ TEST_F(EngineTest, CompareAndWriteRunsAloneBetweenOtherWrites) {
     all_good();
     // In arrival order: a, then CAW (a -> b), then c.
     EXPECT_EQ(file_bytes(0, kBs), c);
+}
+
+// With bsoflags direct (O_DIRECT) the commands that stage data in the
+// engine's own buffer (WRITE SAME's pattern, VERIFY's and COMPARE AND
+// WRITE's read-back) must use memory the kernel accepts for direct I/O; an
+// ordinary heap buffer failed WRITE SAME with EINVAL (found by
+// vm.crash-durability: ext4's lazy inode-table zeroing).
+TEST_F(EngineTest, CommandsWithTheirOwnBufferWorkWithODirect) {
+    make();
+    engine_->close();
+    engine_->open(path_, O_DIRECT);
+    auto blk = pattern(kBs, 12);
+    submit(cdb16(kWriteSame16, 64, 300), 64, 300, nullptr, 0, blk.data(), kBs);
+    complete_all(1);
+    std::vector<uint8_t> want;
+    for (int i = 0; i < 300; ++i) want.insert(want.end(), blk.begin(), blk.end());
+    EXPECT_EQ(file_bytes(64 * kBs, 300 * kBs), want);
+    submit(cdb10(kVerify10, 64, 300, 0x06), 64, 300, nullptr, 0, blk.data(), kBs);  // BYTCHK=3
+    // tgt's data-out buffers are page aligned; so is this one.
+    std::unique_ptr<uint8_t, decltype(&std::free)> caw(static_cast<uint8_t*>(std::aligned_alloc(4096, 2 * kBs)),
+                                                       &std::free);
+    ASSERT_TRUE(caw);
+    std::copy(blk.begin(), blk.end(), caw.get());
+    std::fill(caw.get() + kBs, caw.get() + 2 * kBs, 0x5a);
+    submit(cdb16(kCompareAndWrite, 64, 1), 64, 1, nullptr, 0, caw.get(), 2 * kBs);
+    complete_all(3);
+    all_good();
+    EXPECT_EQ(file_bytes(64 * kBs, kBs), std::vector<uint8_t>(kBs, 0x5a));
 }
 
 TEST_F(EngineTest, OrWriteOrsIntoTheMedia) {
