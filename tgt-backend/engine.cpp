@@ -85,6 +85,9 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                            (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
     inline_io_ = opts_.inline_io == Options::Inline::On ||
                  (opts_.inline_io == Options::Inline::Auto && memory_fs && !(oflags & O_DIRECT));
+    if (opts_.debug_unsafe_fua)
+        log(RBIO_BS_LOG_ERROR, path + ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
+                                      "acknowledged without being made durable; for tests only, data is lost in a crash");
     log(RBIO_BS_LOG_INFO, "opened " + path + " (" + std::to_string(f.size) + " bytes" +
                               (f.readonly ? ", read-only" : "") +
                               (inline_io_ ? ", small I/O inline" : ", all I/O through io_uring") + "; " +
@@ -266,6 +269,11 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
     if ((cmd.kind == Kind::Read || cmd.kind == Kind::Write || cmd.kind == Kind::WriteVerify) &&
         cmd.length == 0)
         cmd.kind = Kind::Done;
+    if (opts_.debug_unsafe_fua) {
+        // Test only (vm.crash-durability's control): GOOD without durability.
+        cmd.fua = false;
+        if (cmd.kind == Kind::Flush) cmd.kind = Kind::Done;
+    }
 }
 
 int Engine::submit(const rbio_bs_cmd& c) noexcept {

@@ -8,7 +8,7 @@ namespace rbio::bs {
 namespace {
 
 constexpr std::string_view kKnownKeys =
-    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin";
+    "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin, debug_unsafe_fua";
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -74,6 +74,8 @@ Options parse_options(std::string_view bsopts) {
             o.inline_max_kib = parse_uint(key, val, 1, 16384);
         } else if (key == "thin") {
             o.thin = parse_bool(key, val);
+        } else if (key == "debug_unsafe_fua") {
+            o.debug_unsafe_fua = parse_bool(key, val);
         } else {
             throw Error("bsopts: unknown key '" + std::string(key) +
                         "' (known: " + std::string(kKnownKeys) + ")");
@@ -90,7 +92,10 @@ std::string to_string(const Options& o) {
            ":inline_io=" +
            (o.inline_io == Options::Inline::Auto ? "auto" : b(o.inline_io == Options::Inline::On)) +
            ":inline_max_kib=" + std::to_string(o.inline_max_kib) +
-           ":thin=" + b(o.thin);
+           ":thin=" + b(o.thin) +
+           // Named only when on: the test-only switch stays out of every
+           // normal LU's line.
+           (o.debug_unsafe_fua ? ":debug_unsafe_fua=on" : "");
 }
 
 }  // namespace rbio::bs

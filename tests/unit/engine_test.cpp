@@ -325,6 +325,35 @@ TEST_F(EngineTest, SyncCacheCompletesAndImmedIsRefused) {
     EXPECT_EQ(result_of(2).asc, kAscInvalidFieldInCdb);
 }
 
+// The test-only switch of vm.crash-durability's control run: FUA and
+// SYNCHRONIZE CACHE are still GOOD, but nothing makes them durable. Seen
+// here by what it changes: a FUA write merges with a plain one (no
+// RWF_DSYNC to keep apart), and the flush issues no I/O at all.
+TEST_F(EngineTest, DebugUnsafeFuaAcknowledgesWithoutDurability) {
+    for (bool unsafe : {false, true}) {
+        SCOPED_TRACE(unsafe ? "debug_unsafe_fua=on" : "default");
+        Options o;
+        o.debug_unsafe_fua = unsafe;
+        make(o);
+        done_.clear();
+        auto a = pattern(4096, 1), b = pattern(4096, 2);
+        write(0, a.data(), 8);
+        write(8, b.data(), 8, 0x08);
+        submit(cdb10(kSyncCache10, 0, 0), 0, 0, nullptr, 0, nullptr, 0);
+        complete_all(3);
+        all_good();
+        EXPECT_EQ(engine_->counters().merged, unsafe ? 1u : 0u);
+        EXPECT_EQ(engine_->counters().ios, unsafe ? 1u : 3u) << "writes (merged or not) plus the flush";
+        EXPECT_EQ(file_bytes(0, 4096), a);
+        EXPECT_EQ(file_bytes(4096, 4096), b);
+        bool warned = false;
+        for (auto& l : logs_) warned |= l.find("debug_unsafe_fua=on: FUA writes") != std::string::npos;
+        EXPECT_EQ(warned, unsafe);
+        engine_.reset();
+        logs_.clear();
+    }
+}
+
 namespace {
 
 bool is_hole(const std::string& path, uint64_t off, uint64_t len) {
