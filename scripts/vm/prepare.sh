@@ -32,6 +32,7 @@ PACKAGES=(
   sg3-utils                    # sg_raw: raw SCSI commands to a disk (vm.kernel-initiator-failures);
                                # sg_inq/sg_vpd/sg_rtpg (vm.multipath)
   multipath-tools              # multipath/multipathd over several gateways (vm.multipath)
+  dmsetup                      # dm-log-writes devices under the LUs (vm.crash-durability)
   tgt                          # the target the tests load bs_rbio.so into
 )
 
