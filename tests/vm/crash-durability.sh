@@ -26,12 +26,15 @@
 #    exactly (crash_workload check; the fio file against its copy), and
 #    after unmounting e2fsck -fn must find the file system clean. Replaying
 #    the whole log must give back the device byte for byte (nothing went
-#    unrecorded). Two modes are replayed at a time (the guest's two CPUs).
+#    unrecorded). Two modes are replayed at a time (one per guest CPU).
 #
 # Modes, one LU each on one target, their workloads running at once: rbio
 # through io_uring (its default on a block device), rbio with I/O inline in
-# tgtd's loop, rbio with bsoflags direct (O_DIRECT) and sync (O_SYNC), stock
-# tgt's rdwr (the control that must pass), and rbio with the test-only
+# tgtd's loop, rbio with bsoflags direct (O_DIRECT) and sync (O_SYNC), rbio
+# with the host's write cache off (wce0: the host sets its disk "write
+# through", which sends MODE SELECT with WCE=0; it then sends no flush and
+# no FUA, and every write must be durable on its own), stock tgt's rdwr
+# (the control that must pass), and rbio with the test-only
 # bsopts debug_unsafe_fua=1, which acknowledges FUA and SYNCHRONIZE CACHE
 # without making anything durable: that run must fail the check (files
 # fsynced before a mark missing after the replay), which shows the check
@@ -56,22 +59,24 @@ done
 STEPS=${RBIO_CRASH_STEPS:-8}
 MAX_POINTS=${RBIO_CRASH_MAX_POINTS:-12}
 SEED=${RBIO_CRASH_SEED:-$((RANDOM * 32768 + RANDOM))}
-read -r -a MODES <<< "${RBIO_CRASH_MODES:-uring inline direct sync rdwr unsafe}"
+read -r -a MODES <<< "${RBIO_CRASH_MODES:-uring inline direct sync wce0 rdwr unsafe}"
 [[ $STEPS =~ ^[1-9][0-9]*$ && $MAX_POINTS =~ ^[1-9][0-9]*$ && $SEED =~ ^[0-9]+$ ]] \
   || { echo "RBIO_CRASH_STEPS, RBIO_CRASH_MAX_POINTS and RBIO_CRASH_SEED take numbers" >&2; exit 2; }
 echo "seed $SEED, $STEPS steps, at most $MAX_POINTS checkpoints per mode; modes: ${MODES[*]}"
 
-# mode NAME: the LU settings of a mode and whether its check must pass.
+# mode NAME: the LU settings of a mode, the host's write cache setting and
+# whether the check must pass.
 mode() {
-  BSTYPE=rbio BSOPTS="" OFLAGS="" EXPECT=pass
+  BSTYPE=rbio BSOPTS="" OFLAGS="" WCE=1 EXPECT=pass
   case $1 in
     uring) ;;
+    wce0) WCE=0 ;;
     inline) BSOPTS=inline_io=on ;;
     direct) OFLAGS=direct ;;
     sync) OFLAGS=sync ;;
     rdwr) BSTYPE=rdwr ;;
     unsafe) BSOPTS=debug_unsafe_fua=1 EXPECT=fail ;;
-    *) echo "unknown mode $1 (uring inline direct sync rdwr unsafe)" >&2; exit 2 ;;
+    *) echo "unknown mode $1 (uring inline direct sync wce0 rdwr unsafe)" >&2; exit 2 ;;
   esac
 }
 for m in "${MODES[@]}"; do mode "$m"; done
@@ -123,6 +128,16 @@ make_device() {
   DMS+=("crash-$name")
   dmsetup mknodes "crash-$name"   # no udev in the guest
   [[ -b /dev/mapper/crash-$name ]]
+}
+
+# write_through DISK: the host turns the disk's write cache off: sd sends
+# MODE SELECT with WCE=0 (tgt lets WCE change) and the block layer then
+# sends neither flushes nor FUA writes.
+write_through() {
+  local sd=${1#/dev/}
+  echo "write through" > "$(echo /sys/block/"$sd"/device/scsi_disk/*/cache_type)"
+  [[ $(cat /sys/block/"$sd"/device/scsi_disk/*/cache_type) == "write through" &&
+     $(< "/sys/block/$sd/queue/write_cache") == "write through" ]]
 }
 
 # host_workload NAME: on the host's mounted disk, the workload and fio at
@@ -277,9 +292,11 @@ set_node "$IQN" node.session.initial_login_retry_max=2 node.conn[0].timeo.login_
 must "login succeeds" login "$IQN"
 declare -A DISK_OF
 for m in "${MODES[@]}"; do
+  mode "$m"
   mkdir -p "$WORK/mnt-$m"
-  must "$m: LU ${LUN[$m]} appears as a disk and is mounted" \
-    eval 'wait_disk ${LUN[$m]} && DISK_OF[$m]=$DISK && mount "$DISK" "$WORK/mnt-$m"'
+  must "$m: LU ${LUN[$m]} appears as a disk" eval 'wait_disk ${LUN[$m]} && DISK_OF[$m]=$DISK'
+  (( WCE )) || must "$m: the host turns the disk's write cache off (WCE=0 on the LU)" write_through "$DISK"
+  must "$m: the host mounts it" mount "$DISK" "$WORK/mnt-$m"
 done
 echo "logged in, disks mounted in $(since "$t0") s"
 t0=$(now_ms)
@@ -315,14 +332,13 @@ done
 
 echo "LUs and devices removed in $(since "$t0") s"
 
-# replay_done PID STATUS: a replay job ended: its output, then its checks.
-declare -A MODE_OF
-replay_done() {
-  local m=${MODE_OF[$1]} rc=$2
+# replay_checks NAME: the checks on NAME's replay, once its job has ended.
+replay_checks() {
+  local m=$1
   echo "--- $m: replay ---"
   cat "$WORK/$m.replay.out"
   mode "$m"
-  if ! check "$m: the replay job ran to its end" test "$rc" -eq 0 -a -s "$WORK/$m.result"; then return; fi
+  if ! check "$m: the replay ran to its end" test -s "$WORK/$m.result"; then return; fi
   # shellcheck source=/dev/null  # written by replay_mode (declare -p)
   source "$WORK/$m.result"
   check "$m: replaying the whole log gives back the device byte for byte" test "$FULL_REPLAY" = 1
@@ -335,22 +351,25 @@ replay_done() {
   fi
   rm -f "$WORK/$m".{data,log,replay,check}
 }
-# next_replay_done: waits for whichever running replay job ends first.
-next_replay_done() {
-  local rc=0 done_pid
-  wait -n -p done_pid "${!MODE_OF[@]}" || rc=$?
-  replay_done "$done_pid" "$rc"
-  unset "MODE_OF[$done_pid]"
+# Two lanes, one per guest CPU, each replaying every other mode in turn
+# (a failing command ends its lane: the rest of its modes have no result).
+# replay_lane FIRST: modes FIRST, FIRST+2, ...
+replay_lane() {
+  local i m
+  for (( i = $1; i < ${#MODES[@]}; i += 2 )); do
+    m=${MODES[$i]}
+    mode "$m"
+    replay_mode "$m" "$EXPECT" > "$WORK/$m.replay.out" 2>&1
+  done
 }
 t0=$(now_ms)
-for m in "${MODES[@]}"; do
-  mode "$m"
-  replay_mode "$m" "$EXPECT" > "$WORK/$m.replay.out" 2>&1 &
-  MODE_OF[$!]=$m; JOBS+=($!)
-  (( ${#MODE_OF[@]} < 2 )) || next_replay_done
-done
-while (( ${#MODE_OF[@]} )); do next_replay_done; done
+replay_lane 0 & lane0=$!
+replay_lane 1 & lane1=$!
+JOBS+=("$lane0" "$lane1")
+check "replay lane 1 (modes 1, 3, ...) ended without an error" wait "$lane0"
+check "replay lane 2 (modes 2, 4, ...) ended without an error" wait "$lane1"
 JOBS=()
+for m in "${MODES[@]}"; do replay_checks "$m"; done
 echo "all replays and checks done in $(since "$t0") s"
 
 check "no session is left" no_session
