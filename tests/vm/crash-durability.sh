@@ -6,8 +6,8 @@
 #    log on loop devices over tmpfs files). It passes I/O through and logs
 #    every write in the order it became durable: a plain write only at the
 #    next flush, a FUA write when it completes. The log replayed up to a
-#    flush or FUA entry is what the disk would hold had the power gone
-#    right after it;
+#    flush or FUA entry is what the disk could hold had the power gone
+#    right after it (the worst case: every write not yet flushed lost);
 #  - the device gets ext4 (made in the guest, straight on the device; mark
 #    "mkfs"), tgtd serves it, and the kernel initiator (open-iscsi) mounts
 #    it and runs an fsync-heavy workload: crash_workload writes files of

@@ -3,8 +3,8 @@
 // crash-consistency test (tests/vm/crash-durability.sh): dm-log-writes sits
 // under a backing store and records every write, flush, FUA and discard in
 // the order they became durable; replaying the log up to a flush or FUA
-// entry onto a zeroed device gives what the disk held had the power gone
-// right after it.
+// entry onto a zeroed device gives what the disk could hold had the power
+// gone right after it (the worst case: every write not yet flushed lost).
 //
 // The format, from the kernel's description of the target
 // (Documentation/admin-guide/device-mapper/log-writes.rst and the comments of
