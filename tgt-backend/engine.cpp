@@ -98,11 +98,17 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                     " bytes); create it with e.g. truncate -s 1G " + path);
     f.fd = fd;
     fd_ = std::move(owned);
+    // A regular file's file system only: a block device's node usually
+    // lives on devtmpfs, which reports TMPFS_MAGIC, and would otherwise get
+    // blocking I/O to a real disk done inline in tgtd's event loop.
     struct statfs sfs {};
-    const bool memory_fs = ::fstatfs(fd, &sfs) == 0 &&
+    const bool memory_fs = S_ISREG(st.st_mode) && ::fstatfs(fd, &sfs) == 0 &&
                            (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
     inline_io_ = opts_.inline_io == Options::Inline::On ||
                  (opts_.inline_io == Options::Inline::Auto && memory_fs && !(oflags & O_DIRECT));
+    if (opts_.debug_unsafe_fua)
+        log(RBIO_BS_LOG_ERROR, path + ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
+                                      "acknowledged without being made durable; for tests only, data is lost in a crash");
     log(RBIO_BS_LOG_INFO, "opened " + path + " (" + std::to_string(f.size) + " bytes" +
                               (f.readonly ? ", read-only" : "") +
                               (inline_io_ ? ", small I/O inline" : ", all I/O through io_uring") + "; " +
@@ -130,7 +136,7 @@ Engine::Cmd* Engine::alloc_cmd() {
 }
 
 void Engine::free_cmd(Cmd* c) {
-    if (c->scratch.capacity() > kKeepScratch) std::vector<uint8_t>().swap(c->scratch);
+    if (c->scratch.capacity() > kKeepScratch) ScratchBuffer().swap(c->scratch);
     c->next = free_cmds_;
     free_cmds_ = c;
 }
@@ -285,6 +291,11 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
     if ((cmd.kind == Kind::Read || cmd.kind == Kind::Write || cmd.kind == Kind::WriteVerify) &&
         cmd.length == 0)
         cmd.kind = Kind::Done;
+    if (opts_.debug_unsafe_fua) {
+        // Test only (vm.crash-durability's control): GOOD without durability.
+        cmd.fua = false;
+        if (cmd.kind == Kind::Flush) cmd.kind = Kind::Done;
+    }
 }
 
 int Engine::submit(const rbio_bs_cmd& c) noexcept {

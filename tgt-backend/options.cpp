@@ -9,7 +9,7 @@ namespace {
 
 constexpr std::string_view kKnownKeys =
     "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin, "
-    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout";
+    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, debug_unsafe_fua";
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -103,6 +103,8 @@ Options parse_options(std::string_view bsopts) {
             o.rbd.cluster = parse_name(key, val);
         } else if (key == "rbd_timeout") {
             o.rbd.timeout_s = parse_uint(key, val, 1, 300);
+        } else if (key == "debug_unsafe_fua") {
+            o.debug_unsafe_fua = parse_bool(key, val);
         } else {
             throw Error("bsopts: unknown key '" + std::string(key) +
                         "' (known: " + std::string(kKnownKeys) + ")");
@@ -135,7 +137,10 @@ std::string to_string(const Options& o) {
            ":inline_io=" +
            (o.inline_io == Options::Inline::Auto ? "auto" : b(o.inline_io == Options::Inline::On)) +
            ":inline_max_kib=" + std::to_string(o.inline_max_kib) +
-           ":thin=" + b(o.thin) + rbd_to_string(o.rbd);
+           ":thin=" + b(o.thin) + rbd_to_string(o.rbd) +
+           // Named only when on: the test-only switch stays out of every
+           // normal LU's line.
+           (o.debug_unsafe_fua ? ":debug_unsafe_fua=on" : "");
 }
 
 }  // namespace rbio::bs

@@ -33,6 +33,7 @@ PACKAGES=(
                                # sg_inq/sg_vpd/sg_rtpg (vm.multipath)
   multipath-tools              # multipath/multipathd over several gateways (vm.multipath)
   nftables                     # the guest's way to a Ceph cluster on the host (vm.rbd-multipath)
+  dmsetup                      # dm-log-writes devices under the LUs (vm.crash-durability)
   tgt                          # the target the tests load bs_rbio.so into
 )
 

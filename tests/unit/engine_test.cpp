@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -375,6 +376,35 @@ TEST_F(EngineTest, SyncCacheCompletesAndImmedIsRefused) {
     EXPECT_EQ(result_of(2).asc, kAscInvalidFieldInCdb);
 }
 
+// The test-only switch of vm.crash-durability's control run: FUA and
+// SYNCHRONIZE CACHE are still GOOD, but nothing makes them durable. Seen
+// here by what it changes: a FUA write merges with a plain one (no
+// RWF_DSYNC to keep apart), and the flush issues no I/O at all.
+TEST_F(EngineTest, DebugUnsafeFuaAcknowledgesWithoutDurability) {
+    for (bool unsafe : {false, true}) {
+        SCOPED_TRACE(unsafe ? "debug_unsafe_fua=on" : "default");
+        Options o;
+        o.debug_unsafe_fua = unsafe;
+        make(o);
+        done_.clear();
+        auto a = pattern(4096, 1), b = pattern(4096, 2);
+        write(0, a.data(), 8);
+        write(8, b.data(), 8, 0x08);
+        submit(cdb10(kSyncCache10, 0, 0), 0, 0, nullptr, 0, nullptr, 0);
+        complete_all(3);
+        all_good();
+        EXPECT_EQ(engine_->counters().merged, unsafe ? 1u : 0u);
+        EXPECT_EQ(engine_->counters().ios, unsafe ? 1u : 3u) << "writes (merged or not) plus the flush";
+        EXPECT_EQ(file_bytes(0, 4096), a);
+        EXPECT_EQ(file_bytes(4096, 4096), b);
+        bool warned = false;
+        for (auto& l : logs_) warned |= l.find("debug_unsafe_fua=on: FUA writes") != std::string::npos;
+        EXPECT_EQ(warned, unsafe);
+        engine_.reset();
+        logs_.clear();
+    }
+}
+
 namespace {
 
 bool is_hole(const std::string& path, uint64_t off, uint64_t len) {
@@ -525,6 +555,34 @@ TEST_F(EngineTest, CompareAndWriteRunsAloneBetweenOtherWrites) {
     all_good();
     // In arrival order: a, then CAW (a -> b), then c.
     EXPECT_EQ(file_bytes(0, kBs), c);
+}
+
+// With bsoflags direct (O_DIRECT) the commands that stage data in the
+// engine's own buffer (WRITE SAME's pattern, VERIFY's and COMPARE AND
+// WRITE's read-back) must use memory the kernel accepts for direct I/O; an
+// ordinary heap buffer failed WRITE SAME with EINVAL (found by
+// vm.crash-durability: ext4's lazy inode-table zeroing).
+TEST_F(EngineTest, CommandsWithTheirOwnBufferWorkWithODirect) {
+    make();
+    engine_->close();
+    engine_->open(path_, O_DIRECT);
+    auto blk = pattern(kBs, 12);
+    submit(cdb16(kWriteSame16, 64, 300), 64, 300, nullptr, 0, blk.data(), kBs);
+    complete_all(1);
+    std::vector<uint8_t> want;
+    for (int i = 0; i < 300; ++i) want.insert(want.end(), blk.begin(), blk.end());
+    EXPECT_EQ(file_bytes(64 * kBs, 300 * kBs), want);
+    submit(cdb10(kVerify10, 64, 300, 0x06), 64, 300, nullptr, 0, blk.data(), kBs);  // BYTCHK=3
+    // tgt's data-out buffers are page aligned; so is this one.
+    std::unique_ptr<uint8_t, decltype(&std::free)> caw(static_cast<uint8_t*>(std::aligned_alloc(4096, 2 * kBs)),
+                                                       &std::free);
+    ASSERT_TRUE(caw);
+    std::copy(blk.begin(), blk.end(), caw.get());
+    std::fill(caw.get() + kBs, caw.get() + 2 * kBs, 0x5a);
+    submit(cdb16(kCompareAndWrite, 64, 1), 64, 1, nullptr, 0, caw.get(), 2 * kBs);
+    complete_all(3);
+    all_good();
+    EXPECT_EQ(file_bytes(64 * kBs, kBs), std::vector<uint8_t>(kBs, 0x5a));
 }
 
 TEST_F(EngineTest, OrWriteOrsIntoTheMedia) {

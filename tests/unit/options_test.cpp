@@ -60,6 +60,16 @@ TEST(Options, RoundTripsThroughCanonicalForm) {
     EXPECT_TRUE(again.coalesce);
 }
 
+TEST(Options, DebugUnsafeFuaIsOffUnlessAskedAndNamedOnlyWhenOn) {
+    EXPECT_FALSE(parse_options("").debug_unsafe_fua);
+    Options o = parse_options("debug_unsafe_fua=1");
+    EXPECT_TRUE(o.debug_unsafe_fua);
+    EXPECT_TRUE(parse_options(rbio::bs::to_string(o)).debug_unsafe_fua);
+    EXPECT_NE(rbio::bs::to_string(o).find(":debug_unsafe_fua=on"), std::string::npos);
+    EXPECT_EQ(rbio::bs::to_string(Options{}).find("debug_unsafe_fua"), std::string::npos);
+    EXPECT_NE(error_of("debug_unsafe_fua=maybe").find("expected on or off"), std::string::npos);
+}
+
 TEST(Options, UnknownKeyNamesItAndTheKnownOnes) {
     std::string e = error_of("queue_dept=64");
     EXPECT_NE(e.find("unknown key 'queue_dept'"), std::string::npos) << e;

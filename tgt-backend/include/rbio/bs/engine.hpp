@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,22 @@
 #include "rbio/common/unique_fd.hpp"
 
 namespace rbio::bs {
+
+// Page-aligned memory for a std::vector: the engine's own buffers are read
+// and written with the backing file's flags, O_DIRECT included, which
+// refuses (EINVAL) memory not aligned to the device's logical block.
+template <class T>
+struct PageAlignedAllocator {
+    using value_type = T;
+    static constexpr std::align_val_t kAlign{4096};
+    PageAlignedAllocator() = default;
+    template <class U>
+    PageAlignedAllocator(const PageAlignedAllocator<U>&) noexcept {}
+    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+    void deallocate(T* p, size_t) noexcept { ::operator delete(p, kAlign); }
+    friend bool operator==(const PageAlignedAllocator&, const PageAlignedAllocator&) { return true; }
+};
+using ScratchBuffer = std::vector<uint8_t, PageAlignedAllocator<uint8_t>>;
 
 struct Counters {
     uint64_t commands = 0;       // SCSI commands taken
@@ -110,7 +127,7 @@ private:
         uint8_t* data = nullptr;
         uint8_t* aux = nullptr;  // COMPARE AND WRITE: data to write; UNMAP: descriptors
         uint32_t aux_len = 0;
-        std::vector<uint8_t> scratch;  // read-back/pattern, only for rare commands
+        ScratchBuffer scratch;  // read-back/pattern, only for rare commands
         rbio_bs_result result{};
     };
 

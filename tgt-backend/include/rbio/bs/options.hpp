@@ -43,6 +43,12 @@ struct Options {
     // STATUS) on the LU.
     bool thin = true;
     RbdSettings rbd;
+    // TEST ONLY, never in production: acknowledge FUA writes and
+    // SYNCHRONIZE CACHE without making anything durable (no RWF_DSYNC, no
+    // fdatasync), as a disk that lies about its cache would. It exists so
+    // that vm.crash-durability can show that its check catches a store
+    // that loses acknowledged writes in a crash.
+    bool debug_unsafe_fua = false;
 };
 
 // Parses bsopts (empty or null means defaults). Throws Error naming the bad
