@@ -25,8 +25,8 @@
 #   --size-mb N      backing file per LU (default 64), on the root file
 #                    system (not tmpfs: there rbio's store does its I/O
 #                    inline and io_uring batching would not show)
-#   --control-port N tgtd control ports N..N+5 (default 5950)
-#   --portal-port P  portals 127.0.0.1:P..P+5, iperf3 on P+9 (default 13950)
+#   --control-port N tgtd control ports N..N+5 (default 5960)
+#   --portal-port P  portals 127.0.0.1:P..P+5, iperf3 on P+9 (default 13960)
 #
 # Configurations, each one LU on a file of its own, client and target on
 # loopback on this machine's cores:
@@ -80,7 +80,7 @@ BUILD=${RBIO_BUILD_DIR:-$ROOT/build}
 MODULES=$BUILD/modules
 OUT=$BUILD/paper
 QUICK=0 RESUME=0 ISER=0 POINTS=0
-ROUNDS="" SECS="" SIZE_MB=64 CPORT=5950 PPORT=13950
+ROUNDS="" SECS="" SIZE_MB=64 CPORT=5960 PPORT=13960
 while (( $# )); do
   case $1 in
     --quick) QUICK=1; shift ;;
