@@ -179,7 +179,7 @@ if (( RESUME )); then
   note "resuming: ${#DONE[@]} of ${#PLAN[@]} points already measured in $OUT"
   printf 'resumed=%s\nload_resumed=%s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" "$(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/run.conf"
 else
-  rm -f "$CSV" "$OUT"/*.png "$OUT/report.md" "$OUT/summary.csv" "$OUT/lu-counters.txt"
+  rm -f "$CSV" "$OUT"/*.png "$OUT/report.md" "$OUT/summary.csv" "$OUT/lu-counters.txt" "$OUT"/tgtd-*.log
   rm -rf "$OUT/iser"
   echo "$CSV_HEADER" > "$CSV"
   {
@@ -220,7 +220,8 @@ cleanup() {
       tgtadm -C "${T_CPORT[$t]}" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 || true
     done
     "$SANDBOX" stop "$WORK/tgtd-$t" >/dev/null 2>&1 || true
-    cp "$WORK/tgtd-$t/tgtd.log" "$OUT/tgtd-$t.log" 2>/dev/null || true
+    # Appended: a resumed run keeps the log of the part before.
+    cat "$WORK/tgtd-$t/tgtd.log" >> "$OUT/tgtd-$t.log" 2>/dev/null || true
   done
   rm -rf "$WORK"
   exit "$rc"
