@@ -66,7 +66,7 @@
 # stole. The client is build/bench/iscsi-rwperf (libiscsi; sequential LBAs,
 # fixed size, N in flight, one session). Each LU's own counters (logged by
 # bs_rbio when it is removed) end up in lu-counters.txt.
-# Run time: default ~40 min (3 rounds x 270 points x ~2.5 s), --quick ~4.
+# Run time (measured): default 32 min (3 rounds x 255 points), --quick 3.5 min.
 # The report is rebuilt from points.csv by bench/paper-report.py DIR.
 set -euo pipefail
 
