@@ -36,6 +36,9 @@ split_bstypes() {
 
 port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 
+# fdiv A B [PRECISION]: A / B with PRECISION decimals (default 2), "-" when B is 0.
+fdiv() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.*f", p, a / b }'; }
+
 # strace_attached PID: strace follows every thread of PID (each task's
 # TracerPid is set), so a measurement started now is counted whole. Gives
 # up after 5 s.
@@ -93,4 +96,58 @@ child_ms() {
   [[ $l2 =~ ^([0-9]+)m([0-9]+)\.([0-9]+)s\ ([0-9]+)m([0-9]+)\.([0-9]+)s$ ]] || die "cannot parse times: $l2"
   CHILD_MS=$(( (BASH_REMATCH[1] * 60 + 10#${BASH_REMATCH[2]}) * 1000 + 10#${BASH_REMATCH[3]}
              + (BASH_REMATCH[4] * 60 + 10#${BASH_REMATCH[5]}) * 1000 + 10#${BASH_REMATCH[6]} ))
+}
+
+# stats_read FILE ARRAY: ARRAY = key -> value of rbio's TCP transport
+# statistics file (docs/tcp-transport.md); returns 1 when there is none (no
+# file, or not transport=rbio). The file may be being rewritten: retry a
+# few times until it parses with its core keys.
+STATS_KEYS=(connections_open connections_total pdus_in bytes_in recv_calls pdus_out bytes_out send_calls would_block epoll_ctl_calls syscalls)
+stats_read() {
+  local file=$1 k v try ok
+  local -n arr=$2
+  for (( try = 0; try < 5; try++ )); do
+    arr=()
+    [[ -f $file ]] || return 1
+    while IFS='=' read -r k v; do
+      [[ $k =~ ^[a-z_]+$ ]] && arr[$k]=$v
+    done < "$file" 2>/dev/null || true
+    [[ ${arr[transport]:-} == rbio ]] || { arr=(); [[ -s $file ]] && return 1; sleep 0.02; continue; }
+    ok=1
+    for k in "${STATS_KEYS[@]}"; do [[ ${arr[$k]:-} =~ ^[0-9]+$ ]] || { ok=0; break; }; done
+    (( ok )) && return 0
+    sleep 0.02
+  done
+  arr=()
+  return 1
+}
+
+# iperf_server_start PORT LOG: a loopback iperf3 server in the background,
+# IPERF_PID its PID (the caller stops it by that PID); fails unless it
+# listens within 5 s.
+iperf_server_start() {
+  local port=$1 log=$2 i
+  iperf3 -s -B 127.0.0.1 -p "$port" > "$log" 2>&1 &
+  IPERF_PID=$!
+  # Right after the fork the child may not have exec'd iperf3 yet.
+  for (( i = 0; i < 100; i++ )); do
+    [[ $(cat "/proc/$IPERF_PID/comm" 2>/dev/null) == iperf3 ]] && break; sleep 0.02
+  done
+  [[ $(cat "/proc/$IPERF_PID/comm" 2>/dev/null) == iperf3 ]] || die "pid $IPERF_PID is not the iperf3 server"
+  for (( i = 0; i < 100; i++ )); do port_busy "$port" && break; sleep 0.05; done
+  port_busy "$port" || die "iperf3 server did not start: $(cat "$log")"
+}
+
+# iperf_run PORT SECONDS JSON [LEN]: one TCP stream over 127.0.0.1 (writes
+# of LEN bytes if given); sets IP_MBS (MB/s received, "nan" on failure) and
+# IP_CPU ("sender%/receiver%").
+iperf_run() {
+  local port=$1 secs=$2 out=$3 len=${4:-} rc=0 lenopt=()
+  [[ -n $len ]] && lenopt=(-l "$len")
+  timeout --foreground $(( secs + 30 )) iperf3 -c 127.0.0.1 -p "$port" -t "$secs" "${lenopt[@]}" -J > "$out" 2>&1 || rc=$?
+  IP_MBS=nan IP_CPU=-
+  if (( rc != 0 )); then note "iperf3 client failed (exit $rc): $(grep -m1 error "$out" || tail -n 2 "$out")"; return; fi
+  IP_MBS=$(awk '/"sum_received"/ { f = 1 } f && /"bits_per_second"/ { gsub(/[^0-9.e+]/, "", $2); printf "%.1f", $2 / 8 / 1e6; exit }' "$out")
+  IP_CPU=$(awk '/"host_total"/ { gsub(/[^0-9.]/, "", $2); h = $2 } /"remote_total"/ { gsub(/[^0-9.]/, "", $2); r = $2 } END { printf "%.0f%%/%.0f%%", h, r }' "$out")
+  [[ $IP_MBS =~ ^[0-9.]+$ ]] || { note "cannot parse iperf3 output"; IP_MBS=nan; }
 }

@@ -234,44 +234,11 @@ grep -qz '^RBIO_TRANSPORT=off$' "/proc/${TGTD_PID[stock]}/environ" \
   || die "the stock tgtd did not inherit RBIO_TRANSPORT=off"
 
 # ---------------------------------------------------------------- iperf3 server
-iperf3 -s -B 127.0.0.1 -p "$IPERF_PORT" > "$WORK/iperf3-server.log" 2>&1 &
-IPERF_PID=$!
-# Right after the fork the child may not have exec'd iperf3 yet.
-for (( i = 0; i < 100; i++ )); do
-  [[ $(cat "/proc/$IPERF_PID/comm" 2>/dev/null) == iperf3 ]] && break; sleep 0.02
-done
-[[ $(cat "/proc/$IPERF_PID/comm" 2>/dev/null) == iperf3 ]] || die "pid $IPERF_PID is not the iperf3 server"
-for (( i = 0; i < 100; i++ )); do port_busy "$IPERF_PORT" && break; sleep 0.05; done
-port_busy "$IPERF_PORT" || die "iperf3 server did not start: $(cat "$WORK/iperf3-server.log")"
+iperf_server_start "$IPERF_PORT" "$WORK/iperf3-server.log"
 
 # ---------------------------------------------------------------- measuring
 # TICKS=utime+stime of every thread of the tgtd of transport $1 (no fork).
 tgtd_ticks() { proc_ticks "${TGTD_PID[$1]}" || die "the $1 tgtd (pid ${TGTD_PID[$1]}) is gone"; }
-
-# stats_read FILE ARRAY: ARRAY=key->value of an rbio statistics file; returns
-# 1 when there is none (no file, or not transport=rbio). The file may be
-# being rewritten: retry a few times until it parses with its core keys.
-STATS_KEYS=(connections_open connections_total pdus_in bytes_in recv_calls pdus_out bytes_out send_calls would_block epoll_ctl_calls syscalls)
-stats_read() {
-  local file=$1 k v try ok
-  local -n arr=$2
-  for (( try = 0; try < 5; try++ )); do
-    arr=()
-    [[ -f $file ]] || return 1
-    while IFS='=' read -r k v; do
-      [[ $k =~ ^[a-z_]+$ ]] && arr[$k]=$v
-    done < "$file" 2>/dev/null || true
-    [[ ${arr[transport]:-} == rbio ]] || { arr=(); [[ -s $file ]] && return 1; sleep 0.02; continue; }
-    ok=1
-    for k in "${STATS_KEYS[@]}"; do [[ ${arr[$k]:-} =~ ^[0-9]+$ ]] || { ok=0; break; }; done
-    (( ok )) && return 0
-    sleep 0.02
-  done
-  arr=()
-  return 1
-}
-
-fdiv() { awk -v a="$1" -v b="$2" -v p="${3:-2}" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.*f", p, a / b }'; }
 
 # measure T S OP BYTES DEPTH SECS: one client run against transport T, store
 # S. Sets M_OK, M_IOPS, M_IOS, M_TCPU/M_CCPU (us per I/O), M_TPCT/M_CPCT (%
@@ -366,15 +333,7 @@ mbs() { awk -v i="$1" -v b="$2" 'BEGIN { if (i == "nan") print "nan"; else print
 
 # iperf3 once: sets IP_MBS (MB/s received) and IP_CPU ("sender%/receiver%").
 IP_SECS=$(( SECONDS_PER < 5 ? SECONDS_PER : 5 ))
-run_iperf() {
-  local out=$WORK/iperf3.json rc=0
-  timeout --foreground $(( IP_SECS + 30 )) iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -t "$IP_SECS" -J > "$out" 2>&1 || rc=$?
-  IP_MBS=nan IP_CPU=-
-  if (( rc != 0 )); then note "iperf3 client failed (exit $rc): $(grep -m1 error "$out" || tail -n 2 "$out")"; return; fi
-  IP_MBS=$(awk '/"sum_received"/ { f = 1 } f && /"bits_per_second"/ { gsub(/[^0-9.e+]/, "", $2); printf "%.1f", $2 / 8 / 1e6; exit }' "$out")
-  IP_CPU=$(awk '/"host_total"/ { gsub(/[^0-9.]/, "", $2); h = $2 } /"remote_total"/ { gsub(/[^0-9.]/, "", $2); r = $2 } END { printf "%.0f%%/%.0f%%", h, r }' "$out")
-  [[ $IP_MBS =~ ^[0-9.]+$ ]] || { note "cannot parse iperf3 output"; IP_MBS=nan; }
-}
+run_iperf() { iperf_run "$IPERF_PORT" "$IP_SECS" "$WORK/iperf3.json"; }
 
 # ---------------------------------------------------------------- the run
 NPROC=$(nproc)

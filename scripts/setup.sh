@@ -22,7 +22,9 @@ PACKAGES=(
   libgtest-dev googletest                     # unit tests
   valgrind util-linux strace                  # leak test, namespaces, syscall counts
   clang                                       # the libFuzzer targets (scripts/fuzz.sh)
-  iperf3                                      # loopback TCP ceiling in bench/transport-compare.sh
+  iperf3                                      # loopback TCP ceiling in bench/transport-compare.sh, bench/paper.sh
+  linux-perf                                  # bench/paper.sh: system calls, wake-ups, io_uring submits per I/O
+  python3-matplotlib                          # bench/paper.sh's plots (bench/paper-report.py)
   libssl-dev                                  # the initiator's CHAP MD5 (libcrypto)
   libboost-log-dev                            # the rbio CLI's logging
   libfuse3-dev fuse3                          # rbio login --mount: LUNs as files (FUSE)
