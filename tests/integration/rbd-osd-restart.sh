@@ -16,9 +16,11 @@ CONF="$CEPH_DIR/ceph.conf"
 CEPH_PORT=$((16850 + TEST_PORT_SHIFT))
 IQN=iqn.2026-11.io.rbio:rbd-osd
 [[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
-# How long the OSD stays down: well inside the writer's 15 s command timeout
-# (scsi_probe), so a stall must not turn into a host-side error.
+# How long the OSD stays down, and the writer's command timeout: the stall
+# (down time plus the OSD's restart, over 10 s on a loaded machine) must
+# not turn into a host-side error.
 DOWN_S=5
+export SCSI_PROBE_TIMEOUT=90
 
 writer=""
 osd_cleanup() {

@@ -229,7 +229,10 @@ int main(int argc, char** argv) {
     // libiscsi would otherwise reconnect forever.
     iscsi_set_noautoreconnect(s.ctx, 1);
     iscsi_set_reconnect_max_retries(s.ctx, 0);
-    iscsi_set_timeout(s.ctx, 15);
+    // SCSI_PROBE_TIMEOUT: seconds a command may take (default 15), longer
+    // where a test stalls the store on purpose (an OSD restarting).
+    const char* tmo = std::getenv("SCSI_PROBE_TIMEOUT");
+    iscsi_set_timeout(s.ctx, tmo && std::atoi(tmo) > 0 ? std::atoi(tmo) : 15);
     const std::vector<unsigned char> tur(6, 0);
     for (int i = 0; i < 16 && run(s, tur, SCSI_XFER_NONE).key == SCSI_SENSE_UNIT_ATTENTION; ++i) {}
 
