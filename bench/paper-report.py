@@ -418,7 +418,6 @@ def report(run, refs, pngs, iser):
     m_all = median_gain(run, "all", "unopt")
     f_all, fw_all = best_wire_fraction(run, "all")
     f_stock, _ = best_wire_fraction(run, "stock")
-    big = max(run.sizes) if run.sizes else None
     L.append("## The papers' figures beside ours\n")
     L.append("The seed files (`../shared/seeds/001_*.txt`, the paper; `000_*.txt`, the follow-up among other "
              "abstracts) hold the abstracts only, so the figures are the numbers their text states; there is no "
@@ -600,7 +599,7 @@ def verdicts(run, refs):
     L = []
     if not run.sizes:
         return ["Not enough points measured for a verdict."]
-    dmax, dmin, bmin, bmax = max(run.depths), min(run.depths), min(run.sizes), max(run.sizes)
+    dmax, dmin, bmin = max(run.depths), min(run.depths), min(run.sizes)
     g = lambda c, op, b, d, mm="MBps": run.m("sweep", c, op, b, d, metric=mm)  # noqa: E731
 
     # (a) interrupt cost: wake-ups and system calls per I/O, and where the CPU goes.
@@ -635,11 +634,11 @@ def verdicts(run, refs):
     curve = [x for x in curve if x[1] is not None]
     if len(curve) > 1:
         peak = max(x[1] for x in curve)
-        (b0, m0, i0), (b1, m1, i1) = curve[0], curve[1]
+        (b0, m0, i0), (b1, _, i1) = curve[0], curve[1]
         near = next(b for b, m, _ in curve if m >= 0.9 * peak)
         text = (f"**(b) Request size.** rbio with all on, {rw}s at {dmax} in flight: "
                 + ", ".join(f"{size_label(b)} {fmt(m)} MB/s" for b, m, _ in curve)
-                + f" (one loopback iperf3 stream: " + ", ".join(f"{size_label(b)} {fmt(run.wire.get(b))}"
+                + " (one loopback iperf3 stream: " + ", ".join(f"{size_label(b)} {fmt(run.wire.get(b))}"
                                                                for b, _, _ in curve if run.wire.get(b)) + "). "
                 f"{size_label(b0)} requests get {m0 / peak * 100:.0f}% of the best size's throughput; from "
                 f"{size_label(b0)} to {size_label(b1)} IOPS go from {fmt(i0, 0)} to {fmt(i1, 0)} "

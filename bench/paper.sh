@@ -167,16 +167,16 @@ OUT=$(realpath "$OUT")
 CSV=$OUT/points.csv
 CSV_HEADER=section,round,config,op,bytes,depth,param,ok,ios,seconds,iops,MBps,tgtd_user_us_per_io,tgtd_sys_us_per_io,client_user_us_per_io,client_sys_us_per_io,tgtd_syscalls_per_io,tgtd_wakeups_per_io,tgtd_ctxsw_per_io,tgtd_uring_enters_per_io,uring_ios_per_enter,client_syscalls_per_io,client_ctxsw_per_io,pdus_per_recv,pdus_per_send,xport_syscalls_per_io,load1,other_pct,steal_pct,time
 RUN_ID="quick=$QUICK rounds=$ROUNDS seconds=$SECS points=$POINTS size_mb=$SIZE_MB"
-declare -A DONE=()
+declare -A MEASURED=()
 if (( RESUME )); then
   [[ -f $OUT/run.conf && -f $CSV ]] || die "--resume: no run to resume in $OUT (run.conf and points.csv)"
   prev=$(sed -n 's/^options=//p' "$OUT/run.conf")
   [[ $prev == "$RUN_ID" ]] || die "--resume: $OUT holds a run with other options ($prev); give the same ones ($RUN_ID)"
   [[ $(head -n 1 "$CSV") == "$CSV_HEADER" ]] || die "--resume: $CSV has another header"
   while IFS=, read -r s r c op b d p ok _; do
-    [[ $ok == 1 ]] && DONE["$s|$r|$c|$op|$b|$d|$p"]=1
+    [[ $ok == 1 ]] && MEASURED["$s|$r|$c|$op|$b|$d|$p"]=1
   done < <(tail -n +2 "$CSV")
-  note "resuming: ${#DONE[@]} of ${#PLAN[@]} points already measured in $OUT"
+  note "resuming: ${#MEASURED[@]} of ${#PLAN[@]} points already measured in $OUT"
   printf 'resumed=%s\nload_resumed=%s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" "$(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/run.conf"
 else
   rm -f "$CSV" "$OUT"/*.png "$OUT/report.md" "$OUT/summary.csv" "$OUT/lu-counters.txt" "$OUT"/tgtd-*.log
@@ -196,7 +196,7 @@ else
   } > "$OUT/run.conf"
 fi
 TODO=0
-for pl in "${PLAN[@]}"; do [[ -n ${DONE[$pl]:-} ]] || TODO=$(( TODO + 1 )); done
+for pl in "${PLAN[@]}"; do [[ -n ${MEASURED[$pl]:-} ]] || TODO=$(( TODO + 1 )); done
 
 # ---------------------------------------------------------------- scratch, cleanup
 WORK=$(mktemp -d /var/tmp/paper.XXXXXX)   # root file system: see --size-mb
@@ -325,9 +325,9 @@ tgtd_cpu() {
 # perf_csv FILE ARRAY: ARRAY = event -> count of a `perf stat -x,` output.
 perf_csv() {
   local -n pa=$2
-  local v u e
+  local v e
   pa=()
-  while IFS=, read -r v u e _; do
+  while IFS=, read -r v _ e _; do
     [[ $v =~ ^[0-9]+(\.[0-9]+)?$ && -n $e ]] && pa[$e]=${v%.*}
   done < "$1"
 }
@@ -415,7 +415,7 @@ progress() {
 
 FAILS=0 n=0
 for pl in "${PLAN[@]}"; do
-  [[ -n ${DONE[$pl]:-} ]] && continue
+  [[ -n ${MEASURED[$pl]:-} ]] && continue
   IFS='|' read -r sec r c op b d p <<< "$pl"
   if [[ $sec == wire ]]; then
     iperf_run "$IPERF_PORT" "$SECS" "$WORK/iperf3.json" "$b"
