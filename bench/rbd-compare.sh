@@ -85,7 +85,7 @@ RBIO=$BUILD/initiator/rbio
 STOCK_BS_RBD=/usr/lib/tgt/backing-store/bs_rbd.so
 
 # ---------------------------------------------------------------- prerequisites
-command -v tgtd >/dev/null && command -v tgtadm >/dev/null || die "tgtd/tgtadm not found: apt-get install tgt"
+for b in tgtd tgtadm; do command -v "$b" >/dev/null || die "$b not found: apt-get install tgt"; done
 [[ -f $STOCK_BS_RBD ]] || die "$STOCK_BS_RBD not found (stock tgt's RBD store): apt-get install tgt-rbd"
 for b in ceph-mon ceph-osd rbd; do
   command -v "$b" >/dev/null || die "$b not found: apt-get install ceph-mon ceph-osd ceph-common"
@@ -256,7 +256,8 @@ measure() {
   elif [[ $cfg == librbd ]]; then
     read -r M_IOS M_IOPS <<< "$(awk '/^elapsed:/ { for (i = 1; i < NF; i++) { if ($i == "ops:") n = $(i + 1); if ($i == "ops/sec:") r = $(i + 1) } }
       END { print n + 0, (r == "" ? "nan" : r) }' "$out")"
-    [[ $M_IOPS =~ ^[0-9.]+$ ]] && EST[$op:$bytes:$depth:$pat]=$M_IOPS || { M_OK=0; note "cannot parse rbd bench: $(tail -n 2 "$out")"; }
+    if [[ $M_IOPS =~ ^[0-9.]+$ ]]; then EST[$op:$bytes:$depth:$pat]=$M_IOPS
+    else M_OK=0; note "cannot parse rbd bench: $(tail -n 2 "$out")"; fi
   else
     read -r M_IOS M_IOPS M_P50 <<< "$(awk '/ ios=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] } }
       /latency_us:/ { for (i = 1; i <= NF; i++) if ($i ~ /^p50=/) p = substr($i, 5) }
