@@ -25,7 +25,9 @@ export SCSI_PROBE_TIMEOUT=90
 writer=""
 osd_cleanup() {
   local rc=$?
-  [[ -n $writer ]] && kill "$writer" 2>/dev/null
+  # Best effort: the writer may have ended already (set -e must not stop
+  # the trap before tgtd and the cluster are stopped).
+  if [[ -n $writer ]]; then kill "$writer" 2>/dev/null || :; fi
   "$SANDBOX" stop "$STATE" >/dev/null 2>&1 || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" >/dev/null 2>&1 || :
   tgt_test_cleanup "$rc"
