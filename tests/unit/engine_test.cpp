@@ -814,3 +814,17 @@ TEST_F(EngineTest, EveryWriteToAFullFileSystemCompletesThroughTheEventfd) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_EXIT(scenario(), ::testing::ExitedWithCode(0), "");
 }
+
+// The mapping of errors to sense, shared by files and RBD images.
+TEST(IoFailure, AFencedRbdClientIsAnUnavailablePortNotBadMedia) {
+    // librbd's EBLOCKLISTED (ESHUTDOWN): hosts must retry on another path.
+    for (bool write : {false, true}) {
+        auto r = io_failure(write, ESHUTDOWN);
+        EXPECT_EQ(r.status, kCheckCondition);
+        EXPECT_EQ(r.sense_key, kNotReady);
+        EXPECT_EQ(r.asc, kAscTargetPortUnavailable);
+    }
+    EXPECT_EQ(io_failure(false, EIO).sense_key, kMediumError);
+    EXPECT_EQ(io_failure(true, EIO).asc, kAscWriteError);
+    EXPECT_EQ(io_failure(true, ENOSPC).sense_key, kDataProtect);
+}

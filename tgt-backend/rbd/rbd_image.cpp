@@ -92,9 +92,12 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // Gateways share images: no cache that could hold an acknowledged
         // write or serve a stale read.
         {"rbd_cache", "false"},
-        // The host's buffer stays valid until the command completes, so
-        // librbd may send it without copying.
-        {"rbd_disable_zero_copy_writes", "false"},
+        // librbd copies each write (its default). Its zero-copy writes would
+        // save that copy, since the host's buffer lives until the command
+        // completes, but librbd 16.2 never completes a zero-copy write that
+        // fails for want of the exclusive lock: a gateway fenced by another
+        // (blocklisted) would hang every write, and tgtd's shutdown, for ever.
+        {"rbd_disable_zero_copy_writes", "true"},
         // Dispatch each request in tgtd's loop instead of handing it to
         // librbd's io_context thread first: one thread wake-up less per I/O
         // (4 KiB at 1 in flight: 1.3-1.4x the IOPS; bench/rbd-compare.sh).

@@ -22,11 +22,12 @@ constexpr uint8_t kGood = 0x00;
 constexpr uint8_t kCheckCondition = 0x02;
 
 enum SenseKey : uint8_t {
-    kMediumError = 0x03, kHardwareError = 0x04, kIllegalRequest = 0x05,
+    kNotReady = 0x02, kMediumError = 0x03, kHardwareError = 0x04, kIllegalRequest = 0x05,
     kDataProtect = 0x07, kMiscompare = 0x0e,
 };
 
 enum Asc : uint16_t {
+    kAscTargetPortUnavailable = 0x040c,
     kAscWriteError = 0x0c00,
     kAscUnrecoveredReadError = 0x1100,
     kAscMiscompareDuringVerify = 0x1d00,
@@ -49,7 +50,12 @@ inline rbio_bs_result check_info(uint8_t key, uint16_t asc, uint64_t info) {
 // Sense for a failed transfer: err is a positive errno (EIO when a read hit
 // the end of a file that shrank). ENOSPC/EDQUOT on a write mean the thin
 // file could not get space, which SBC reports as a space-allocation failure.
+// ESHUTDOWN is librbd's EBLOCKLISTED: another gateway took the image's
+// exclusive lock and fenced this one, whose data is not bad but whose path
+// is: "target port in unavailable state" makes hosts' multipath retry on
+// another gateway, where MEDIUM ERROR would fail a read to the application.
 inline rbio_bs_result io_failure(bool write, int err) {
+    if (err == 108 /*ESHUTDOWN*/) return check(kNotReady, kAscTargetPortUnavailable);
     if (write && (err == 28 /*ENOSPC*/ || err == 122 /*EDQUOT*/))
         return check(kDataProtect, kAscSpaceAllocationFailedWriteProtect);
     return write ? check(kMediumError, kAscWriteError)

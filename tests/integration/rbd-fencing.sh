@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A gateway that hangs while it holds an RBD image's exclusive lock, and
+# wakes up after another gateway took the lock over (a "zombie"): the
+# cluster has fenced it, and hosts must see it as a path to avoid, never
+# as one that stores or returns stale data.
+#
+# Two tgtd+rbio gateways on one image (ALUA port groups 1 and 2, both
+# active/optimized), a single-node cluster (scripts/ceph-dev.sh, memstore,
+# osd_client_watch_timeout 10 s to keep the wait short):
+#  1. writes through gateway 1: it holds the lock;
+#  2. gateway 1 is stopped (SIGSTOP) and gateway 2 writes other data over
+#     the same blocks: librbd on gateway 2 takes the lock once gateway 1's
+#     watch has expired, blocklisting gateway 1's client first;
+#  3. gateway 1 continues (SIGCONT): writes and reads sent to it fail at
+#     once with NOT READY, target port in unavailable state (02/04/0C),
+#     which multipath hosts answer by using another path (not MEDIUM ERROR,
+#     and never a write that hangs);
+#  4. gateway 2's data is what the image holds; gateway 1 shuts down
+#     cleanly, and no lock is left once both stopped.
+# A cluster that cannot start fails the test with ceph-dev's reason.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 84   # gateways on control ports 5785-5786, portals 13785-13786
+source "$(dirname "$0")/../lib/gateways.sh"
+PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
+CEPH_DEV="$RBIO_SOURCE_DIR/scripts/ceph-dev.sh"
+CEPH_DIR="$WORK/ceph"
+CONF="$CEPH_DIR/ceph.conf"
+CEPH_PORT=$((16910 + TEST_PORT_SHIFT))
+WATCH_TIMEOUT=10
+[[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
+gateways_init 1M
+
+stopped=""
+fencing_cleanup() {
+  local rc=$?
+  [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  gateways_stop "$rc" || rc=1
+  bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
+  tgt_test_cleanup "$rc"
+}
+trap fencing_cleanup EXIT
+
+rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
+bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT" --watch-timeout "$WATCH_TIMEOUT"
+rbd_ create --size 16M lun
+set_groups "1 active/optimized" "2 active/optimized"
+# export G: gateway G serving the image with the shared identity.
+export_rbd() {
+  local g=$1
+  gw_start "$g" &&
+    gw_adm "$g" --op new --mode target --tid 1 -T "$GW_TARGET" &&
+    gw_adm "$g" --op bind --mode target --tid 1 -I ALL &&
+    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/lun --bstype rbio --bsopts "rbd_conf=$CONF" &&
+    gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
+}
+# addr_of G: gateway G's Ceph client address, from its log.
+addr_of() { sed -n 's/.*opened rbd image .*) as client\.[0-9]* at \([^ ]*\).*/\1/p' "$(gw_state "$1")/tgtd.log" | tail -1; }
+owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
+blocklisted() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }' | grep -qxF "$1"; }
+
+for g in 1 2; do must_start "gateway $g exports the image" export_rbd "$g"; done
+A1=$(addr_of 1) A2=$(addr_of 2)
+echo "gateway 1: $A1; gateway 2: $A2"
+check "the gateways' logs name two clients" eval '[[ -n $A1 && -n $A2 && $A1 != "$A2" ]]'
+
+# --- 1. gateway 1 writes and holds the lock --------------------------------------
+check "64 blocks written through gateway 1" "$PROBE" "$(gw_url 1)" write 0 64 1
+check "gateway 1 holds the lock" eval '[[ $(owner) == "$A1" ]]'
+
+# --- 2. gateway 1 hangs; gateway 2 takes over ---------------------------------------
+stopped=$(gw_pid 1)
+kill -STOP "$stopped"
+t0=$SECONDS
+check "64 other blocks written through gateway 2 over the same LBAs" "$PROBE" "$(gw_url 2)" write 0 64 2
+echo "gateway 2's write waited $(( SECONDS - t0 )) s for the lock (watch timeout $WATCH_TIMEOUT s)"
+check "gateway 2 holds the lock" eval '[[ $(owner) == "$A2" ]]'
+check "gateway 1's client is blocklisted" blocklisted "$A1"
+
+# --- 3. gateway 1 wakes up, fenced ---------------------------------------------------
+kill -CONT "$stopped"
+stopped=""
+# sense_all EXPECTED OUT: every line of OUT ("LBA RESULT") has RESULT EXPECTED.
+sense_all() { [[ -n $2 ]] && ! grep -v " $1\$" <<<"$2"; }
+unavailable="CHECK key=2 asc=040c"
+t0=$SECONDS
+# (scsi_probe exits 1 when a command fails: its output is what is checked.)
+out=$(timeout 60 "$PROBE" "$(gw_url 1)" writes 0 8) || :
+echo "$out" | sed 's/^/  write through gateway 1: /'
+check "writes through the fenced gateway 1 fail at once: NOT READY, target port unavailable" \
+  eval 'sense_all "$unavailable" "$out" && (( SECONDS - t0 < 10 ))'
+out=$(timeout 60 "$PROBE" "$(gw_url 1)" reads 0 8) || :
+echo "$out" | sed 's/^/  read through gateway 1: /'
+check "reads through it fail the same way (a path error, not a medium error)" sense_all "$unavailable" "$out"
+check "its log says why" gw_log_has 1 "Cannot send after transport endpoint shutdown"
+
+# --- 4. the image keeps gateway 2's data ------------------------------------------------
+check "the blocks read back as gateway 2 wrote them" "$PROBE" "$(gw_url 2)" verify 0 64 2
+check "gateway 2 still holds the lock" eval '[[ $(owner) == "$A2" ]]'
+check "the fenced gateway 1 shuts down cleanly" "$SANDBOX" stop "$(gw_state 1)"
+check "gateway 2 shuts down cleanly" "$SANDBOX" stop "$(gw_state 2)"
+check "no lock is left" eval '[[ $(rbd_ lock ls --format json lun) == "[]" ]]'
+finish
