@@ -29,7 +29,8 @@ export RBIO_STATS_FILE=none
 
 IQN=iqn.2026-11.io.rbio:ready
 WAIT_S=2      # how long a connection must stay waiting to count as not refused
-DONE_S=5      # bound for a waiting login to complete once tgtd is ready
+DONE_S=15     # bound for a waiting login to complete once tgtd is ready (about
+              # 0.1 s idle; over 5 s once under ASan on a machine at load 10+)
 
 sys_state() { tgtadm -C "$CTL" --op update --mode sys --name State -v "$1"; }
 now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }

@@ -574,7 +574,7 @@ TEST_F(EngineTest, CommandsWithTheirOwnBufferWorkWithODirect) {
     EXPECT_EQ(file_bytes(64 * kBs, 300 * kBs), want);
     submit(cdb10(kVerify10, 64, 300, 0x06), 64, 300, nullptr, 0, blk.data(), kBs);  // BYTCHK=3
     // tgt's data-out buffers are page aligned; so is this one.
-    std::unique_ptr<uint8_t, decltype(&std::free)> caw(static_cast<uint8_t*>(std::aligned_alloc(4096, 2 * kBs)),
+    std::unique_ptr<uint8_t, decltype(&std::free)> caw(static_cast<uint8_t*>(std::aligned_alloc(4096, 4096)),
                                                        &std::free);
     ASSERT_TRUE(caw);
     std::copy(blk.begin(), blk.end(), caw.get());
