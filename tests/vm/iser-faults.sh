@@ -44,6 +44,27 @@ ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
 stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
 qps_are() { [[ $(tgtd_qps) -eq $1 ]]; }
 mrs_are() { [[ $(conn_mrs) -eq $1 ]]; }
+# What is left, for a check on a connection's end that failed: every queue
+# pair and CM id with its state and owner, the connections tgtd's sessions
+# still hold (a connection that never logged in is in none), and tgtd's log
+# since LOG_FROM (a line number).
+LOG_FROM=1
+show_state() {
+  local tid
+  echo "--- rdma res show qp ---"; rdma res show qp
+  echo "--- rdma res show cm_id ---"; rdma res show cm_id
+  for tid in 1 2; do
+    echo "--- tgtd's connections, target $tid ---"; iser_adm --op show --mode conn --tid "$tid"
+  done
+  echo "--- tgtd's log from line $LOG_FROM ---"; tail -n +"$LOG_FROM" "$STATE/tgtd.log" | tail -40
+}
+# check_or_show DESCRIPTION COMMAND...: check, with show_state when it fails
+# (called left of ||, so that one command of it failing does not end the test).
+check_or_show() {
+  local before=$checks_failed
+  check "$@"
+  (( checks_failed == before )) || { show_state || echo "(show_state: exit $?)"; } 2>&1 | sed 's/^/  /'
+}
 
 BACKING="$WORK/disk.img"
 truncate -s 256M "$BACKING"
@@ -196,12 +217,13 @@ VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
 check "fio's writes reach the disk" wait_for 15 eval '(( $(disk_writes) >= writes_before + 200 ))'
 check "fio is writing when the link goes down" kill -0 "$FIO_PID"
 ended_before=$(ended)
+LOG_FROM=$(( $(wc -l < "$STATE/tgtd.log") + 1 ))
 ip link set rbio-veth0 down
 t_down=$SECONDS
-check "while the link is down, the target ends both dead connections" wait_for 30 qps_are 0
+check_or_show "while the link is down, the target ends both dead connections" wait_for 30 qps_are 0
 echo "  (after $((SECONDS - t_down)) s)"
 check "... with a log line each" eval '(( $(ended) >= ended_before + 2 ))'
-grep "rbio: iser: .*closing connection" "$STATE/tgtd.log" | tail -2 | sed 's/^/  /'
+tail -n +"$LOG_FROM" "$STATE/tgtd.log" | sed -n '/rbio: iser: .*closing connection/s/^/  /p'
 check "... and no slot-pool registration left" mrs_are 0
 check "tgtd is alive" tgtd_alive
 ip link set rbio-veth0 up
@@ -255,9 +277,9 @@ check "the pattern written before the link went down reads back" \
   cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=200 count=8 status=none)
 check "fio 4 KiB random writes, 16 in flight, crc32c verified" \
   fio_job after-flap "$DISK" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=32M
-check "one tgtd queue pair, its send slots and its device's receive queue" eval 'qps_are 1 && mrs_are 2'
+check_or_show "one tgtd queue pair, its send slots and its device's receive queue" eval 'qps_are 1 && mrs_are 2'
 check "logout of the new session" iscsiadm -m node -T "$IQN" -p "$RXE2_ADDR:3260" --logout
-check "no tgtd queue pair is left" wait_for 15 qps_are 0
+check_or_show "no tgtd queue pair is left" wait_for 15 qps_are 0
 check "tgtd is alive" tgtd_alive
 # Without iscsid the guest's cleanup does not try to log the old sessions
 # out either (iscsiadm finds no daemon and returns at once).
