@@ -16,12 +16,15 @@
 #     no disconnect from a peer that vanished this way, and tgt's core sends
 #     no NOP-In on iSER: the transport probes a connection that has been
 #     quiet for 5 s (one zero-length RDMA WRITE), and that probe's failure
-#     ends it. Checked while the link is still down: no tgtd queue pair or
-#     slot pool is left. Then a new session (through a second soft-RoCE
-#     device: see below why not the first) reads back what was written
-#     before and verifies new data. The busy session is also the kernel
-#     initiator's own session torn down hard in the middle of I/O: its
-#     connection fails with I/O in flight and no logout.
+#     ends it. The same probe ends a third connection, established but
+#     with nothing carried yet (no login: a peer gone before its first PDU,
+#     e.g. a reconnect caught by the fault), which it used to skip. Checked
+#     while the link is still down: no tgtd queue pair or slot pool is left.
+#     Then a new session (through a second soft-RoCE device: see below why
+#     not the first) reads back what was written before and verifies new
+#     data. The busy session is also the kernel initiator's own session
+#     torn down hard in the middle of I/O: its connection fails with I/O in
+#     flight and no logout.
 #  1b. An initiator that stops answering (SIGSTOP) while its adapter still
 #     acknowledges RDMA traffic: with the target's nop_interval and
 #     nop_count set, its NOP-In pings go unanswered and end the connection
@@ -44,6 +47,27 @@ ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
 stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
 qps_are() { [[ $(tgtd_qps) -eq $1 ]]; }
 mrs_are() { [[ $(conn_mrs) -eq $1 ]]; }
+# What is left, for a check on a connection's end that failed: every queue
+# pair and CM id with its state and owner, the connections tgtd's sessions
+# still hold (a connection that never logged in is in none), and tgtd's log
+# since LOG_FROM (a line number).
+LOG_FROM=1
+show_state() {
+  local tid
+  echo "--- rdma res show qp ---"; rdma res show qp
+  echo "--- rdma res show cm_id ---"; rdma res show cm_id
+  for tid in 1 2; do
+    echo "--- tgtd's connections, target $tid ---"; iser_adm --op show --mode conn --tid "$tid"
+  done
+  echo "--- tgtd's log from line $LOG_FROM ---"; tail -n +"$LOG_FROM" "$STATE/tgtd.log" | tail -40
+}
+# check_or_show DESCRIPTION COMMAND...: check, with show_state when it fails
+# (called left of ||, so that one command of it failing does not end the test).
+check_or_show() {
+  local before=$checks_failed
+  check "$@"
+  (( checks_failed == before )) || { show_state || echo "(show_state: exit $?)"; } 2>&1 | sed 's/^/  /'
+}
 
 BACKING="$WORK/disk.img"
 truncate -s 256M "$BACKING"
@@ -139,11 +163,11 @@ echo "(part 1 took $SECONDS s)"
 # torn down while the link is down send CM messages (DREQ) that rxe cannot
 # route, which fails its management queue pair (QP1). So the kernel
 # initiator cannot log in again there, and what is checked is what the
-# target owes: both dead connections end while the link is still down (the
-# busy one by a failed work request or the probe, the idle one only by the
-# probe), nothing is left registered, tgtd stays up, and a new session
-# through a second soft-RoCE device on another veth pair reads back what
-# was written before the link went down and verifies new data. A note says
+# target owes: the dead connections end while the link is still down (the
+# busy one by a failed work request or the probe, the idle and the silent
+# one only by the probe), nothing is left registered, tgtd stays up, and a
+# new session through a second soft-RoCE device on another veth pair reads
+# back what was written before the link went down and verifies new data. A note says
 # whether the old session came back, in case a later kernel recovers.
 RXE2_ADDR=10.99.1.1
 rxe2_up() {
@@ -181,6 +205,13 @@ must "login over iSER (the idle session)" iadm "$IQN2" --login
 must "its LUN appears" wait_disk_of "$IQN2" 1
 DISK_B=$DISK
 check "two tgtd queue pairs, two send-slot pools and one shared receive queue" eval 'qps_are 2 && mrs_are 3'
+# A connection that is established and has carried nothing: no login, so
+# no session, and no response that could fail when the link goes.
+"$RBIO_BUILD_DIR/tests/vm/iser_engine_check" --addr "$RXE_ADDR" --port 3260 --hold 600 > "$WORK/silent.out" 2>&1 &
+SILENT_PID=$!
+VM_CLEANUP_HOOKS+=('kill "$SILENT_PID" 2>/dev/null')
+check "a silent connection (established, no login): a third tgtd queue pair" \
+  wait_for 30 eval 'grep -q "^connected" "$WORK/silent.out" && qps_are 3 && mrs_are 4'
 head -c $((8 << 20)) /dev/urandom > "$WORK/pattern"
 must "write an 8 MiB pattern at 200 MiB before the link goes down" \
   dd if="$WORK/pattern" of="$DISK_A" oflag=direct bs=1M seek=200 status=none
@@ -196,14 +227,17 @@ VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
 check "fio's writes reach the disk" wait_for 15 eval '(( $(disk_writes) >= writes_before + 200 ))'
 check "fio is writing when the link goes down" kill -0 "$FIO_PID"
 ended_before=$(ended)
+LOG_FROM=$(( $(wc -l < "$STATE/tgtd.log") + 1 ))
 ip link set rbio-veth0 down
 t_down=$SECONDS
-check "while the link is down, the target ends both dead connections" wait_for 30 qps_are 0
+check_or_show "while the link is down, the target ends all three dead connections" wait_for 30 qps_are 0
 echo "  (after $((SECONDS - t_down)) s)"
-check "... with a log line each" eval '(( $(ended) >= ended_before + 2 ))'
-grep "rbio: iser: .*closing connection" "$STATE/tgtd.log" | tail -2 | sed 's/^/  /'
+check "... with a log line each" eval '(( $(ended) >= ended_before + 3 ))'
+tail -n +"$LOG_FROM" "$STATE/tgtd.log" | sed -n '/rbio: iser: .*closing connection/s/^/  /p'
 check "... and no slot-pool registration left" mrs_are 0
 check "tgtd is alive" tgtd_alive
+kill "$SILENT_PID"
+wait "$SILENT_PID" 2>/dev/null || true
 ip link set rbio-veth0 up
 must "the link is back (rbio-rxe0 ACTIVE)" wait_for 10 eval 'rdma link show rbio-rxe0/1 | grep -q "state ACTIVE"'
 # Notes only (see the comment above): does the old session come back, and
@@ -255,9 +289,9 @@ check "the pattern written before the link went down reads back" \
   cmp "$WORK/pattern" <(dd if="$DISK" iflag=direct bs=1M skip=200 count=8 status=none)
 check "fio 4 KiB random writes, 16 in flight, crc32c verified" \
   fio_job after-flap "$DISK" --rw=randwrite --bs=4k --iodepth=16 --size=16M --offset=32M
-check "one tgtd queue pair, its send slots and its device's receive queue" eval 'qps_are 1 && mrs_are 2'
+check_or_show "one tgtd queue pair, its send slots and its device's receive queue" eval 'qps_are 1 && mrs_are 2'
 check "logout of the new session" iscsiadm -m node -T "$IQN" -p "$RXE2_ADDR:3260" --logout
-check "no tgtd queue pair is left" wait_for 15 qps_are 0
+check_or_show "no tgtd queue pair is left" wait_for 15 qps_are 0
 check "tgtd is alive" tgtd_alive
 # Without iscsid the guest's cleanup does not try to log the old sessions
 # out either (iscsiadm finds no daemon and returns at once).

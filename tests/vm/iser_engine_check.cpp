@@ -18,6 +18,11 @@
 // disconnects within 10 s. CASE: hello (an iSER Hello, never negotiated),
 // opcode (an undefined iSCSI opcode), length (a DataSegmentLength of
 // 0xffffff), truncated (a BHS that claims more data than the message has).
+//
+// With --hold SECONDS it is only a client too: it connects, prints
+// "connected", sends nothing (not even a login) and keeps the connection
+// for SECONDS, or until the target disconnects (exit 0 either way): a peer
+// whose connection is established but has carried nothing yet.
 #include <arpa/inet.h>
 #include <poll.h>
 
@@ -51,6 +56,7 @@ struct Options {
     double expect_wrs_per_post = 0;
     double expect_signaled_per_io = 0;
     std::string hostile;
+    int hold_s = -1;
 };
 
 [[noreturn]] void die(const std::string& m) {
@@ -247,6 +253,20 @@ void run_target(const Options& o) {
     if (bad) die("target: " + std::to_string(bad) + " writes arrived with wrong data");
 }
 
+// Whether the target disconnects within `seconds` (other CM events are
+// taken and ignored).
+bool disconnected_within(rdma_event_channel* ch, int seconds) {
+    pollfd f{ch->fd, POLLIN, 0};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+        if (poll(&f, 1, 200) > 0) {
+            CmEvent e = next_cm_event(ch);
+            if (e && e->event == RDMA_CM_EVENT_DISCONNECTED) return true;
+        }
+    }
+    return false;
+}
+
 // Connects to a real target, sends one malformed message, and waits for the
 // target to drop the connection.
 int run_hostile(const Options& o) {
@@ -277,18 +297,24 @@ int run_hostile(const Options& o) {
     if (!ep.send_pdu(ih, login.bytes(), data, 0)) die("hostile: cannot queue the message");
     ep.flush();
     // The target's answer is to disconnect; nothing else is acceptable.
-    pollfd f{r.ch->fd, POLLIN, 0};
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < until) {
-        if (poll(&f, 1, 200) > 0) {
-            CmEvent e = next_cm_event(r.ch.get());
-            if (e && e->event == RDMA_CM_EVENT_DISCONNECTED) {
-                std::printf("hostile %s: the target disconnected\n", o.hostile.c_str());
-                return 0;
-            }
-        }
-    }
-    die("hostile " + o.hostile + ": the target kept the connection for 10 s");
+    if (!disconnected_within(r.ch.get(), 10))
+        die("hostile " + o.hostile + ": the target kept the connection for 10 s");
+    std::printf("hostile %s: the target disconnected\n", o.hostile.c_str());
+    return 0;
+}
+
+// Connects to a real target and sends nothing until the time is up or the
+// target disconnects.
+int run_hold(const Options& o) {
+    Resolved r = resolve_target(o);
+    ConnectionCounters counters;
+    IserEndpoint ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
+    connect_endpoint(ep, r.ch.get());
+    std::printf("connected\n");
+    std::fflush(stdout);
+    if (disconnected_within(r.ch.get(), o.hold_s)) std::printf("the target disconnected\n");
+    else std::printf("held for %d s\n", o.hold_s);
+    return 0;
 }
 
 }  // namespace
@@ -309,13 +335,14 @@ int main(int argc, char** argv) {
         else if (a == "--expect-wrs-per-post") o.expect_wrs_per_post = std::stod(val());
         else if (a == "--expect-signaled-per-io") o.expect_signaled_per_io = std::stod(val());
         else if (a == "--hostile") o.hostile = val();
+        else if (a == "--hold") o.hold_s = std::stoi(val());
         else die("unknown option " + a);
     }
     if (o.addr.empty() || o.depth == 0 || o.size % 8 != 0 || o.size == 0) die("usage: see the source");
 
-    if (!o.hostile.empty()) {
+    if (!o.hostile.empty() || o.hold_s >= 0) {
         try {
-            return run_hostile(o);
+            return o.hold_s >= 0 ? run_hold(o) : run_hostile(o);
         } catch (const std::exception& e) {
             die(e.what());
         }

@@ -323,10 +323,13 @@ int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, 
 
 void rbio_iser_ep_cover(rbio_iser_ep* e) {
     e->ep.cover_quiet_tail();
-    // Not before the first send: until then the QP may still wait for the
-    // CM's RTU (not ready to send, the post would be refused), and a
-    // connection that never completes is ended by the CM's own events.
-    if (++e->quiet_seconds >= kQuietSecondsBeforeProbe && e->ep.sends_queued_total() > 0) {
+    // From the accept on, whether or not anything was sent: rdma_accept
+    // moved the QP to RTS before the CM's reply went out, so the post is
+    // taken, and a peer that vanished before its first PDU (its RTU or its
+    // login lost to a link going down) answers no probe either. Waiting for
+    // a first send left such a connection, which nothing else ends (tgt has
+    // no login timeout, no disconnect can come), with its QP for good.
+    if (++e->quiet_seconds >= kQuietSecondsBeforeProbe) {
         e->quiet_seconds = 0;
         e->ep.probe_idle();
     }

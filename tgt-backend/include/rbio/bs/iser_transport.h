@@ -68,7 +68,8 @@ void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
 /* The connection is quiet (called once a second while it is): releases
  * what unsignalled sends still hold (one signalled zero-length RDMA WRITE,
  * when there is such a tail); after 5 quiet seconds in a row, probes the
- * peer the same way, so a vanished peer fails the next pass. */
+ * peer the same way, so a vanished peer fails the next pass. Valid from the
+ * accept on, before the connection's first PDU too. */
 void rbio_iser_ep_cover(struct rbio_iser_ep *ep);
 
 /* A PDU: header (BHS + AHS) and up to 8 KiB of data, copied. 0, or -1. */
