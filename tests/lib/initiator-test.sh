@@ -21,14 +21,16 @@ wait_for_io() {
 }
 
 # kill_tgtd STATE_DIR: SIGKILL the tgtd started from STATE_DIR and wait until
-# it is gone (or a zombie nobody reaps, which holds no socket), so it can be
-# started again from there.
+# the sandbox's watcher (its parent) has reaped it and recorded its status,
+# so it can be started again from there. Waiting only for the process to go
+# was not enough: a watcher slow to write tgtd.status (a loaded host) wrote
+# it after the next start had cleared it, and that start took the 137 for
+# the new tgtd's and failed ("exited during start-up with status 137").
 kill_tgtd() {
   local pid i; pid=$(cat "$1/tgtd.pid")
   kill -KILL "$pid"
-  for (( i = 0; i < 50; i++ )); do
-    kill -0 "$pid" 2>/dev/null || break
-    [[ $(ps -o stat= -p "$pid" 2>/dev/null) == Z* ]] && break
+  for (( i = 0; i < 100; i++ )); do
+    [[ -f $1/tgtd.status ]] && break
     sleep 0.1
   done
   rm -f "$1/tgtd.pid"
