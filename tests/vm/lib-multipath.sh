@@ -213,8 +213,10 @@ pgs() { local n; for n in "${GWS[@]}"; do printf 'gateway %s: %s; ' "$n" "$(pg_o
 # random writes over WRITES blocks, every block once, at most RATE a second
 # (so that the write phase lasts long enough for the kill to land in it),
 # then a verify pass at full speed; every completion is logged with its
-# time (ms since the epoch). Returns once fio writes and checks that only
-# ACTIVE (the gateway about to be killed) carries them.
+# time (ms since the epoch, from the system clock: fio's own clock may be
+# the TSC, whose rate under emulation is not the wall clock's). Returns once
+# fio writes and checks that only ACTIVE (the gateway about to be killed)
+# carries them.
 FIO_PID=""
 mp_failover_start() {
   WRITES=$1
@@ -223,7 +225,7 @@ mp_failover_start() {
   fio --name=failover --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio \
     --rw=randwrite --bs=4k --iodepth=16 --size=$((WRITES * 4))k --rate_iops=,"$rate" \
     --verify=crc32c --verify_fatal=1 \
-    --write_lat_log="$WORK/failover" --log_avg_msec=0 --log_unix_epoch=1 \
+    --write_lat_log="$WORK/failover" --log_avg_msec=0 --log_unix_epoch=1 --clocksource=clock_gettime \
     --output="$WORK/fio-failover.log" > /dev/null 2> "$WORK/fio-failover.err" &
   FIO_PID=$!
   must "fio writes through the map" wait_for 60 writing

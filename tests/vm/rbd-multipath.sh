@@ -36,7 +36,10 @@
 #   RBIO_CEPH_WATCH_TIMEOUT=S      the OSD's osd_client_watch_timeout
 #                                  (scripts/ceph-dev.sh --watch-timeout)
 #
-#   tests/vm/rbd-multipath.sh [--out DIR]
+#   tests/vm/rbd-multipath.sh [--out DIR] [--bench]
+#
+# --bench then measures 4 KiB random writes and reads through the map with
+# one gateway active/optimized and with both ("POINT" lines).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 IMAGE=rbd/vm-rbd-mpath
@@ -53,11 +56,12 @@ CEPH_PORT=16900   # the monitor's (v1; v2 on the next port)
 if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   ROOT="$(cd "$HERE/../.." && pwd)"
   source "$ROOT/tests/lib/tgt-test.sh"   # check, finish (no tgtd on the host)
-  out=""
+  out="" guest_args=()
   while (( $# )); do
     case $1 in
       --out) out=$2; shift 2 ;;
-      *) echo "usage: $0 [--out DIR]" >&2; exit 2 ;;
+      --bench) guest_args=(--bench); shift ;;
+      *) echo "usage: $0 [--out DIR] [--bench]" >&2; exit 2 ;;
     esac
   done
   tmp_out=""
@@ -71,7 +75,8 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
   host_cleanup() {
     local rc=$?
-    bash "$ROOT/scripts/ceph-dev.sh" stop --dir "$CEPH_DIR" > /dev/null || rc=1
+    bash "$ROOT/scripts/ceph-dev.sh" stop --dir "$CEPH_DIR" > /dev/null ||
+      { echo "FAIL: the Ceph cluster did not stop cleanly"; (( rc != 0 )) || rc=1; }
     [[ -z $tmp_out ]] || rm -rf "$tmp_out"
     exit "$rc"
   }
@@ -92,7 +97,8 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   # Ceph's default range (ms_bind_port_min/max).
   guest_rc=0
   RBIO_CEPH_CONF=$CONF RBIO_RBD_IMAGE=$IMAGE RBIO_CEPH_PORTS="$CEPH_PORT-$((CEPH_PORT + 1)) 6800-7300" \
-    "$ROOT/scripts/vm/run.sh" --net --timeout 600 --out "$out" "$HERE/rbd-multipath.sh" || guest_rc=$?
+    "$ROOT/scripts/vm/run.sh" --net --timeout 600 --out "$out" "$HERE/rbd-multipath.sh" "${guest_args[@]}" ||
+    guest_rc=$?
   (( guest_rc == 0 || guest_rc == 77 )) || exit "$guest_rc"
   # Skipped before it wrote anything (a missing tool): nothing to check here.
   [[ -f $out/region || $guest_rc == 0 ]] || exit "$guest_rc"
@@ -257,6 +263,33 @@ region_sum() { dd if="/dev/mapper/$MAP" iflag=direct bs=1M count="$REGION_MIB" s
 SUM=""
 check "the $REGION_MIB MiB fio wrote read back through the map" eval 'SUM=$(region_sum) && [[ -n $SUM ]]'
 echo "$SUM $(( REGION_MIB << 20 ))" > "$VM_OUT/region"
+
+# --- --bench: one active/optimized gateway against two ---------------------------------
+# 4 KiB random writes (then reads), 16 in flight, 10 s, through the map with
+# gateway 1 alone active/optimized and with both (multipath's round-robin
+# sends every other request to each): with the exclusive lock, a write that
+# reaches the gateway not holding it waits for the lock to move.
+if [[ ${1:-} == --bench ]]; then
+  bench_point() {
+    local rw=$1 out
+    out=$(fio --name=bench --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio --rw="$rw" --bs=4k \
+          --iodepth=16 --size=32M --offset=64M --time_based --runtime=10 --output-format=terse \
+          --terse-version=3) || return 1
+    # terse v3: field 8 read IOPS, 49 write IOPS
+    awk -F';' '{ print $8 + $49 }' <<<"$out"
+  }
+  for config in one both one both; do
+    if [[ $config == one ]]; then
+      groups active/optimized active/non-optimized; must "bench: gateway 1 alone" wait_for 30 pgs_are "1" "2"
+    else
+      groups active/optimized active/optimized; must "bench: gateways 1 and 2" wait_for 30 pgs_are "1 2"
+    fi
+    for rw in randwrite randread; do
+      snap; iops=$(bench_point "$rw"); delta
+      echo "POINT $config $rw $iops IOPS; $(io_split)"
+    done
+  done
+fi
 
 mp_end
 echo "guest part: $(( SECONDS - t_start )) s"
