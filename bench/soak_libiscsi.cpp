@@ -15,7 +15,8 @@
 // command may wait for the session to come back (default 120). --status
 // FILE: rewritten after every 100 commands with one line of counts, for
 // the soak's progress line. Exit 0: every read matched; 1: a mismatch or a
-// command the target failed (printed); 2: bad arguments or no session.
+// command the target failed (printed); 2: bad arguments or no session;
+// 3: no command completed for --retry-seconds + 60 s (a blocked call).
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
@@ -23,6 +24,10 @@
 #include <chrono>
 #include <ctime>
 #include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <thread>
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,16 +41,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// For the watchdog: what the soak is doing, and when a command last
+// completed. A libiscsi call that blocks past every timeout must end the
+// run with a line that says where, not hang the soak.
+std::atomic<const char*> g_phase{"logging in"};
+std::atomic<int64_t> g_last_progress_s{0};
+int64_t now_s() {
+    return std::chrono::duration_cast<std::chrono::seconds>(Clock::now().time_since_epoch()).count();
+}
+void progress(const char* phase) {
+    g_phase.store(phase, std::memory_order_relaxed);
+    g_last_progress_s.store(now_s(), std::memory_order_relaxed);
+}
+
 [[noreturn]] void die(const std::string& msg) {
     std::fprintf(stderr, "soak_libiscsi: error: %s\n", msg.c_str());
     std::exit(2);
 }
 
+// No logout here: a context is dropped when its connection broke, where a
+// logout would only wait on a dead socket; run() logs out at the end.
 struct ContextDeleter {
-    void operator()(iscsi_context* c) const {
-        if (iscsi_is_logged_in(c)) iscsi_logout_sync(c);
-        iscsi_destroy_context(c);
-    }
+    void operator()(iscsi_context* c) const { iscsi_destroy_context(c); }
 };
 struct UrlDeleter {
     void operator()(iscsi_url* u) const { iscsi_destroy_url(u); }
@@ -119,6 +136,8 @@ public:
         for (uint64_t lba = 0; lba < blocks_; lba += 64)
             if (!read_check(lba, static_cast<uint32_t>(std::min<uint64_t>(64, blocks_ - lba)))) return false;
         if (status_file) write_status(status_file);
+        g_phase.store("logging out", std::memory_order_relaxed);
+        iscsi_logout_sync(ctx_.get());
         return true;
     }
 
@@ -170,8 +189,12 @@ private:
     Task send(const char* what, uint64_t lba, Make make) {
         const auto give_up = Clock::now() + std::chrono::seconds(retry_seconds_);
         for (;;) {
+            g_phase.store(what, std::memory_order_relaxed);
             Task t(make());
-            if (t && t->status == SCSI_STATUS_GOOD) return t;
+            if (t && t->status == SCSI_STATUS_GOOD) {
+                progress("between commands");
+                return t;
+            }
             if (t && t->status == SCSI_STATUS_CHECK_CONDITION &&
                 t->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
                 ++c_.unit_attentions;
@@ -232,6 +255,7 @@ private:
 
     void reconnect(Clock::time_point give_up) {
         while (Clock::now() < give_up) {
+            g_phase.store("logging in again", std::memory_order_relaxed);
             url_.reset();  // belongs to the old context
             if (connect()) {
                 ++c_.reconnects;
@@ -360,6 +384,21 @@ int main(int argc, char** argv) {
         else die("unknown option " + a);
     }
     if (seconds < 0) die("--seconds is required");
+    // A write to a connection the target closed must fail, not end us.
+    std::signal(SIGPIPE, SIG_IGN);
+    progress("logging in");
+    std::thread([limit = retry + 60] {
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            const int64_t idle = now_s() - g_last_progress_s.load(std::memory_order_relaxed);
+            if (idle > limit) {
+                std::fprintf(stderr, "soak_libiscsi: no command completed for %lld s (%s): giving up\n",
+                             static_cast<long long>(idle), g_phase.load(std::memory_order_relaxed));
+                std::fflush(stderr);
+                _exit(3);
+            }
+        }
+    }).detach();
     Soak soak(url, static_cast<uint32_t>(blocks), static_cast<uint64_t>(seed), static_cast<int>(retry));
     std::printf("soak_libiscsi: %ld blocks, unmapped blocks read as %s\n", blocks,
                 soak.zeroes_unmapped() ? "zeros (LBPRZ)" : "anything");
