@@ -234,11 +234,11 @@ check "kernel initiator: blkdiscard and blkdiscard -z checked ($discards times)"
 check "rbio bench ends (its verify pass) within 300 s" wait_for 300 done_pid "$RBIO_PID"
 rbio_rc=$(rc_of "$RBIO_PID"); RBIO_PID=""
 tail -4 "$WORK/rbio.log" | sed 's/^/  /'
-check "rbio initiator: bench --verify exit 0" test "$rbio_rc" -eq 0
+check "rbio initiator: bench --verify (exit status $rbio_rc)" test "$rbio_rc" -eq 0
 check "soak_libiscsi ends (its last read-back) within 300 s" wait_for 300 done_pid "$LIBISCSI_PID"
 libiscsi_rc=$(rc_of "$LIBISCSI_PID"); LIBISCSI_PID=""
 sed 's/^/  /' "$WORK/libiscsi.log"
-check "libiscsi: every read matched the model, exit 0" test "$libiscsi_rc" -eq 0
+check "libiscsi: every read matched the model (exit status $libiscsi_rc)" test "$libiscsi_rc" -eq 0
 check "libiscsi: WRITE SAME and UNMAP were sent" \
   eval 'grep -qE "[1-9][0-9]* WRITE SAME, [1-9][0-9]* UNMAP" "$WORK/libiscsi.log"'
 check "tgtd was killed $kills times and connections cut $cuts times" \

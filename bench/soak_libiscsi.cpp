@@ -384,8 +384,10 @@ int main(int argc, char** argv) {
         else die("unknown option " + a);
     }
     if (seconds < 0) die("--seconds is required");
-    // A write to a connection the target closed must fail, not end us.
+    // A write to a connection the target closed must fail, not end us
+    // (the first 30-minute soak lost its libiscsi share to a SIGPIPE).
     std::signal(SIGPIPE, SIG_IGN);
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach the soak's log as they are printed
     progress("logging in");
     std::thread([limit = retry + 60] {
         for (;;) {
