@@ -129,7 +129,7 @@ void Session::Impl::login() {
     bool first_response = true;
 
     // Sends one login request and collects the response (with continuations).
-    auto step = [&](Stage csg, Stage nsg, bool transit, KeyValues keys) {
+    auto step = [&](Stage csg, Stage nsg, bool transit, const KeyValues& keys) {
         LoginStep out;
         std::vector<uint8_t> text;
         std::vector<uint8_t> payload = encode_text(keys);
