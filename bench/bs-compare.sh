@@ -151,8 +151,8 @@ tgtadm_() { tgtadm -C "$CPORT" --lld iscsi "$@"; }
 # chunk with cat is ~3x faster here than /dev/urandom for the whole file.
 head -c 1048576 /dev/urandom > "$WORK/chunk"
 fill_file() {
-  local f=$1 i
-  for (( i = 0; i < SIZE_MB; i++ )); do cat "$WORK/chunk"; done > "$f"
+  local file=$1 i
+  for (( i = 0; i < SIZE_MB; i++ )); do cat "$WORK/chunk"; done > "$file"
 }
 
 # One target per store (LUN 1 each) rather than one target with a LUN per

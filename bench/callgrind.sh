@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Callgrind profiles of tgtd, read per SCSI command (sourced by
 # bench/iser-instructions.sh and bench/tcp-instructions.sh, after lib.sh;
 # they write $WORK/rows.md and $WORK/top.md).

@@ -130,9 +130,9 @@ for c in stock rbio; do
   "$SANDBOX" stop "$state"
   for w in "${WORKLOADS[@]}"; do
     read -r name _ <<< "$w"
-    f=$(grep -l "^desc: Trigger: dump $name\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1 || true)
-    [[ -n $f ]] || die "$c: no callgrind profile for $name"
-    mv "$f" "$RESULTS/callgrind-$name@$c.out"
+    prof=$(grep -l "^desc: Trigger: dump $name\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1 || true)
+    [[ -n $prof ]] || die "$c: no callgrind profile for $name"
+    mv "$prof" "$RESULTS/callgrind-$name@$c.out"
     summarise "$c" "$name" "$RESULTS/callgrind-$name@$c.out"
   done
   rm -f "$RESULTS"/callgrind.*.out*

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # sets variables the scripts that source it read
 # Shared by the bench/ scripts. Source it after setting BENCH_NAME (used to
 # prefix messages); it sets ROOT and SANDBOX.
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -328,6 +328,7 @@ perf_csv() {
   local v e
   pa=()
   while IFS=, read -r v _ e _; do
+    # shellcheck disable=SC2034  # pa is a nameref: this fills the caller's array
     [[ $v =~ ^[0-9]+(\.[0-9]+)?$ && -n $e ]] && pa[$e]=${v%.*}
   done < "$1"
 }

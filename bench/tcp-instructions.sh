@@ -120,9 +120,9 @@ for c in stock rbio; do
   for s in "${STORES[@]}"; do
     for rw in read write; do
       name="4k-$rw-qd32-$s"
-      f=$(grep -l "^desc: Trigger: dump $name\$" "$WORK"/callgrind.*.out* 2>/dev/null | head -1 || true)
-      [[ -n $f ]] || die "$c: no callgrind profile for $name"
-      mv "$f" "$RESULTS/callgrind-$name@$c.out"
+      prof=$(grep -l "^desc: Trigger: dump $name\$" "$WORK"/callgrind.*.out* 2>/dev/null | head -1 || true)
+      [[ -n $prof ]] || die "$c: no callgrind profile for $name"
+      mv "$prof" "$RESULTS/callgrind-$name@$c.out"
       summarise "$c" "$name" "$RESULTS/callgrind-$name@$c.out"
     done
   done

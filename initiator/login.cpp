@@ -129,7 +129,7 @@ void Session::Impl::login() {
     bool first_response = true;
 
     // Sends one login request and collects the response (with continuations).
-    auto step = [&](Stage csg, Stage nsg, bool transit, KeyValues keys) {
+    auto step = [&](Stage csg, Stage nsg, bool transit, const KeyValues& keys) {
         LoginStep out;
         std::vector<uint8_t> text;
         std::vector<uint8_t> payload = encode_text(keys);
@@ -211,7 +211,7 @@ void Session::Impl::login() {
     LoginStep s;
     auto transit_security = [&](KeyValues keys) {
         for (int i = 0; i < 4; ++i) {
-            s = step(Stage::Security, Stage::Operational, true, std::move(keys));
+            s = step(Stage::Security, Stage::Operational, true, keys);
             keys.clear();
             if (s.transit) return;
         }
@@ -263,7 +263,7 @@ void Session::Impl::login() {
                 while (mine.challenge == c) mine = make_chap_challenge();
                 answer.emplace_back("CHAP_I", std::to_string(mine.id));
                 answer.emplace_back("CHAP_C", encode_hex_value(mine.challenge));
-                s = step(Stage::Security, Stage::Operational, true, std::move(answer));
+                s = step(Stage::Security, Stage::Operational, true, answer);
                 verify_target_chap(s.keys, mine, target);
                 if (!s.transit) transit_security({});
             }
@@ -278,7 +278,7 @@ void Session::Impl::login() {
     if (s.next != Stage::Operational) protocol_error("target skipped the operational stage");
     for (int round = 0;; ++round) {
         if (round > 8) protocol_error("operational negotiation does not end");
-        LoginStep o = step(Stage::Operational, Stage::FullFeature, true, std::move(keys));
+        LoginStep o = step(Stage::Operational, Stage::FullFeature, true, keys);
         keys.clear();
         neg.apply(o.keys, keys);
         if (o.transit) break;

@@ -243,7 +243,8 @@ std::vector<Designator> decode_device_identification(std::span<const uint8_t> pa
         d.piv = p[off + 1] & 0x80;
         d.association = (p[off + 1] >> 4) & 0x03;
         d.type = p[off + 1] & 0x0f;
-        d.value.assign(p.begin() + off + 4, p.begin() + off + 4 + len);
+        const auto value = p.subspan(off + 4, len);
+        d.value.assign(value.begin(), value.end());
         out.push_back(std::move(d));
         off += 4 + len;
     }

@@ -102,8 +102,7 @@ UniqueFd connect_tcp(const Portal& portal, std::chrono::milliseconds timeout) {
         }
         int err = 0;
         socklen_t len = sizeof err;
-        if (n < 0) err = errno;
-        else if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (n < 0 || ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         if (err == 0) return fd;
         last = std::strerror(err);
     }

@@ -141,7 +141,7 @@ bluestore fsck on mount = false
 osd max object name len = 256
 osd max object namespace len = 64
 osd heartbeat grace = 5
-${WATCH_TIMEOUT:+# How long a dead client's watch outlives it (Ceph's default: 30 s).
+${WATCH_TIMEOUT:+# How long the watch of a dead client outlives it (30 s by default).
 osd client watch timeout = $WATCH_TIMEOUT}
 
 [client]

@@ -40,6 +40,7 @@ PACKAGES=(
                                               # (tests/package/, scripts/package-root.sh)
   python3-prometheus-client                   # Prometheus' own parser reads the metrics file
                                               # (tests/integration/target-metrics.sh, /usr/bin/python3)
+  clang-format clang-tidy shellcheck          # scripts/lint.sh: the lint.* tests (Debian 12: version 14)
 )
 
 log() { printf 'setup: %s\n' "$*"; }

@@ -708,7 +708,7 @@ bool Engine::step_punch(Cmd* c, uint64_t off, uint64_t len) {
     }
     io_uring_sqe* sqe = sqe_for(c);
     if (!sqe) return false;
-    io_uring_prep_fallocate(sqe, fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
+    io_uring_prep_fallocate(sqe, fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(len));
     return true;
 }
 

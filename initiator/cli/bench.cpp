@@ -363,7 +363,7 @@ int bench_main(int argc, char** argv) {
     std::printf("rbio bench: %s bs=%u iodepth=%u lun=%llu time=%.2fs%s\n", c.mode_name.c_str(), c.bs,
                 c.iodepth, (unsigned long long)c.lun, secs, c.verify ? " verify" : "");
     std::printf("  session:   %s\n", initiator::describe(session->params()).c_str());
-    std::printf("  ios=%llu iops=%.0f MB/s=%.1f\n", (unsigned long long)ios, ios / secs,
+    std::printf("  ios=%llu iops=%.0f MB/s=%.1f\n", (unsigned long long)ios, double(ios) / secs,
                 double(ios) * c.bs / secs / 1e6);
     double p50 = percentile_us(lat, 50), p99 = percentile_us(lat, 99), p999 = percentile_us(lat, 99.9);
     std::printf("  latency_us: p50=%.1f p99=%.1f p99.9=%.1f\n", p50, p99, p999);

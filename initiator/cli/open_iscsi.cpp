@@ -100,6 +100,7 @@ int run_captured(std::vector<std::string> argv, std::string& output) {
     posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     std::vector<char*> ptrs;
+    ptrs.reserve(argv.size() + 1);
     for (auto& a : argv) ptrs.push_back(a.data());
     ptrs.push_back(nullptr);
     pid_t pid = -1;

@@ -175,6 +175,7 @@ FuseExport::FuseExport(LunIo& io, const std::string& mountpoint, const std::stri
     : io_(io), mountpoint_(mountpoint), mount_time_(long(::time(nullptr))) {
     std::vector<std::string> argv = {"rbio", "-o", "fsname=" + fsname + ",subtype=rbio,default_permissions"};
     std::vector<char*> ptrs;
+    ptrs.reserve(argv.size());
     for (auto& a : argv) ptrs.push_back(a.data());
     fuse_args args = FUSE_ARGS_INIT(int(ptrs.size()), ptrs.data());
     se_ = fuse_session_new(&args, &kOps, sizeof kOps, this);

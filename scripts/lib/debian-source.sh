@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Debian source packages of exactly the installed version of a package, for
 # the headers rbio builds against (tgt's in scripts/setup.sh, fio's in
 # scripts/fio-headers.sh). Sourced; needs deb-src entries (scripts/setup.sh

@@ -49,7 +49,7 @@ while (( $# )); do
     --console) console=1; shift ;;
     # restrict=off: the guest may reach the host (10.0.2.2 is its loopback);
     # nothing on the host reaches the guest (no hostfwd).
-    --net) nic=(-nic user,model=virtio-net-pci,net=10.0.2.0/24,host=10.0.2.2); shift ;;
+    --net) nic=(-nic 'user,model=virtio-net-pci,net=10.0.2.0/24,host=10.0.2.2'); shift ;;
     -h|--help) usage ;;
     --) shift; break ;;
     -*) die "unknown option $1" ;;

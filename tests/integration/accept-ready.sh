@@ -27,7 +27,6 @@ HOSTILE="$RBIO_BUILD_DIR/tests/integration/iscsi_hostile"
 [[ -x $HOSTILE && -x $RW_CHECK ]] || { echo "no $HOSTILE or $RW_CHECK: build first" >&2; exit 2; }
 export RBIO_STATS_FILE=none
 
-IQN=iqn.2026-11.io.rbio:ready
 WAIT_S=2      # how long a connection must stay waiting to count as not refused
 DONE_S=15     # bound for a waiting login to complete once tgtd is ready (about
               # 0.1 s idle; over 5 s once under ASan on a machine at load 10+)

@@ -39,7 +39,9 @@ check "LUN 1 on the faulty disk (I/O through io_uring)" new_lun 1 1 "$MNT/disk" 
 check "LUN 2 on the same disk (inline I/O)" new_lun 1 2 "$MNT/disk" rbio inline_io=on
 
 probe() { local lun=$1; shift; "$PROBE" "$(url disk "$lun")" "$@"; }
+# shellcheck disable=SC2034  # read by the eval'd check below
 READ_1000=880000000000000003e8000000010000   # READ(16), LBA 1000, 1 block
+# shellcheck disable=SC2034  # read by the eval'd check below
 READ_2048=88000000000000000800000000010000   # READ(16), LBA 2048, 1 block
 for lun in 1 2; do
   check "LUN $lun: a read of bad block 1000 is MEDIUM ERROR, UNRECOVERED READ ERROR (03, 11/00)" \

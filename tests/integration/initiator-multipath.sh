@@ -57,6 +57,7 @@ path_state() { grep "^  path $(gw_portal "$2") " "$1" | sed -E 's/.*port group [
 summary() { grep '^  multipath:' "$1" | sed -E "s/.* $2=([0-9.]+).*/\1/"; }
 # progress FILE G: "STATE:COMMANDS" of gateway G on the last progress line.
 progress() { grep 'MB/s (last second)' "$1" | tail -1 | sed -nE "s/.*$(gw_portal "$2")=([a-z/-]+:[0-9]+).*/\1/p"; }
+# shellcheck disable=SC2053  # $3 is a glob pattern ("down:*")
 progress_has() { [[ $(progress "$1" "$2") == $3 ]]; }
 verified() { grep -q 'verify: [1-9][0-9]* blocks read back and matched' "$1"; }
 
@@ -151,7 +152,9 @@ check "fio with portal=A,B: verify job passes" \
   fio_verify_job mp "$(gw_portal 1),$(gw_portal 2)" "$GW_TARGET" 1 randwrite 4k 16 16M
 check "... with verified data" fio_ok mp
 grep -A2 'rbio: mp' "$WORK/fio-mp.out"
+# shellcheck disable=SC2034  # read by the eval'd check below
 f1=$(grep "path $(gw_portal 1) " "$WORK/fio-mp.out" | sed -E 's/.* commands=([0-9]+).*/\1/')
+# shellcheck disable=SC2034  # read by the eval'd check below
 f2=$(grep "path $(gw_portal 2) " "$WORK/fio-mp.out" | sed -E 's/.* commands=([0-9]+).*/\1/')
 check "... both paths carried commands" eval '(( f1 > 500 && f2 > 500 ))'
 

@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
         std::vector<uint8_t> ws(256 * bs);
         read16(*s, lun, (3 << 20) / bs, bs, ws);
         bool same = n == 1;
-        for (size_t i = 0; i < 256; ++i) same = same && std::equal(one.begin(), one.end(), ws.begin() + i * bs);
+        for (size_t i = 0; i < 256; ++i) same = same && std::equal(one.begin(), one.end(), ws.begin() + std::ptrdiff_t(i * bs));
         check("WRITE SAME(16): 256 blocks read back as the block sent", same);
         check("WRITE SAME(16): the backing file holds it", file_bytes(file, 3 << 20, ws.size()) == ws);
 

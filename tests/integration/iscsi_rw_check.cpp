@@ -239,6 +239,7 @@ int main(int argc, char** argv) {
         // Read back every write, plus random ranges that cross written and
         // unwritten blocks.
         std::vector<Io> reads;
+        reads.reserve(writes.size());
         for (auto& w : writes) reads.emplace_back(w.lba, w.blocks, false, std::vector<unsigned char>(w.data.size()));
         for (int k = 0; k < 200; ++k) {
             uint32_t n = std::min<uint32_t>(sizes[rng() % std::size(sizes)], max_blocks);
@@ -255,7 +256,7 @@ int main(int argc, char** argv) {
                 if (failures++ < 5)
                     std::fprintf(stderr, "mismatch: read of %u blocks at LBA %llu differs at byte %zu (LBA %llu)\n",
                                  rd.blocks, (unsigned long long)rd.lba, i,
-                                 (unsigned long long)(rd.lba + i / bs));
+                                 (unsigned long long)rd.lba + i / bs);
             }
         }
         std::printf("round %u: %zu writes, %zu reads, %d failures so far\n", r + 1, writes.size(), reads.size(),

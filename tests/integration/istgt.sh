@@ -19,8 +19,7 @@ ISTGT_PID=""
 stop_istgt() {
   [[ -n $ISTGT_PID ]] || return 0
   kill "$ISTGT_PID" 2>/dev/null || true
-  local i
-  for i in $(seq 50); do kill -0 "$ISTGT_PID" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 50); do kill -0 "$ISTGT_PID" 2>/dev/null || break; sleep 0.1; done
   kill -9 "$ISTGT_PID" 2>/dev/null || true
   wait "$ISTGT_PID" 2>/dev/null || true
   ISTGT_PID=""
@@ -84,7 +83,7 @@ CONF
 
 "$ISTGT" -c "$WORK/istgt.conf" -p "$WORK/istgt.pid" -D > "$WORK/istgt.log" 2>&1 &
 ISTGT_PID=$!
-for i in $(seq 50); do port_busy "$PORT" && break; kill -0 "$ISTGT_PID" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 50); do port_busy "$PORT" && break; kill -0 "$ISTGT_PID" 2>/dev/null || break; sleep 0.1; done
 check "istgt listens on $P" port_busy "$PORT"
 
 check "rbio discover finds istgt's target" \

@@ -14,7 +14,7 @@ fds() { ls "/proc/$(tgtd_pid)/fd" | wc -l; }
 refused() { ! new_lun "$@" 2>/dev/null; }
 before=$(fds)
 accepted=0
-for i in $(seq 1 20); do
+for _ in $(seq 1 20); do
   new_lun 1 1 "$WORK/a.img" rbio
   "$RW_CHECK" "$(url leaks)" --inflight 4 --rounds 1 > /dev/null
   refused 1 2 "$WORK/missing.img" rbio || accepted=$((accepted + 1))

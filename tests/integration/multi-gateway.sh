@@ -68,9 +68,11 @@ for g in 1 2; do
   check "gateway $g: INQUIRY reports implicit ALUA (TPGS=1)" \
     eval "probe $g inquiry | grep -q '^tpgs=1 '"
 done
+# shellcheck disable=SC2034  # read by the eval'd check below
 serial1=$(probe 1 serial) serial2=$(probe 2 serial)
 check "both gateways report the serial number set by scsi_sn" \
   eval '[[ ${serial1// /} == "$SCSI_SN" && "$serial1" == "$serial2" ]]'
+# shellcheck disable=SC2034  # read by the eval'd check below
 lu1=$(probe 1 designators | grep '^lu ') lu2=$(probe 2 designators | grep '^lu ')
 check "both gateways report the same LU designators (T10 vendor id and NAA)" \
   eval '[[ -n $lu1 && "$lu1" == "$lu2" && $(grep -c "^lu 3 " <<<"$lu1") == 2 ]]'
@@ -106,7 +108,9 @@ for g in 1 2; do
 done
 check "both watchers hold a session" wait_for 15 eval 'grep -qsx ready "$WORK/ua1.out" && grep -qsx ready "$WORK/ua2.out"'
 set_groups "1 standby" "2 active/optimized"
+# shellcheck disable=SC2154  # set by the eval above
 check "gateway 1's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$ua_pid1"
+# shellcheck disable=SC2154  # set by the eval above
 check "gateway 2's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$ua_pid2"
 check "gateway 2 logs the change" gw_log_has 2 "rbio: alua: states changed, unit attention raised: port group 2: active/optimized"
 check "gateway 2 (now active/optimized) serves READ" answers 2 GOOD cdb "$READ10" 512

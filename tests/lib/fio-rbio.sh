@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # fio with rbio's external engine (initiator/fio/librbio_fio.so). Source it
 # after tgt-test.sh (it uses $RBIO_BUILD_DIR and $WORK).
 FIO_ENGINE="$RBIO_BUILD_DIR/initiator/fio/librbio_fio.so"

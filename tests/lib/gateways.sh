@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Several tgtd+bs_rbio.so gateways exporting one LU (same target, tid, LUN,
 # scsi_id and scsi_sn), gateway G being ALUA target port group G, the states
 # shared through one groups file. Source after tgt-test.sh and
@@ -64,6 +65,7 @@ gateways_stop() {
 
 # must_start DESCRIPTION COMMAND...: a check the rest depends on.
 must_start() {
+  # shellcheck disable=SC2154  # tgt-test.sh's count, sourced before this file
   local before=$checks_failed
   check "$@"
   (( checks_failed == before )) || { echo "stopping: the remaining checks depend on this one"; finish; exit 1; }

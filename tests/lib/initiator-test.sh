@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # sets variables the scripts that source it read
 # Helpers for the tests of the userspace initiator (`rbio`); source it after
 # tgt-test.sh and tgt_test_init.
 

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # sets variables the scripts that source it read
 # Shared helpers for tests that drive a real tgtd. Source it, then call
 # tgt_test_init PORT_OFFSET. Each test gets its own tgtd in a private mount
 # namespace, its own control port (5700+offset) and portal (13700+offset;

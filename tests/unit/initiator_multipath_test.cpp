@@ -165,6 +165,7 @@ TEST(InitiatorMultipath, ChoosesBestStateRoundRobin) {
     // Both optimized: alternate.
     p = {{true, AO}, {true, AO}};
     std::vector<int> got;
+    got.reserve(4);
     for (int i = 0; i < 4; ++i) got.push_back(choose_path(p, cursor));
     EXPECT_EQ(std::count(got.begin(), got.end(), 0), 2);
     EXPECT_EQ(std::count(got.begin(), got.end(), 1), 2);

@@ -54,6 +54,7 @@ TEST(IserCounters, CopyStopsAtTheSmallerEnd) {
 TEST(IserCounters, TotalsTakeAddsFromManyThreads) {
     CounterTotals totals;
     std::vector<std::thread> threads;
+    threads.reserve(4);
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&totals] {
             ConnectionCounters one;

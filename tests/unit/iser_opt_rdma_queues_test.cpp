@@ -161,7 +161,7 @@ TEST(RdmaSendQueue, NeverFillsTheQueueWithoutASignalledSendInFlight) {
     Fixture f(SendConfig{.depth = 32, .signal_every = 1000});
     int pushed = 0;
     for (int pass = 0; pass < 10 && f.q.has_room(); ++pass) {
-        for (int i = 0; i < 5 && f.q.has_room(); ++i, ++pushed) f.push_sends(1, uint64_t(pushed + 1));
+        for (int i = 0; i < 5 && f.q.has_room(); ++i, ++pushed) f.push_sends(1, uint64_t(pushed) + 1);
         ASSERT_EQ(f.q.flush(), 0);
     }
     EXPECT_EQ(pushed, 32);

@@ -133,6 +133,7 @@ TEST(TxQueue, ShortWriteAtEveryByteBoundaryResumesOnWritable) {
     Bytes expect = concat(pdus, true, true);
     // Where each PDU ends in the stream.
     std::vector<size_t> ends;
+    ends.reserve(pdus.size());
     size_t at = 0;
     for (const Parts& p : pdus) ends.push_back(at += encode(p, true, true).size());
     for (size_t k = 1; k < expect.size(); ++k) {
@@ -160,7 +161,7 @@ TEST(TxQueue, RandomTinyWritesDeliverEveryByteInOrder) {
     Harness h(digests(true, true));
     auto pdus = varied_pdus(40, 100);
     h.enqueue_all(pdus);
-    for (int i = 0; i < 100000; ++i) h.writer.script.push_back(1 + rng() % 7);
+    for (int i = 0; i < 100000; ++i) h.writer.script.push_back(ssize_t(1 + rng() % 7));
     TxState s = h.tx.flush();
     while (s == TxState::Blocked) s = h.tx.on_writable();
     EXPECT_EQ(s, TxState::Idle);

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced first by each VM test, with the guest's timeout in seconds and
 # the test's arguments:
 #

@@ -219,6 +219,7 @@ must "write an 8 MiB pattern at 200 MiB before the link goes down" \
 # the link goes down however fast the guest is: unlimited, it once finished
 # its 16 MiB within the 3 s this test used to sleep.
 disk_writes() { local f; read -ra f < "/sys/block/${DISK_A#/dev/}/stat"; echo "${f[4]}"; }
+# shellcheck disable=SC2034  # read by the eval'd check below
 writes_before=$(disk_writes)
 fio --name=flap --filename="$DISK_A" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
   --iodepth=16 --size=16M --rate_iops=500 --verify=crc32c --verify_fatal=1 > "$WORK/fio-flap.log" 2>&1 &
@@ -226,6 +227,7 @@ FIO_PID=$!
 VM_CLEANUP_HOOKS+=('kill "$FIO_PID" 2>/dev/null')
 check "fio's writes reach the disk" wait_for 15 eval '(( $(disk_writes) >= writes_before + 200 ))'
 check "fio is writing when the link goes down" kill -0 "$FIO_PID"
+# shellcheck disable=SC2034  # read by the eval'd check below
 ended_before=$(ended)
 LOG_FROM=$(( $(wc -l < "$STATE/tgtd.log") + 1 ))
 ip link set rbio-veth0 down

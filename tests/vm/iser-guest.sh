@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced first by the iSER VM tests, in place of guest.sh, with the same
 # arguments (the guest's timeout in seconds, then the test's own):
 #

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # sets variables the scripts that source it read
 # Several gateways, one LU, seen by the guest's kernel initiator through
 # dm-multipath: what vm.multipath (a backing file) and vm.rbd-multipath (a
 # Ceph RBD image) share. Sourced in the guest after lib.sh; the test sets

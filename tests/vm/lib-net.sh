@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The guest's way to services on the host's loopback (sourced by VM tests
 # that scripts/vm/run.sh started with --net). qemu's user-mode network
 # connects the guest's connections to 10.0.2.2 to the host's 127.0.0.1;

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # sets variables the scripts that source it read
 # Soft-RoCE inside the guest (sourced by VM tests): a veth pair with an
 # address and an rxe device on it, as ../shared/docs/ENVIRONMENT.md describes.
 # Sets RXE_ADDR. The guest is thrown away afterwards, so nothing is undone.

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # sets variables the scripts that source it read
 # Guest-side helpers for the kernel-initiator tests (sourced inside the
 # qemu guest): tgtd through tests/lib/tgt-test.sh on the guest's own port
 # 3260, open-iscsi node records, the sd disk of a LUN, fio verify jobs, and

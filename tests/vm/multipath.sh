@@ -189,7 +189,10 @@ check "the kernel's ALUA handler sees the new states" \
   kernel_sees active/non-optimized active/optimized active/non-optimized
 check "multipath: gateway 2's path group is the active one, above gateways 1 and 3's" pgs_are "2" "1 3"
 check "the reads end within 40 s" wait_for 40 fio_done
-FIO_RC=0; wait "$FIO_PID" || FIO_RC=$?; FIO_PID=""
+FIO_RC=0
+# shellcheck disable=SC2034  # read by the eval'd check below
+wait "$FIO_PID" || FIO_RC=$?
+FIO_PID=""
 check "the reads saw no error across the move (exit code 0, err= 0)" \
   eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-switch.log"'
 

@@ -104,6 +104,7 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   [[ -f $out/region || $guest_rc == 0 ]] || exit "$guest_rc"
 
   echo "--- on the host: the image ---"
+  # shellcheck disable=SC2034  # sum and image_sum: read by the eval'd check below
   if read -r sum len < "$out/region"; then
     rbd_ export --no-progress "$IMAGE" "$out/image" > /dev/null
     image_sum=$(head -c "$len" "$out/image" | sha256sum | cut -d' ' -f1)
@@ -228,7 +229,7 @@ mp_failover_end "$FAILOVER_BOUND" 2
 echo "  the kernel since the kill:"; kernel_log_since "$up_kill" | grep -Ev 'connection[0-9:]+ error|session recovery' | tail -12 | sed 's/^/    /'
 # The dead path's requests fail on sd (and are retried by dm-multipath);
 # none may fail on the map itself.
-map_errors() { kernel_log_since "$up_kill" | grep -E "I/O error,? .*dev $DM[ ,]|Buffer I/O error on dev $DM[ ,]"; }
+map_errors() { kernel_log_since "$up_kill" | grep -E "I/O error,? .*dev ${DM}[ ,]|Buffer I/O error on dev ${DM}[ ,]"; }
 check "the kernel logged no I/O error on the map ($DM)" eval '! map_errors'
 gw 2; echo "  gateway 2's log since the start:"; grep -v 'tgtd: rbio: tcp:' "$STATE/tgtd.log" | tail -8 | sed 's/^/    /'
 if [[ $LOCK == on ]]; then

@@ -267,7 +267,7 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 	if (readonly)
 		lu->attrs.readonly = 1;
 	if (!lu->attrs.no_auto_lbppbe)
-		update_lbppbe(lu, blksize);
+		update_lbppbe(lu, (int)blksize);
 	return 0;
 }
 

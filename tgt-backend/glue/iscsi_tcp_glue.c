@@ -405,8 +405,8 @@ static void tp_write_end(struct iscsi_connection *conn)
 
 	rc->pass.tx_parts++; /* progress, though nothing is written (see struct rbio_pass) */
 	if (conn->state == STATE_SCSI) {
-		hd = conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C;
-		dd = conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C;
+		hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C) != 0;
+		dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C) != 0;
 	}
 	if (rbio_tcp_conn_tx_end(rc->engine, hd, dd)) {
 		conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED ?
@@ -995,7 +995,7 @@ int rbio_tgtd_build_matches(const char *tag, const char *what)
 			  tag, RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION, what);
 		return 0;
 	}
-	if (strcmp(running, RBIO_TGTD_BUILD_ID)) {
+	if (strcmp(running, RBIO_TGTD_BUILD_ID) != 0) {
 		log_error("rbio: %s: this tgtd (build-id %s) is not the tgt %s the module was "
 			  "built against (build-id %s); %s stay with tgt's transport\n",
 			  tag, running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID, what);

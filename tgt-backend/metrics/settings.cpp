@@ -11,7 +11,7 @@ constexpr size_t kMaxPath = 4000;
 
 std::string parse_file(std::string_view v, const std::string& where) {
     if (v == "none") return "";
-    const std::string path(v);
+    std::string path(v);
     if (path.empty() || path.front() != '/')
         throw ConfigError(where + ": '" + path + "' is not an absolute path (or none)");
     if (path.back() == '/') throw ConfigError(where + ": '" + path + "' names a folder, not a file");

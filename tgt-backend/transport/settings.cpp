@@ -70,10 +70,9 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
         s.iser_spin_us = parse_uint(value, 0, 1000, w);
     else if (key == "iser_srq_depth")
         s.iser_srq_depth = parse_uint(value, 0, 16384, w);
-    else if (rbio::bs::alua::is_setting(key))
-        ;  // ALUA's own: read and checked by alua_settings.cpp
-    else if (rbio::bs::metrics::is_setting(key))
-        ;  // the metrics' own: read and checked by metrics/settings.cpp
+    else if (rbio::bs::alua::is_setting(key) || rbio::bs::metrics::is_setting(key))
+        ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
+           // and metrics/settings.cpp
     else
         throw SettingsError(where + ": unknown key '" + std::string(key) +
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "

@@ -23,7 +23,8 @@ void log_line(LogLevel level, const std::string& message);
     do {                                                                       \
         if (::rbio::initiator::log_enabled(::rbio::initiator::LogLevel::level)) { \
             std::ostringstream rbio_log_os_;                                   \
-            rbio_log_os_ << expr;                                              \
+            /* expr is a << chain: parentheses would end it */                \
+            rbio_log_os_ << expr; /* NOLINT(bugprone-macro-parentheses) */    \
             ::rbio::initiator::log_line(::rbio::initiator::LogLevel::level,    \
                                         rbio_log_os_.str());                   \
         }                                                                      \
