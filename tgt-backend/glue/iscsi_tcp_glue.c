@@ -24,7 +24,7 @@
  * Response data is sent from the core's own buffers without a copy. The
  * core frees a task and its buffers as soon as it has handed the last part
  * over, so the free callbacks defer the release until the sendmsg() that
- * carried the data is done (see struct rbio_block).
+ * carried the data is done (rbio/bs/block_pool.h).
  *
  * One of the few files that include tgt's (version-specific, C) headers.
  */
@@ -47,6 +47,7 @@
 #include "iscsid.h"
 #include "work.h"
 
+#include "rbio/bs/block_pool.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
@@ -57,88 +58,15 @@
 #define RBIO_TGTD_BUILD_ID ""
 #endif
 
-/* ---- buffers whose release waits for the send that carries them */
+/* ---- buffers and tasks, pooled (rbio/bs/block_pool.h) */
 
-enum { RBIO_BLOCK_DATA = 1, RBIO_BLOCK_TASK = 2, RBIO_BLOCK_COPY = 3 };
-
-/* Lies right before every buffer and task this transport hands to the core. */
-struct rbio_block {
-	struct rbio_block *next;  /* deferred list or free list */
-	uint64_t release_after;   /* tx PDUs that must be done first */
-	size_t size;              /* usable bytes */
-	int kind;
-	int pool;                 /* size class, or -1: not pooled */
-};
-
-/* Data buffers are page aligned (O_DIRECT backing stores need it): the
- * block header sits at the end of a page of its own in front of them. */
-#define RBIO_PAGE 4096u
-#define RBIO_POOL_MIN_SHIFT 12  /* 4 KiB */
-#define RBIO_POOL_CLASSES 11    /* up to 4 MiB */
-#define RBIO_POOL_MAX_BYTES (64u << 20)
-#define RBIO_TASK_POOL RBIO_POOL_CLASSES
-
-static struct rbio_block *pool_free[RBIO_POOL_CLASSES + 1];
-static size_t pool_bytes;
-
-static int pool_class(size_t size)
-{
-	int cls = 0;
-
-	while (cls < RBIO_POOL_CLASSES && ((size_t)1 << (RBIO_POOL_MIN_SHIFT + cls)) < size)
-		cls++;
-	return cls < RBIO_POOL_CLASSES ? cls : -1;
-}
-
-static void *block_payload(struct rbio_block *b)
-{
-	return (char *)b + sizeof(*b);
-}
-
-static struct rbio_block *block_of(void *payload)
-{
-	return (struct rbio_block *)((char *)payload - sizeof(struct rbio_block));
-}
-
-static void *block_base(struct rbio_block *b)
-{
-	return b->kind == RBIO_BLOCK_DATA ? (char *)block_payload(b) - RBIO_PAGE : (void *)b;
-}
-
-static void block_release(struct rbio_block *b)
-{
-	if (b->pool >= 0 && pool_bytes + b->size <= RBIO_POOL_MAX_BYTES) {
-		b->next = pool_free[b->pool];
-		pool_free[b->pool] = b;
-		pool_bytes += b->size;
-		return;
-	}
-	free(block_base(b));
-}
-
-static void *data_alloc(size_t size)
-{
-	int cls = pool_class(size);
-	struct rbio_block *b;
-	void *base;
-
-	if (cls >= 0 && pool_free[cls]) {
-		b = pool_free[cls];
-		pool_free[cls] = b->next;
-		pool_bytes -= b->size;
-		return block_payload(b);
-	}
-	if (cls >= 0)
-		size = (size_t)1 << (RBIO_POOL_MIN_SHIFT + cls);
-	/* + a word: tgt pads data to 4 bytes in place before sending it */
-	if (posix_memalign(&base, RBIO_PAGE, RBIO_PAGE + size + 4))
-		return NULL;
-	b = (struct rbio_block *)((char *)base + RBIO_PAGE - sizeof(*b));
-	b->kind = RBIO_BLOCK_DATA;
-	b->size = size;
-	b->pool = cls;
-	return block_payload(b);
-}
+/* Data buffers are page aligned (O_DIRECT backing stores need it), with a
+ * word more: tgt pads data to 4 bytes in place before sending it. Kept for
+ * reuse in size classes from 4 KiB to 4 MiB, 64 MiB at most. Tasks come
+ * from a pool of their own. Both live as long as tgtd. */
+static const struct rbio_pool_config data_pool_config = { 12, 11, 64u << 20, 1, 4 };
+static const struct rbio_pool_config task_pool_config = { 8, 8, 16u << 20, 0, 0 };
+static struct rbio_pool *data_pool, *task_pool;
 
 /* ---- one connection */
 
@@ -153,7 +81,7 @@ struct rbio_conn {
 	int epollout_armed;
 	uint64_t rx_served;            /* bytes ep_read handed to the core */
 	int bhs_have;                  /* bytes of the current BHS handed over */
-	struct rbio_block *deferred, *deferred_tail;
+	struct rbio_release_queue *releases; /* what the core freed while a send still points into it */
 	char peer[RBIO_PEER_LEN];
 	char portal[RBIO_PEER_LEN];    /* the local address it came in on */
 	struct rbio_ping ping;
@@ -177,36 +105,20 @@ static void conn_log_close(struct rbio_conn *rc, const char *why)
 
 static void deferred_release(struct rbio_conn *rc, int all)
 {
-	uint64_t done = rbio_tcp_conn_tx_done_total(rc->engine);
-
-	while (rc->deferred && (all || rc->deferred->release_after <= done)) {
-		struct rbio_block *b = rc->deferred;
-
-		rc->deferred = b->next;
-		block_release(b);
-	}
-	if (!rc->deferred)
-		rc->deferred_tail = NULL;
-}
-
-/* Releases b once `pdus` PDUs have been sent (or dropped). */
-static void release_after(struct rbio_conn *rc, struct rbio_block *b, uint64_t pdus)
-{
-	if (rbio_tcp_conn_tx_done_total(rc->engine) >= pdus) {
-		block_release(b);
-		return;
-	}
-	b->release_after = pdus;
-	b->next = NULL;
-	if (rc->deferred_tail)
-		rc->deferred_tail->next = b;
+	if (all)
+		rbio_release_all(rc->releases);
 	else
-		rc->deferred = b;
-	rc->deferred_tail = b;
+		rbio_release_done(rc->releases, rbio_tcp_conn_tx_done_total(rc->engine));
 }
 
-/* Releases b now, or once every PDU queued so far has been sent. */
-static void defer_or_release(struct rbio_conn *rc, struct rbio_block *b)
+/* Releases block b once `pdus` PDUs have been sent (or dropped). */
+static void release_after(struct rbio_conn *rc, void *b, uint64_t pdus)
+{
+	rbio_release_after(rc->releases, b, pdus, rbio_tcp_conn_tx_done_total(rc->engine));
+}
+
+/* Releases block b now, or once every PDU queued so far has been sent. */
+static void defer_or_release(struct rbio_conn *rc, void *b)
 {
 	release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine));
 }
@@ -378,18 +290,15 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 		/* Login, text and reject data live in one per-connection buffer
 		 * the core rewrites for the next response: send a copy. Rare. */
 		size_t len = conn->rsp.datasize;
-		struct rbio_block *b = malloc(sizeof(*b) + len + 4);
+		void *b = rbio_pool_alloc(data_pool, len);
 
 		if (!b) {
 			conn_log_close(rc, "out of memory for a response");
 			conn->state = STATE_CLOSE;
 			return nbytes;
 		}
-		b->kind = RBIO_BLOCK_COPY;
-		b->pool = -1;
-		b->size = len;
-		memcpy(block_payload(b), buf, len);
-		rbio_tcp_conn_tx_data(rc->engine, block_payload(b), len);
+		memcpy(b, buf, len);
+		rbio_tcp_conn_tx_data(rc->engine, b, len);
 		/* sent with the PDU that ep_write_end queues next */
 		release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine) + 1);
 	} else {
@@ -455,7 +364,7 @@ static void tp_release(struct iscsi_connection *conn)
 	conn_exit(conn);
 	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
 	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);
-	deferred_release(rc, 1);
+	rbio_release_queue_free(rc->releases); /* releases what it still holds */
 	rbio_tcp_conn_free(rc->engine);
 	close(rc->fd);
 	list_del(&rc->siblings);
@@ -483,44 +392,33 @@ static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
 static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ext_len)
 {
 	size_t size = sizeof(struct iscsi_task) + ext_len;
-	struct rbio_block *b;
+	void *task = rbio_pool_alloc(task_pool, size);
 
 	(void)conn;
-	if (ext_len == 0 && pool_free[RBIO_TASK_POOL]) {
-		b = pool_free[RBIO_TASK_POOL];
-		pool_free[RBIO_TASK_POOL] = b->next;
-		pool_bytes -= b->size;
-	} else {
-		b = malloc(sizeof(*b) + size);
-		if (!b)
-			return NULL;
-		b->kind = RBIO_BLOCK_TASK;
-		b->size = size;
-		b->pool = ext_len == 0 ? RBIO_TASK_POOL : -1;
-	}
-	memset(block_payload(b), 0, size);
-	return block_payload(b);
+	if (task)
+		memset(task, 0, size);
+	return task;
 }
 
 static void tp_free_task(struct iscsi_task *task)
 {
 	/* A task's sense data or ping data may still be queued. */
 	if (task->conn)
-		defer_or_release(RC(task->conn), block_of(task));
+		defer_or_release(RC(task->conn), task);
 	else
-		block_release(block_of(task));
+		rbio_pool_release(task);
 }
 
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 {
 	(void)conn;
-	return data_alloc(size);
+	return rbio_pool_alloc(data_pool, size);
 }
 
 static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
 {
 	if (buf)
-		defer_or_release(RC(conn), block_of(buf));
+		defer_or_release(RC(conn), buf);
 }
 
 static int tp_getsockname(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
@@ -818,14 +716,21 @@ static void accept_handler(int lfd, int events, void *data)
 	rc->fd = fd;
 	memcpy(rc->peer, peer, sizeof(rc->peer));
 	memcpy(rc->portal, portal, sizeof(rc->portal));
+	rc->releases = rbio_release_queue_new();
+	if (!rc->releases) {
+		free(rc);
+		goto refuse;
+	}
 	rc->engine = rbio_tcp_conn_new(fd, &settings, err, sizeof(err));
 	if (!rc->engine) {
 		log_error("rbio: tcp: %s: refused: %s\n", rc->peer, err);
+		rbio_release_queue_free(rc->releases);
 		free(rc);
 		goto refuse;
 	}
 	if (conn_init(&rc->iscsi_conn)) {
 		rbio_tcp_conn_free(rc->engine);
+		rbio_release_queue_free(rc->releases);
 		free(rc);
 		goto refuse;
 	}
@@ -835,6 +740,7 @@ static void accept_handler(int lfd, int events, void *data)
 	if (tgt_event_add(fd, EPOLLIN, conn_event_handler, rc)) {
 		conn_exit(&rc->iscsi_conn);
 		rbio_tcp_conn_free(rc->engine);
+		rbio_release_queue_free(rc->releases);
 		free(rc);
 		goto refuse;
 	}
@@ -1021,6 +927,14 @@ void rbio_iscsi_tcp_start(void)
 	}
 	if (!rbio_tgtd_build_matches("tcp", "TCP portals"))
 		return;
+	data_pool = rbio_pool_new(&data_pool_config, err, sizeof(err));
+	task_pool = data_pool ? rbio_pool_new(&task_pool_config, err, sizeof(err)) : NULL;
+	if (!task_pool) {
+		log_error("rbio: tcp: %s; TCP portals stay with tgt's transport\n", err);
+		rbio_pool_free(data_pool);
+		data_pool = NULL;
+		return;
+	}
 	if (start_ready_timer())
 		return;
 	log_error("rbio: tcp: %s\n", desc);
