@@ -52,6 +52,7 @@
 #include "driver.h"
 #include "work.h"
 
+#include "rbio/bs/block_pool.h"
 #include "rbio/bs/iser_transport.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
@@ -69,10 +70,8 @@ extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
 #define RBIO_ISER_MAX_XMIT (16u << 20)
 
 /* What the initiator advertised in the iSER header of a SCSI command; lies
- * right before the core's task. */
+ * right before the core's task, in a block of task_pool. */
 struct iser_task_prefix {
-	struct iser_task_prefix *next_free;
-	int pooled;
 	int read_valid, write_valid;
 	uint32_t read_stag, write_stag;
 	uint64_t read_va, write_va;
@@ -127,7 +126,10 @@ static struct iscsi_transport rbio_iser;
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_iser_conns);
 static struct rdma_event_channel *cm_channel;
-static struct iser_task_prefix *task_pool;
+/* Tasks, each behind its prefix (rbio/bs/block_pool.h); lives as long as
+ * tgtd. Data buffers come from the endpoint's registered pool. */
+static const struct rbio_pool_config task_pool_config = { 8, 8, 16u << 20, 0, 0 };
+static struct rbio_pool *task_pool;
 
 static void conn_log_close(struct rbio_iser_conn *rc, const char *why)
 {
@@ -581,18 +583,11 @@ static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ex
 {
 	struct rbio_iser_conn *rc = RC(conn);
 	size_t size = sizeof(struct iscsi_task) + ext_len;
-	struct iser_task_prefix *p;
+	struct iser_task_prefix *p = rbio_pool_alloc(task_pool, sizeof(*p) + size);
 
-	if (ext_len == 0 && task_pool) {
-		p = task_pool;
-		task_pool = p->next_free;
-	} else {
-		p = malloc(sizeof(*p) + size);
-		if (!p)
-			return NULL;
-	}
+	if (!p)
+		return NULL;
 	memset(p, 0, sizeof(*p) + size);
-	p->pooled = ext_len == 0;
 	/* The core allocates a command's task while reading the command. */
 	if (rc->rx_len && (rc->rx_bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD) {
 		p->read_valid = rc->adv.read_valid;
@@ -613,12 +608,7 @@ static void tp_free_task(struct iscsi_task *task)
 	 * buffer's release); its completion must not reach the task. */
 	if (p->read_slot && task->conn)
 		RC(task->conn)->reads[p->read_slot - 1].task = NULL;
-	if (p->pooled) {
-		p->next_free = task_pool;
-		task_pool = p;
-	} else {
-		free(p);
-	}
+	rbio_pool_release(p);
 }
 
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
@@ -905,6 +895,11 @@ void rbio_iscsi_iser_start(void)
 		return;
 	if (get_driver_index("iser") < 0 || get_driver_index("iscsi") < 0) {
 		log_error("rbio: iser: tgt's iser or iscsi driver not found; iSER stays with tgt\n");
+		return;
+	}
+	task_pool = rbio_pool_new(&task_pool_config, err, sizeof(err));
+	if (!task_pool) {
+		log_error("rbio: iser: %s; iSER stays with tgt\n", err);
 		return;
 	}
 	n = take_over_listeners();
