@@ -57,8 +57,8 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "glue_settings.h"
 #include "iscsi_iser_glue.h"
-#include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
 
 extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
@@ -877,11 +877,13 @@ void rbio_iscsi_iser_metrics(struct rbio_metrics *m)
 
 void rbio_iscsi_iser_start(void)
 {
+	const struct rbio_tp_settings *s = rbio_glue_settings(NULL, 0);
 	char err[1024];
 	int n;
 
-	if (rbio_tp_load_settings(&settings, err, sizeof(err)))
+	if (!s)
 		return; /* the TCP transport logged why */
+	settings = *s;
 	if (!settings.enabled || !settings.iser) {
 		log_error("rbio: iser: transport off; iSER stays with tgt's driver\n");
 		return;

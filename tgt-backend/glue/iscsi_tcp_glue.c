@@ -51,12 +51,9 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "glue_settings.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
-
-#ifndef RBIO_TGTD_BUILD_ID
-#define RBIO_TGTD_BUILD_ID ""
-#endif
 
 /* ---- buffers and tasks, pooled (rbio/bs/block_pool.h) */
 
@@ -883,42 +880,17 @@ static void tick(void *data)
 
 /* ---- start */
 
-/* The running tgtd is the build the module was made for (struct layouts of
- * tgt's core differ between builds); `tag` and `what` name the transport
- * in the log, e.g. "tcp" and "TCP portals". */
-int rbio_tgtd_build_matches(const char *tag, const char *what)
-{
-	char running[128];
-
-	if (!RBIO_TGTD_BUILD_ID[0]) {
-		log_error("rbio: %s: the module was built without tgtd's build-id; "
-			  "%s stay with tgt's transport\n", tag, what);
-		return 0;
-	}
-	if (rbio_tp_running_build_id(running, sizeof(running))) {
-		log_error("rbio: %s: this tgtd has no build-id (the module expects %s, tgt %s); "
-			  "%s stay with tgt's transport\n",
-			  tag, RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION, what);
-		return 0;
-	}
-	if (strcmp(running, RBIO_TGTD_BUILD_ID)) {
-		log_error("rbio: %s: this tgtd (build-id %s) is not the tgt %s the module was "
-			  "built against (build-id %s); %s stay with tgt's transport\n",
-			  tag, running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID, what);
-		return 0;
-	}
-	return 1;
-}
-
 void rbio_iscsi_tcp_start(void)
 {
 	char err[1024], desc[6000];
+	const struct rbio_tp_settings *s = rbio_glue_settings(err, sizeof(err));
 
-	if (rbio_tp_load_settings(&settings, err, sizeof(err))) {
+	if (!s) {
 		log_error("rbio: tcp: bad settings, TCP portals stay with tgt's transport: %s\n",
 			  err);
 		return;
 	}
+	settings = *s;
 	rbio_tp_describe_settings(&settings, desc, sizeof(desc));
 	if (!settings.enabled) {
 		log_error("rbio: tcp: transport off; TCP portals stay with tgt's transport (%s)\n",

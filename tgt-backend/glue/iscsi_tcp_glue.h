@@ -7,7 +7,5 @@
 void rbio_iscsi_tcp_start(void);
 /* Rewrites the statistics file (if one is configured). */
 void rbio_iscsi_tcp_write_stats(void);
-/* The running tgtd is the build the module was made for; logs why not. */
-int rbio_tgtd_build_matches(const char *tag, const char *what);
 
 #endif
