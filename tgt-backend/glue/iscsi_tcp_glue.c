@@ -8,18 +8,19 @@
  * calls: a read() per PDU part, a write() per response part between two
  * setsockopt(TCP_CORK), an epoll_ctl() per EPOLLOUT toggle.
  *
- * This transport takes over the listening sockets of tgtd's portals, so
- * every new TCP connection gets it, and maps the same calls onto memory:
- * ep_read() is served from a buffer filled by one receive per event
- * (request batching); ep_write_begin() queues the part and the whole pass
- * leaves in one sendmsg() (message coalescing); EPOLLOUT is armed only when
- * the socket is full; and the core's receive and send handlers run in one
- * loop per event, so responses completed while a pass runs go out in the
- * same pass and requests buffered meanwhile are processed on the send path.
+ * This transport takes over the listening sockets of tgtd's portals
+ * (portal_takeover.c), so every new TCP connection gets it, and maps the
+ * same calls onto memory: ep_read() is served from a buffer filled by one
+ * receive per event (request batching); ep_write_begin() queues the part
+ * and the whole pass leaves in one sendmsg() (message coalescing); EPOLLOUT
+ * is armed only when the socket is full; and the core's receive and send
+ * handlers run in one loop per event, so responses completed while a pass
+ * runs go out in the same pass and requests buffered meanwhile are
+ * processed on the send path.
  * Login, negotiation, SCSI and task management stay tgt's.
  *
  * Unlike stock tgt, connections are accepted only while tgtd can serve a
- * login (see "accepting only when tgtd is ready").
+ * login (readiness_gate.c).
  *
  * Response data is sent from the core's own buffers without a copy. The
  * core frees a task and its buffers as soon as it has handed the last part
@@ -41,7 +42,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "iscsid.h"
@@ -54,6 +54,8 @@
 #include "glue_settings.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
+#include "portal_takeover.h"
+#include "readiness_gate.h"
 
 /* ---- buffers and tasks, pooled (rbio/bs/block_pool.h) */
 
@@ -447,12 +449,10 @@ static int tp_init(void)
 	return 0;
 }
 
-static void stop_ready_timer(void);
-
 /* tgtd is exiting: a statistics file of a process that is gone would mislead. */
 static void tp_exit(void)
 {
-	stop_ready_timer();
+	rbio_gate_stop();
 	if (settings.stats_file[0])
 		rbio_tp_stats_remove(settings.stats_file);
 }
@@ -480,158 +480,6 @@ static struct iscsi_transport rbio_tcp = {
 	.ep_getpeername = tp_getpeername,
 	.ep_nop_reply = tp_nop_reply,
 };
-
-/* ---- accepting only when tgtd is ready */
-
-/*
- * A starting tgtd listens before it is configured: tgt.service sets its
- * State offline, adds the targets and their LUNs, then sets it ready, and
- * tgtd starts without any target. Stock tgt accepts and at once closes
- * every connection meanwhile. An initiator that reconnects a session in
- * recovery at that moment can take the close right after it bound the new
- * connection to the session, which sends open-iscsi into a loop of failed
- * rebinds ("can't bind conn ... retcode -107", open-iscsi #387) that ends
- * only when the replacement timeout has failed the queued I/O.
- *
- * So this transport accepts only while tgt itself would serve a login:
- * State ready and at least one target (tgt's own two conditions; targets
- * are added with their LUNs while the State is offline). Meanwhile the
- * listening sockets are left out of tgtd's epoll set and the kernel keeps
- * new connections in the listen queue, login request included. To the
- * initiator that is a login that takes longer; once tgtd is ready (checked
- * every RBIO_READY_POLL_MS) the login is served, and one that waited past
- * the initiator's login timeout was closed by it and is dropped unread
- * (peer_gone). A connection already accepted is not affected by the State.
- */
-#define RBIO_READY_POLL_MS 100
-
-static int tgtd_ready(void)
-{
-	return is_system_available() && !list_empty(&iscsi_targets_list);
-}
-
-/* Listening sockets already served by accept_handler. */
-struct taken_portal {
-	void *portal;
-	int fd;
-	int watched;   /* in tgtd's epoll set: accepting */
-};
-#define RBIO_MAX_PORTALS 64
-static struct taken_portal taken[RBIO_MAX_PORTALS];
-static int nr_taken;
-static int accepting_paused;
-static int ready_timer_fd = -1;
-
-static void accept_handler(int lfd, int events, void *data);
-static void forget_removed_portals(void);
-
-static int watch_portal(struct taken_portal *t, int on)
-{
-	if (t->watched == on)
-		return 0;
-	if (!on) {
-		tgt_event_del(t->fd);
-	} else if (tgt_event_add(t->fd, EPOLLIN, accept_handler, NULL)) {
-		log_error("rbio: tcp: cannot watch the listening socket %d: %m\n", t->fd);
-		return -1;
-	}
-	t->watched = on;
-	return 0;
-}
-
-/* Connections waiting in a listening socket's accept queue. */
-static unsigned queued_connections(int lfd)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-
-	/* for a listening socket the kernel reports its accept queue here */
-	if (getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &ti, &len))
-		return 0;
-	return ti.tcpi_unacked;
-}
-
-static void arm_ready_timer(int on)
-{
-	struct itimerspec its = { 0 };
-
-	if (on) {
-		its.it_interval.tv_nsec = RBIO_READY_POLL_MS * 1000000L;
-		its.it_value = its.it_interval;
-	}
-	if (timerfd_settime(ready_timer_fd, 0, &its, NULL))
-		log_error("rbio: tcp: cannot %s the readiness timer: %m\n", on ? "arm" : "stop");
-}
-
-static void pause_accepting(void)
-{
-	int i;
-
-	if (accepting_paused)
-		return;
-	for (i = 0; i < nr_taken; i++)
-		watch_portal(&taken[i], 0);
-	accepting_paused = 1;
-	arm_ready_timer(1);
-	log_error("rbio: tcp: tgtd is not ready (State %s, %s): new connections wait in the "
-		  "listen queue\n", is_system_available() ? "ready" : "offline",
-		  list_empty(&iscsi_targets_list) ? "no target" : "targets present");
-}
-
-static void resume_accepting(void)
-{
-	unsigned waiting = 0;
-	int i;
-
-	forget_removed_portals();
-	for (i = 0; i < nr_taken; i++) {
-		waiting += queued_connections(taken[i].fd);
-		watch_portal(&taken[i], 1);
-	}
-	accepting_paused = 0;
-	arm_ready_timer(0);
-	log_error("rbio: tcp: tgtd is ready: accepting connections (%u waited in the listen "
-		  "queue)\n", waiting);
-}
-
-static void ready_timer_handler(int fd, int events, void *data)
-{
-	uint64_t expirations;
-
-	(void)events;
-	(void)data;
-	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_error("rbio: tcp: readiness timer: %m\n");
-	if (accepting_paused && tgtd_ready())
-		resume_accepting();
-}
-
-static void stop_ready_timer(void)
-{
-	if (ready_timer_fd < 0)
-		return;
-	tgt_event_del(ready_timer_fd);
-	close(ready_timer_fd);
-	ready_timer_fd = -1;
-}
-
-/* The readiness timer lives in tgtd's epoll set for tgtd's whole life;
- * it fires only while accepting is paused. */
-static int start_ready_timer(void)
-{
-	ready_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (ready_timer_fd < 0) {
-		log_error("rbio: tcp: cannot create the readiness timer: %m\n");
-		return -1;
-	}
-	if (tgt_event_add(ready_timer_fd, EPOLLIN, ready_timer_handler, NULL)) {
-		log_error("rbio: tcp: cannot watch the readiness timer: %m\n");
-		close(ready_timer_fd);
-		ready_timer_fd = -1;
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- accepting connections on the portals taken over */
 
@@ -685,8 +533,8 @@ static void accept_handler(int lfd, int events, void *data)
 
 	(void)events;
 	(void)data;
-	if (!tgtd_ready()) {
-		pause_accepting();
+	if (!rbio_tgtd_ready()) {
+		rbio_gate_pause();
 		return;
 	}
 	fd = accept4(lfd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -746,63 +594,6 @@ static void accept_handler(int lfd, int events, void *data)
 	return;
 refuse:
 	close(fd);
-}
-
-static int portal_taken(struct iscsi_portal *p)
-{
-	int i;
-
-	for (i = 0; i < nr_taken; i++)
-		if (taken[i].portal == p && taken[i].fd == p->fd)
-			return 1;
-	return 0;
-}
-
-static void forget_removed_portals(void)
-{
-	int i = 0;
-
-	while (i < nr_taken) {
-		struct iscsi_portal *p;
-		int present = 0;
-
-		list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings)
-			if ((void *)p == taken[i].portal && p->fd == taken[i].fd)
-				present = 1;
-		if (present)
-			i++;
-		else
-			taken[i] = taken[--nr_taken];
-	}
-}
-
-/* Moves every selected portal's listening socket to accept_handler: from
- * then on its connections use this transport. Portals added later with
- * tgtadm are picked up by the periodic tick. */
-static void take_over_portals(void)
-{
-	struct iscsi_portal *p;
-
-	forget_removed_portals();
-	list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings) {
-		if (p->fd < 0 || portal_taken(p) || !rbio_tp_portal_selected(&settings, p->addr, p->port))
-			continue;
-		if (nr_taken == RBIO_MAX_PORTALS) {
-			log_error("rbio: tcp: more than %d portals; %s:%d stays with tgt's transport\n",
-				  RBIO_MAX_PORTALS, p->addr, p->port);
-			continue;
-		}
-		tgt_event_del(p->fd);
-		taken[nr_taken].portal = p;
-		taken[nr_taken].fd = p->fd;
-		taken[nr_taken].watched = 0;
-		if (!accepting_paused && watch_portal(&taken[nr_taken], 1)) {
-			log_error("rbio: tcp: portal %s:%d: not served\n", p->addr, p->port);
-			continue;
-		}
-		nr_taken++;
-		log_error("rbio: tcp: portal %s:%d served by rbio's transport\n", p->addr, p->port);
-	}
 }
 
 /* ---- once a second: pings, new portals, statistics */
@@ -873,7 +664,7 @@ static void tick(void *data)
 {
 	(void)data;
 	ping_connections();
-	take_over_portals();
+	rbio_portals_take_over(&settings, accept_handler);
 	rbio_iscsi_tcp_write_stats();
 	add_work(&tick_work, 1);
 }
@@ -907,11 +698,11 @@ void rbio_iscsi_tcp_start(void)
 		data_pool = NULL;
 		return;
 	}
-	if (start_ready_timer())
+	if (rbio_gate_start())
 		return;
 	log_error("rbio: tcp: %s\n", desc);
 	iscsi_transport_register(&rbio_tcp);
-	take_over_portals();
+	rbio_portals_take_over(&settings, accept_handler);
 	tick_work.func = tick;
 	tick_work.data = NULL;
 	add_work(&tick_work, 1);
