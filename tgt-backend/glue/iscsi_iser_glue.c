@@ -60,6 +60,7 @@
 #include "glue_settings.h"
 #include "iscsi_iser_glue.h"
 #include "metrics_glue.h"
+#include "readiness_gate.h"
 
 extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
 
@@ -685,7 +686,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	char err[256];
 	int i;
 
-	if (!is_system_available() || list_empty(&iscsi_targets_list))
+	if (!rbio_tgtd_ready()) /* as on TCP (readiness_gate.h) */
 		return -1;
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
