@@ -837,7 +837,7 @@ static int redirect_iser_driver(void)
 }
 
 /* Once a second: the connections' counters go into the process totals,
- * which the statistics file (written by the TCP side's tick) shows, a
+ * which the statistics file (written by stats_tick.c) shows, a
  * connection that has been quiet since the last tick gets its unsignalled
  * sends covered, so the buffers they hold come back, and NOP-In pings go
  * out where the target asks for them (conn_ping.h). */

@@ -45,7 +45,6 @@
 #include <unistd.h>
 
 #include "iscsid.h"
-#include "work.h"
 
 #include "rbio/bs/block_pool.h"
 #include "rbio/bs/tcp_transport.h"
@@ -56,6 +55,7 @@
 #include "metrics_glue.h"
 #include "portal_takeover.h"
 #include "readiness_gate.h"
+#include "stats_tick.h"
 
 /* ---- buffers and tasks, pooled (rbio/bs/block_pool.h) */
 
@@ -369,7 +369,7 @@ static void tp_release(struct iscsi_connection *conn)
 	list_del(&rc->siblings);
 	free(rc);
 	rbio_tp_stats_connection(0);
-	rbio_iscsi_tcp_write_stats();
+	rbio_stats_write();
 }
 
 static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
@@ -453,8 +453,7 @@ static int tp_init(void)
 static void tp_exit(void)
 {
 	rbio_gate_stop();
-	if (settings.stats_file[0])
-		rbio_tp_stats_remove(settings.stats_file);
+	rbio_stats_remove();
 }
 
 static struct iscsi_transport rbio_tcp = {
@@ -596,9 +595,7 @@ refuse:
 	close(fd);
 }
 
-/* ---- once a second: pings, new portals, statistics */
-
-static struct tgt_work tick_work;
+/* ---- once a second (stats_tick.c): pings, new portals, statistics */
 
 static void ping_connections(void)
 {
@@ -615,36 +612,27 @@ static void ping_connections(void)
 	}
 }
 
-void rbio_iscsi_tcp_write_stats(void)
+/* The statistics file's lines, one per connection (stats_tick.h); each
+ * connection's counters go into the totals first. */
+static size_t describe_conns(char *out, size_t size)
 {
-	/* per-connection lines, for the first connections that fit */
-	static char conns[64 * 1024];
-	static int warned;
 	struct rbio_conn *rc;
 	size_t used = 0;
-	char err[512];
 
-	if (!settings.stats_file[0])
-		return;
-	conns[0] = '\0';
+	out[0] = '\0';
 	list_for_each_entry(rc, &rbio_conns, siblings) {
 		char line[512];
 		int n;
 
 		rbio_tcp_conn_publish(rc->engine);
 		rbio_tcp_conn_describe(rc->engine, line, sizeof(line));
-		n = snprintf(conns + used, sizeof(conns) - used, "connection=%s %s\n", rc->peer,
-			     line);
-		if (n > 0 && (size_t)n < sizeof(conns) - used)
+		n = snprintf(out + used, size - used, "connection=%s %s\n", rc->peer, line);
+		if (n > 0 && (size_t)n < size - used)
 			used += (size_t)n;
 		else
-			conns[used] = '\0';
+			out[used] = '\0';
 	}
-	if (rbio_tp_stats_write(settings.stats_file, conns, err, sizeof(err))) {
-		if (!warned)
-			log_error("rbio: tcp: cannot write statistics: %s\n", err);
-		warned = 1;
-	}
+	return used;
 }
 
 void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
@@ -660,13 +648,11 @@ void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
 	}
 }
 
-static void tick(void *data)
+/* This transport's share of the tick; the statistics file follows. */
+static void each_second(void)
 {
-	(void)data;
 	ping_connections();
 	rbio_portals_take_over(&settings, accept_handler);
-	rbio_iscsi_tcp_write_stats();
-	add_work(&tick_work, 1);
 }
 
 /* ---- start */
@@ -703,8 +689,5 @@ void rbio_iscsi_tcp_start(void)
 	log_error("rbio: tcp: %s\n", desc);
 	iscsi_transport_register(&rbio_tcp);
 	rbio_portals_take_over(&settings, accept_handler);
-	tick_work.func = tick;
-	tick_work.data = NULL;
-	add_work(&tick_work, 1);
-	rbio_iscsi_tcp_write_stats();
+	rbio_stats_tick_start(&settings, each_second, describe_conns);
 }
