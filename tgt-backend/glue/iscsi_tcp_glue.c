@@ -80,7 +80,7 @@ struct rbio_conn {
 	int epollout_armed;
 	uint64_t rx_served;            /* bytes ep_read handed to the core */
 	int bhs_have;                  /* bytes of the current BHS handed over */
-	struct rbio_release_queue *releases; /* what the core freed while a send still points into it */
+	struct rbio_release_queue *releases; /* freed by the core, still being sent */
 	char peer[RBIO_PEER_LEN];
 	char portal[RBIO_PEER_LEN];    /* the local address it came in on */
 	struct rbio_ping ping;
