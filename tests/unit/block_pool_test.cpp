@@ -20,6 +20,11 @@ namespace {
 
 bool aligned(const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; }
 
+struct Hooks {
+    int made = 0, destroyed = 0;
+    bool refuse = false;
+};
+
 BlockPoolConfig data_config() {
     BlockPoolConfig c;
     c.min_shift = 12;
@@ -98,6 +103,26 @@ TEST(BlockPool, KeepsAtMostPooledMaxBytes) {
     EXPECT_EQ(p.pooled_bytes(), 32768u);
 }
 
+TEST(BlockPool, TrimGivesKeptBlocksBackAndKeepsThoseInUse) {
+    Hooks h;
+    BlockPoolConfig c = data_config();
+    c.ctx = &h;
+    c.on_make = [](void* ctx, Block&) { return ++static_cast<Hooks*>(ctx)->made > 0; };
+    c.on_destroy = [](void* ctx, Block&) { ++static_cast<Hooks*>(ctx)->destroyed; };
+    BlockPool p(c);
+    void* kept = p.alloc(4096);
+    void* used = p.alloc(4096);
+    BlockPool::release(kept);
+    p.trim();
+    EXPECT_EQ(p.pooled_bytes(), 0u);
+    EXPECT_EQ(h.destroyed, 1);
+    std::memset(used, 2, 4096);  // still valid
+    BlockPool::release(used);    // and back to the pool as usual
+    EXPECT_EQ(p.pooled_bytes(), 4096u);
+    EXPECT_EQ(p.alloc(4096), used);
+    BlockPool::release(used);
+}
+
 TEST(BlockPool, OwnsOnlyItsBlocks) {
     BlockPool a(data_config()), b(data_config());
     void* x = a.alloc(10);
@@ -105,11 +130,6 @@ TEST(BlockPool, OwnsOnlyItsBlocks) {
     EXPECT_FALSE(b.owns(x));
     BlockPool::release(x);
 }
-
-struct Hooks {
-    int made = 0, destroyed = 0;
-    bool refuse = false;
-};
 
 TEST(BlockPool, HooksRunOncePerBlockMadeAndDestroyed) {
     Hooks h;

@@ -449,11 +449,14 @@ static int tp_init(void)
 	return 0;
 }
 
-/* tgtd is exiting: a statistics file of a process that is gone would mislead. */
+/* tgtd is exiting: a statistics file of a process that is gone would
+ * mislead, and the buffers kept for reuse go back to the system. */
 static void tp_exit(void)
 {
 	rbio_gate_stop();
 	rbio_stats_remove();
+	rbio_pool_trim(data_pool);
+	rbio_pool_trim(task_pool);
 }
 
 static struct iscsi_transport rbio_tcp = {

@@ -26,11 +26,14 @@ BlockPool::BlockPool(const BlockPoolConfig& c) : c_(c) {
     free_.assign(c.classes, nullptr);
 }
 
-BlockPool::~BlockPool() {
+BlockPool::~BlockPool() { trim(); }
+
+void BlockPool::trim() noexcept {
     for (Block*& f : free_)
         while (f) {
             Block* b = f;
             f = b->next;
+            pooled_ -= b->size;
             destroy(b);
         }
 }

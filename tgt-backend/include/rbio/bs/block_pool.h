@@ -35,6 +35,9 @@ void rbio_pool_free(struct rbio_pool *p);
 void *rbio_pool_alloc(struct rbio_pool *p, size_t size);
 /* Back to the pool it came from (payload from rbio_pool_alloc). */
 void rbio_pool_release(void *payload);
+/* Gives the blocks kept for reuse back to the system (tgtd exiting); blocks
+ * in use stay valid and come back to the pool as usual. */
+void rbio_pool_trim(struct rbio_pool *p);
 
 /* NULL when memory is short. */
 struct rbio_release_queue *rbio_release_queue_new(void);

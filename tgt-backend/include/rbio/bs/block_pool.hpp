@@ -70,6 +70,9 @@ public:
     static void release(void* payload) noexcept { release(Block::of(payload)); }
     // payload came from this pool's alloc() (and is not released).
     bool owns(void* payload) const noexcept;
+    // Gives the blocks kept for reuse back to the system (tgtd exiting);
+    // blocks in use stay valid and come back to the pool as usual.
+    void trim() noexcept;
 
     const BlockPoolConfig& config() const noexcept { return c_; }
     size_t pooled_bytes() const noexcept { return pooled_; }
