@@ -55,7 +55,7 @@ int rbio_tgtd_build_matches(const char *tag, const char *what)
 			  tag, RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION, what);
 		return 0;
 	}
-	if (strcmp(running, RBIO_TGTD_BUILD_ID)) {
+	if (strcmp(running, RBIO_TGTD_BUILD_ID) != 0) {
 		log_error("rbio: %s: this tgtd (build-id %s) is not the tgt %s the module was "
 			  "built against (build-id %s); %s stay with tgt's transport\n",
 			  tag, running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID, what);
