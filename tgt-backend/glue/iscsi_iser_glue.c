@@ -52,13 +52,15 @@
 #include "driver.h"
 #include "work.h"
 
+#include "rbio/bs/block_pool.h"
 #include "rbio/bs/iser_transport.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "glue_settings.h"
 #include "iscsi_iser_glue.h"
-#include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
+#include "readiness_gate.h"
 
 extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
 
@@ -69,10 +71,8 @@ extern struct list_head iser_portals_list; /* tgtd's, exported (-Wl,-E) */
 #define RBIO_ISER_MAX_XMIT (16u << 20)
 
 /* What the initiator advertised in the iSER header of a SCSI command; lies
- * right before the core's task. */
+ * right before the core's task, in a block of task_pool. */
 struct iser_task_prefix {
-	struct iser_task_prefix *next_free;
-	int pooled;
 	int read_valid, write_valid;
 	uint32_t read_stag, write_stag;
 	uint64_t read_va, write_va;
@@ -127,7 +127,10 @@ static struct iscsi_transport rbio_iser;
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_iser_conns);
 static struct rdma_event_channel *cm_channel;
-static struct iser_task_prefix *task_pool;
+/* Tasks, each behind its prefix (rbio/bs/block_pool.h); lives as long as
+ * tgtd. Data buffers come from the endpoint's registered pool. */
+static const struct rbio_pool_config task_pool_config = { 8, 8, 16u << 20, 0, 0 };
+static struct rbio_pool *task_pool;
 
 static void conn_log_close(struct rbio_iser_conn *rc, const char *why)
 {
@@ -581,18 +584,11 @@ static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ex
 {
 	struct rbio_iser_conn *rc = RC(conn);
 	size_t size = sizeof(struct iscsi_task) + ext_len;
-	struct iser_task_prefix *p;
+	struct iser_task_prefix *p = rbio_pool_alloc(task_pool, sizeof(*p) + size);
 
-	if (ext_len == 0 && task_pool) {
-		p = task_pool;
-		task_pool = p->next_free;
-	} else {
-		p = malloc(sizeof(*p) + size);
-		if (!p)
-			return NULL;
-	}
+	if (!p)
+		return NULL;
 	memset(p, 0, sizeof(*p) + size);
-	p->pooled = ext_len == 0;
 	/* The core allocates a command's task while reading the command. */
 	if (rc->rx_len && (rc->rx_bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD) {
 		p->read_valid = rc->adv.read_valid;
@@ -613,12 +609,7 @@ static void tp_free_task(struct iscsi_task *task)
 	 * buffer's release); its completion must not reach the task. */
 	if (p->read_slot && task->conn)
 		RC(task->conn)->reads[p->read_slot - 1].task = NULL;
-	if (p->pooled) {
-		p->next_free = task_pool;
-		task_pool = p;
-	} else {
-		free(p);
-	}
+	rbio_pool_release(p);
 }
 
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
@@ -695,7 +686,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	char err[256];
 	int i;
 
-	if (!is_system_available() || list_empty(&iscsi_targets_list))
+	if (!rbio_tgtd_ready()) /* as on TCP (readiness_gate.h) */
 		return -1;
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
@@ -846,7 +837,7 @@ static int redirect_iser_driver(void)
 }
 
 /* Once a second: the connections' counters go into the process totals,
- * which the statistics file (written by the TCP side's tick) shows, a
+ * which the statistics file (written by stats_tick.c) shows, a
  * connection that has been quiet since the last tick gets its unsignalled
  * sends covered, so the buffers they hold come back, and NOP-In pings go
  * out where the target asks for them (conn_ping.h). */
@@ -887,11 +878,13 @@ void rbio_iscsi_iser_metrics(struct rbio_metrics *m)
 
 void rbio_iscsi_iser_start(void)
 {
+	const struct rbio_tp_settings *s = rbio_glue_settings(NULL, 0);
 	char err[1024];
 	int n;
 
-	if (rbio_tp_load_settings(&settings, err, sizeof(err)))
+	if (!s)
 		return; /* the TCP transport logged why */
+	settings = *s;
 	if (!settings.enabled || !settings.iser) {
 		log_error("rbio: iser: transport off; iSER stays with tgt's driver\n");
 		return;
@@ -905,6 +898,11 @@ void rbio_iscsi_iser_start(void)
 		return;
 	if (get_driver_index("iser") < 0 || get_driver_index("iscsi") < 0) {
 		log_error("rbio: iser: tgt's iser or iscsi driver not found; iSER stays with tgt\n");
+		return;
+	}
+	task_pool = rbio_pool_new(&task_pool_config, err, sizeof(err));
+	if (!task_pool) {
+		log_error("rbio: iser: %s; iSER stays with tgt\n", err);
 		return;
 	}
 	n = take_over_listeners();

@@ -8,23 +8,24 @@
  * calls: a read() per PDU part, a write() per response part between two
  * setsockopt(TCP_CORK), an epoll_ctl() per EPOLLOUT toggle.
  *
- * This transport takes over the listening sockets of tgtd's portals, so
- * every new TCP connection gets it, and maps the same calls onto memory:
- * ep_read() is served from a buffer filled by one receive per event
- * (request batching); ep_write_begin() queues the part and the whole pass
- * leaves in one sendmsg() (message coalescing); EPOLLOUT is armed only when
- * the socket is full; and the core's receive and send handlers run in one
- * loop per event, so responses completed while a pass runs go out in the
- * same pass and requests buffered meanwhile are processed on the send path.
+ * This transport takes over the listening sockets of tgtd's portals
+ * (portal_takeover.c), so every new TCP connection gets it, and maps the
+ * same calls onto memory: ep_read() is served from a buffer filled by one
+ * receive per event (request batching); ep_write_begin() queues the part
+ * and the whole pass leaves in one sendmsg() (message coalescing); EPOLLOUT
+ * is armed only when the socket is full; and the core's receive and send
+ * handlers run in one loop per event, so responses completed while a pass
+ * runs go out in the same pass and requests buffered meanwhile are
+ * processed on the send path.
  * Login, negotiation, SCSI and task management stay tgt's.
  *
  * Unlike stock tgt, connections are accepted only while tgtd can serve a
- * login (see "accepting only when tgtd is ready").
+ * login (readiness_gate.c).
  *
  * Response data is sent from the core's own buffers without a copy. The
  * core frees a task and its buffers as soon as it has handed the last part
  * over, so the free callbacks defer the release until the sendmsg() that
- * carried the data is done (see struct rbio_block).
+ * carried the data is done (rbio/bs/block_pool.h).
  *
  * One of the few files that include tgt's (version-specific, C) headers.
  */
@@ -41,104 +42,30 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "iscsid.h"
-#include "work.h"
 
+#include "rbio/bs/block_pool.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "glue_settings.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
+#include "portal_takeover.h"
+#include "readiness_gate.h"
+#include "stats_tick.h"
 
-#ifndef RBIO_TGTD_BUILD_ID
-#define RBIO_TGTD_BUILD_ID ""
-#endif
+/* ---- buffers and tasks, pooled (rbio/bs/block_pool.h) */
 
-/* ---- buffers whose release waits for the send that carries them */
-
-enum { RBIO_BLOCK_DATA = 1, RBIO_BLOCK_TASK = 2, RBIO_BLOCK_COPY = 3 };
-
-/* Lies right before every buffer and task this transport hands to the core. */
-struct rbio_block {
-	struct rbio_block *next;  /* deferred list or free list */
-	uint64_t release_after;   /* tx PDUs that must be done first */
-	size_t size;              /* usable bytes */
-	int kind;
-	int pool;                 /* size class, or -1: not pooled */
-};
-
-/* Data buffers are page aligned (O_DIRECT backing stores need it): the
- * block header sits at the end of a page of its own in front of them. */
-#define RBIO_PAGE 4096u
-#define RBIO_POOL_MIN_SHIFT 12  /* 4 KiB */
-#define RBIO_POOL_CLASSES 11    /* up to 4 MiB */
-#define RBIO_POOL_MAX_BYTES (64u << 20)
-#define RBIO_TASK_POOL RBIO_POOL_CLASSES
-
-static struct rbio_block *pool_free[RBIO_POOL_CLASSES + 1];
-static size_t pool_bytes;
-
-static int pool_class(size_t size)
-{
-	int cls = 0;
-
-	while (cls < RBIO_POOL_CLASSES && ((size_t)1 << (RBIO_POOL_MIN_SHIFT + cls)) < size)
-		cls++;
-	return cls < RBIO_POOL_CLASSES ? cls : -1;
-}
-
-static void *block_payload(struct rbio_block *b)
-{
-	return (char *)b + sizeof(*b);
-}
-
-static struct rbio_block *block_of(void *payload)
-{
-	return (struct rbio_block *)((char *)payload - sizeof(struct rbio_block));
-}
-
-static void *block_base(struct rbio_block *b)
-{
-	return b->kind == RBIO_BLOCK_DATA ? (char *)block_payload(b) - RBIO_PAGE : (void *)b;
-}
-
-static void block_release(struct rbio_block *b)
-{
-	if (b->pool >= 0 && pool_bytes + b->size <= RBIO_POOL_MAX_BYTES) {
-		b->next = pool_free[b->pool];
-		pool_free[b->pool] = b;
-		pool_bytes += b->size;
-		return;
-	}
-	free(block_base(b));
-}
-
-static void *data_alloc(size_t size)
-{
-	int cls = pool_class(size);
-	struct rbio_block *b;
-	void *base;
-
-	if (cls >= 0 && pool_free[cls]) {
-		b = pool_free[cls];
-		pool_free[cls] = b->next;
-		pool_bytes -= b->size;
-		return block_payload(b);
-	}
-	if (cls >= 0)
-		size = (size_t)1 << (RBIO_POOL_MIN_SHIFT + cls);
-	/* + a word: tgt pads data to 4 bytes in place before sending it */
-	if (posix_memalign(&base, RBIO_PAGE, RBIO_PAGE + size + 4))
-		return NULL;
-	b = (struct rbio_block *)((char *)base + RBIO_PAGE - sizeof(*b));
-	b->kind = RBIO_BLOCK_DATA;
-	b->size = size;
-	b->pool = cls;
-	return block_payload(b);
-}
+/* Data buffers are page aligned (O_DIRECT backing stores need it), with a
+ * word more: tgt pads data to 4 bytes in place before sending it. Kept for
+ * reuse in size classes from 4 KiB to 4 MiB, 64 MiB at most. Tasks come
+ * from a pool of their own. Both live as long as tgtd. */
+static const struct rbio_pool_config data_pool_config = { 12, 11, 64u << 20, 1, 4 };
+static const struct rbio_pool_config task_pool_config = { 8, 8, 16u << 20, 0, 0 };
+static struct rbio_pool *data_pool, *task_pool;
 
 /* ---- one connection */
 
@@ -153,7 +80,7 @@ struct rbio_conn {
 	int epollout_armed;
 	uint64_t rx_served;            /* bytes ep_read handed to the core */
 	int bhs_have;                  /* bytes of the current BHS handed over */
-	struct rbio_block *deferred, *deferred_tail;
+	struct rbio_release_queue *releases; /* freed by the core, still being sent */
 	char peer[RBIO_PEER_LEN];
 	char portal[RBIO_PEER_LEN];    /* the local address it came in on */
 	struct rbio_ping ping;
@@ -177,36 +104,20 @@ static void conn_log_close(struct rbio_conn *rc, const char *why)
 
 static void deferred_release(struct rbio_conn *rc, int all)
 {
-	uint64_t done = rbio_tcp_conn_tx_done_total(rc->engine);
-
-	while (rc->deferred && (all || rc->deferred->release_after <= done)) {
-		struct rbio_block *b = rc->deferred;
-
-		rc->deferred = b->next;
-		block_release(b);
-	}
-	if (!rc->deferred)
-		rc->deferred_tail = NULL;
-}
-
-/* Releases b once `pdus` PDUs have been sent (or dropped). */
-static void release_after(struct rbio_conn *rc, struct rbio_block *b, uint64_t pdus)
-{
-	if (rbio_tcp_conn_tx_done_total(rc->engine) >= pdus) {
-		block_release(b);
-		return;
-	}
-	b->release_after = pdus;
-	b->next = NULL;
-	if (rc->deferred_tail)
-		rc->deferred_tail->next = b;
+	if (all)
+		rbio_release_all(rc->releases);
 	else
-		rc->deferred = b;
-	rc->deferred_tail = b;
+		rbio_release_done(rc->releases, rbio_tcp_conn_tx_done_total(rc->engine));
 }
 
-/* Releases b now, or once every PDU queued so far has been sent. */
-static void defer_or_release(struct rbio_conn *rc, struct rbio_block *b)
+/* Releases block b once `pdus` PDUs have been sent (or dropped). */
+static void release_after(struct rbio_conn *rc, void *b, uint64_t pdus)
+{
+	rbio_release_after(rc->releases, b, pdus, rbio_tcp_conn_tx_done_total(rc->engine));
+}
+
+/* Releases block b now, or once every PDU queued so far has been sent. */
+static void defer_or_release(struct rbio_conn *rc, void *b)
 {
 	release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine));
 }
@@ -378,18 +289,15 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 		/* Login, text and reject data live in one per-connection buffer
 		 * the core rewrites for the next response: send a copy. Rare. */
 		size_t len = conn->rsp.datasize;
-		struct rbio_block *b = malloc(sizeof(*b) + len + 4);
+		void *b = rbio_pool_alloc(data_pool, len);
 
 		if (!b) {
 			conn_log_close(rc, "out of memory for a response");
 			conn->state = STATE_CLOSE;
 			return nbytes;
 		}
-		b->kind = RBIO_BLOCK_COPY;
-		b->pool = -1;
-		b->size = len;
-		memcpy(block_payload(b), buf, len);
-		rbio_tcp_conn_tx_data(rc->engine, block_payload(b), len);
+		memcpy(b, buf, len);
+		rbio_tcp_conn_tx_data(rc->engine, b, len);
 		/* sent with the PDU that ep_write_end queues next */
 		release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine) + 1);
 	} else {
@@ -455,13 +363,13 @@ static void tp_release(struct iscsi_connection *conn)
 	conn_exit(conn);
 	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
 	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);
-	deferred_release(rc, 1);
+	rbio_release_queue_free(rc->releases); /* releases what it still holds */
 	rbio_tcp_conn_free(rc->engine);
 	close(rc->fd);
 	list_del(&rc->siblings);
 	free(rc);
 	rbio_tp_stats_connection(0);
-	rbio_iscsi_tcp_write_stats();
+	rbio_stats_write();
 }
 
 static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
@@ -483,44 +391,33 @@ static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
 static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ext_len)
 {
 	size_t size = sizeof(struct iscsi_task) + ext_len;
-	struct rbio_block *b;
+	void *task = rbio_pool_alloc(task_pool, size);
 
 	(void)conn;
-	if (ext_len == 0 && pool_free[RBIO_TASK_POOL]) {
-		b = pool_free[RBIO_TASK_POOL];
-		pool_free[RBIO_TASK_POOL] = b->next;
-		pool_bytes -= b->size;
-	} else {
-		b = malloc(sizeof(*b) + size);
-		if (!b)
-			return NULL;
-		b->kind = RBIO_BLOCK_TASK;
-		b->size = size;
-		b->pool = ext_len == 0 ? RBIO_TASK_POOL : -1;
-	}
-	memset(block_payload(b), 0, size);
-	return block_payload(b);
+	if (task)
+		memset(task, 0, size);
+	return task;
 }
 
 static void tp_free_task(struct iscsi_task *task)
 {
 	/* A task's sense data or ping data may still be queued. */
 	if (task->conn)
-		defer_or_release(RC(task->conn), block_of(task));
+		defer_or_release(RC(task->conn), task);
 	else
-		block_release(block_of(task));
+		rbio_pool_release(task);
 }
 
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 {
 	(void)conn;
-	return data_alloc(size);
+	return rbio_pool_alloc(data_pool, size);
 }
 
 static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
 {
 	if (buf)
-		defer_or_release(RC(conn), block_of(buf));
+		defer_or_release(RC(conn), buf);
 }
 
 static int tp_getsockname(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
@@ -552,14 +449,14 @@ static int tp_init(void)
 	return 0;
 }
 
-static void stop_ready_timer(void);
-
-/* tgtd is exiting: a statistics file of a process that is gone would mislead. */
+/* tgtd is exiting: a statistics file of a process that is gone would
+ * mislead, and the buffers kept for reuse go back to the system. */
 static void tp_exit(void)
 {
-	stop_ready_timer();
-	if (settings.stats_file[0])
-		rbio_tp_stats_remove(settings.stats_file);
+	rbio_gate_stop();
+	rbio_stats_remove();
+	rbio_pool_trim(data_pool);
+	rbio_pool_trim(task_pool);
 }
 
 static struct iscsi_transport rbio_tcp = {
@@ -585,158 +482,6 @@ static struct iscsi_transport rbio_tcp = {
 	.ep_getpeername = tp_getpeername,
 	.ep_nop_reply = tp_nop_reply,
 };
-
-/* ---- accepting only when tgtd is ready */
-
-/*
- * A starting tgtd listens before it is configured: tgt.service sets its
- * State offline, adds the targets and their LUNs, then sets it ready, and
- * tgtd starts without any target. Stock tgt accepts and at once closes
- * every connection meanwhile. An initiator that reconnects a session in
- * recovery at that moment can take the close right after it bound the new
- * connection to the session, which sends open-iscsi into a loop of failed
- * rebinds ("can't bind conn ... retcode -107", open-iscsi #387) that ends
- * only when the replacement timeout has failed the queued I/O.
- *
- * So this transport accepts only while tgt itself would serve a login:
- * State ready and at least one target (tgt's own two conditions; targets
- * are added with their LUNs while the State is offline). Meanwhile the
- * listening sockets are left out of tgtd's epoll set and the kernel keeps
- * new connections in the listen queue, login request included. To the
- * initiator that is a login that takes longer; once tgtd is ready (checked
- * every RBIO_READY_POLL_MS) the login is served, and one that waited past
- * the initiator's login timeout was closed by it and is dropped unread
- * (peer_gone). A connection already accepted is not affected by the State.
- */
-#define RBIO_READY_POLL_MS 100
-
-static int tgtd_ready(void)
-{
-	return is_system_available() && !list_empty(&iscsi_targets_list);
-}
-
-/* Listening sockets already served by accept_handler. */
-struct taken_portal {
-	void *portal;
-	int fd;
-	int watched;   /* in tgtd's epoll set: accepting */
-};
-#define RBIO_MAX_PORTALS 64
-static struct taken_portal taken[RBIO_MAX_PORTALS];
-static int nr_taken;
-static int accepting_paused;
-static int ready_timer_fd = -1;
-
-static void accept_handler(int lfd, int events, void *data);
-static void forget_removed_portals(void);
-
-static int watch_portal(struct taken_portal *t, int on)
-{
-	if (t->watched == on)
-		return 0;
-	if (!on) {
-		tgt_event_del(t->fd);
-	} else if (tgt_event_add(t->fd, EPOLLIN, accept_handler, NULL)) {
-		log_error("rbio: tcp: cannot watch the listening socket %d: %m\n", t->fd);
-		return -1;
-	}
-	t->watched = on;
-	return 0;
-}
-
-/* Connections waiting in a listening socket's accept queue. */
-static unsigned queued_connections(int lfd)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-
-	/* for a listening socket the kernel reports its accept queue here */
-	if (getsockopt(lfd, IPPROTO_TCP, TCP_INFO, &ti, &len))
-		return 0;
-	return ti.tcpi_unacked;
-}
-
-static void arm_ready_timer(int on)
-{
-	struct itimerspec its = { 0 };
-
-	if (on) {
-		its.it_interval.tv_nsec = RBIO_READY_POLL_MS * 1000000L;
-		its.it_value = its.it_interval;
-	}
-	if (timerfd_settime(ready_timer_fd, 0, &its, NULL))
-		log_error("rbio: tcp: cannot %s the readiness timer: %m\n", on ? "arm" : "stop");
-}
-
-static void pause_accepting(void)
-{
-	int i;
-
-	if (accepting_paused)
-		return;
-	for (i = 0; i < nr_taken; i++)
-		watch_portal(&taken[i], 0);
-	accepting_paused = 1;
-	arm_ready_timer(1);
-	log_error("rbio: tcp: tgtd is not ready (State %s, %s): new connections wait in the "
-		  "listen queue\n", is_system_available() ? "ready" : "offline",
-		  list_empty(&iscsi_targets_list) ? "no target" : "targets present");
-}
-
-static void resume_accepting(void)
-{
-	unsigned waiting = 0;
-	int i;
-
-	forget_removed_portals();
-	for (i = 0; i < nr_taken; i++) {
-		waiting += queued_connections(taken[i].fd);
-		watch_portal(&taken[i], 1);
-	}
-	accepting_paused = 0;
-	arm_ready_timer(0);
-	log_error("rbio: tcp: tgtd is ready: accepting connections (%u waited in the listen "
-		  "queue)\n", waiting);
-}
-
-static void ready_timer_handler(int fd, int events, void *data)
-{
-	uint64_t expirations;
-
-	(void)events;
-	(void)data;
-	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_error("rbio: tcp: readiness timer: %m\n");
-	if (accepting_paused && tgtd_ready())
-		resume_accepting();
-}
-
-static void stop_ready_timer(void)
-{
-	if (ready_timer_fd < 0)
-		return;
-	tgt_event_del(ready_timer_fd);
-	close(ready_timer_fd);
-	ready_timer_fd = -1;
-}
-
-/* The readiness timer lives in tgtd's epoll set for tgtd's whole life;
- * it fires only while accepting is paused. */
-static int start_ready_timer(void)
-{
-	ready_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (ready_timer_fd < 0) {
-		log_error("rbio: tcp: cannot create the readiness timer: %m\n");
-		return -1;
-	}
-	if (tgt_event_add(ready_timer_fd, EPOLLIN, ready_timer_handler, NULL)) {
-		log_error("rbio: tcp: cannot watch the readiness timer: %m\n");
-		close(ready_timer_fd);
-		ready_timer_fd = -1;
-		return -1;
-	}
-	return 0;
-}
 
 /* ---- accepting connections on the portals taken over */
 
@@ -790,8 +535,8 @@ static void accept_handler(int lfd, int events, void *data)
 
 	(void)events;
 	(void)data;
-	if (!tgtd_ready()) {
-		pause_accepting();
+	if (!rbio_tgtd_ready()) {
+		rbio_gate_pause();
 		return;
 	}
 	fd = accept4(lfd, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -818,14 +563,21 @@ static void accept_handler(int lfd, int events, void *data)
 	rc->fd = fd;
 	memcpy(rc->peer, peer, sizeof(rc->peer));
 	memcpy(rc->portal, portal, sizeof(rc->portal));
+	rc->releases = rbio_release_queue_new();
+	if (!rc->releases) {
+		free(rc);
+		goto refuse;
+	}
 	rc->engine = rbio_tcp_conn_new(fd, &settings, err, sizeof(err));
 	if (!rc->engine) {
 		log_error("rbio: tcp: %s: refused: %s\n", rc->peer, err);
+		rbio_release_queue_free(rc->releases);
 		free(rc);
 		goto refuse;
 	}
 	if (conn_init(&rc->iscsi_conn)) {
 		rbio_tcp_conn_free(rc->engine);
+		rbio_release_queue_free(rc->releases);
 		free(rc);
 		goto refuse;
 	}
@@ -835,6 +587,7 @@ static void accept_handler(int lfd, int events, void *data)
 	if (tgt_event_add(fd, EPOLLIN, conn_event_handler, rc)) {
 		conn_exit(&rc->iscsi_conn);
 		rbio_tcp_conn_free(rc->engine);
+		rbio_release_queue_free(rc->releases);
 		free(rc);
 		goto refuse;
 	}
@@ -845,66 +598,7 @@ refuse:
 	close(fd);
 }
 
-static int portal_taken(struct iscsi_portal *p)
-{
-	int i;
-
-	for (i = 0; i < nr_taken; i++)
-		if (taken[i].portal == p && taken[i].fd == p->fd)
-			return 1;
-	return 0;
-}
-
-static void forget_removed_portals(void)
-{
-	int i = 0;
-
-	while (i < nr_taken) {
-		struct iscsi_portal *p;
-		int present = 0;
-
-		list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings)
-			if ((void *)p == taken[i].portal && p->fd == taken[i].fd)
-				present = 1;
-		if (present)
-			i++;
-		else
-			taken[i] = taken[--nr_taken];
-	}
-}
-
-/* Moves every selected portal's listening socket to accept_handler: from
- * then on its connections use this transport. Portals added later with
- * tgtadm are picked up by the periodic tick. */
-static void take_over_portals(void)
-{
-	struct iscsi_portal *p;
-
-	forget_removed_portals();
-	list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings) {
-		if (p->fd < 0 || portal_taken(p) || !rbio_tp_portal_selected(&settings, p->addr, p->port))
-			continue;
-		if (nr_taken == RBIO_MAX_PORTALS) {
-			log_error("rbio: tcp: more than %d portals; %s:%d stays with tgt's transport\n",
-				  RBIO_MAX_PORTALS, p->addr, p->port);
-			continue;
-		}
-		tgt_event_del(p->fd);
-		taken[nr_taken].portal = p;
-		taken[nr_taken].fd = p->fd;
-		taken[nr_taken].watched = 0;
-		if (!accepting_paused && watch_portal(&taken[nr_taken], 1)) {
-			log_error("rbio: tcp: portal %s:%d: not served\n", p->addr, p->port);
-			continue;
-		}
-		nr_taken++;
-		log_error("rbio: tcp: portal %s:%d served by rbio's transport\n", p->addr, p->port);
-	}
-}
-
-/* ---- once a second: pings, new portals, statistics */
-
-static struct tgt_work tick_work;
+/* ---- once a second (stats_tick.c): pings, new portals, statistics */
 
 static void ping_connections(void)
 {
@@ -921,36 +615,27 @@ static void ping_connections(void)
 	}
 }
 
-void rbio_iscsi_tcp_write_stats(void)
+/* The statistics file's lines, one per connection (stats_tick.h); each
+ * connection's counters go into the totals first. */
+static size_t describe_conns(char *out, size_t size)
 {
-	/* per-connection lines, for the first connections that fit */
-	static char conns[64 * 1024];
-	static int warned;
 	struct rbio_conn *rc;
 	size_t used = 0;
-	char err[512];
 
-	if (!settings.stats_file[0])
-		return;
-	conns[0] = '\0';
+	out[0] = '\0';
 	list_for_each_entry(rc, &rbio_conns, siblings) {
 		char line[512];
 		int n;
 
 		rbio_tcp_conn_publish(rc->engine);
 		rbio_tcp_conn_describe(rc->engine, line, sizeof(line));
-		n = snprintf(conns + used, sizeof(conns) - used, "connection=%s %s\n", rc->peer,
-			     line);
-		if (n > 0 && (size_t)n < sizeof(conns) - used)
+		n = snprintf(out + used, size - used, "connection=%s %s\n", rc->peer, line);
+		if (n > 0 && (size_t)n < size - used)
 			used += (size_t)n;
 		else
-			conns[used] = '\0';
+			out[used] = '\0';
 	}
-	if (rbio_tp_stats_write(settings.stats_file, conns, err, sizeof(err))) {
-		if (!warned)
-			log_error("rbio: tcp: cannot write statistics: %s\n", err);
-		warned = 1;
-	}
+	return used;
 }
 
 void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
@@ -966,53 +651,26 @@ void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
 	}
 }
 
-static void tick(void *data)
+/* This transport's share of the tick; the statistics file follows. */
+static void each_second(void)
 {
-	(void)data;
 	ping_connections();
-	take_over_portals();
-	rbio_iscsi_tcp_write_stats();
-	add_work(&tick_work, 1);
+	rbio_portals_take_over(&settings, accept_handler);
 }
 
 /* ---- start */
 
-/* The running tgtd is the build the module was made for (struct layouts of
- * tgt's core differ between builds); `tag` and `what` name the transport
- * in the log, e.g. "tcp" and "TCP portals". */
-int rbio_tgtd_build_matches(const char *tag, const char *what)
-{
-	char running[128];
-
-	if (!RBIO_TGTD_BUILD_ID[0]) {
-		log_error("rbio: %s: the module was built without tgtd's build-id; "
-			  "%s stay with tgt's transport\n", tag, what);
-		return 0;
-	}
-	if (rbio_tp_running_build_id(running, sizeof(running))) {
-		log_error("rbio: %s: this tgtd has no build-id (the module expects %s, tgt %s); "
-			  "%s stay with tgt's transport\n",
-			  tag, RBIO_TGTD_BUILD_ID, RBIO_TGT_VERSION, what);
-		return 0;
-	}
-	if (strcmp(running, RBIO_TGTD_BUILD_ID) != 0) {
-		log_error("rbio: %s: this tgtd (build-id %s) is not the tgt %s the module was "
-			  "built against (build-id %s); %s stay with tgt's transport\n",
-			  tag, running, RBIO_TGT_VERSION, RBIO_TGTD_BUILD_ID, what);
-		return 0;
-	}
-	return 1;
-}
-
 void rbio_iscsi_tcp_start(void)
 {
 	char err[1024], desc[6000];
+	const struct rbio_tp_settings *s = rbio_glue_settings(err, sizeof(err));
 
-	if (rbio_tp_load_settings(&settings, err, sizeof(err))) {
+	if (!s) {
 		log_error("rbio: tcp: bad settings, TCP portals stay with tgt's transport: %s\n",
 			  err);
 		return;
 	}
+	settings = *s;
 	rbio_tp_describe_settings(&settings, desc, sizeof(desc));
 	if (!settings.enabled) {
 		log_error("rbio: tcp: transport off; TCP portals stay with tgt's transport (%s)\n",
@@ -1021,13 +679,18 @@ void rbio_iscsi_tcp_start(void)
 	}
 	if (!rbio_tgtd_build_matches("tcp", "TCP portals"))
 		return;
-	if (start_ready_timer())
+	data_pool = rbio_pool_new(&data_pool_config, err, sizeof(err));
+	task_pool = data_pool ? rbio_pool_new(&task_pool_config, err, sizeof(err)) : NULL;
+	if (!task_pool) {
+		log_error("rbio: tcp: %s; TCP portals stay with tgt's transport\n", err);
+		rbio_pool_free(data_pool);
+		data_pool = NULL;
+		return;
+	}
+	if (rbio_gate_start())
 		return;
 	log_error("rbio: tcp: %s\n", desc);
 	iscsi_transport_register(&rbio_tcp);
-	take_over_portals();
-	tick_work.func = tick;
-	tick_work.data = NULL;
-	add_work(&tick_work, 1);
-	rbio_iscsi_tcp_write_stats();
+	rbio_portals_take_over(&settings, accept_handler);
+	rbio_stats_tick_start(&settings, each_second, describe_conns);
 }

@@ -5,9 +5,5 @@
 /* Reads the settings and, unless they or a tgtd of another build say no,
  * takes over tgtd's TCP portals. Called once from register_bs_module(). */
 void rbio_iscsi_tcp_start(void);
-/* Rewrites the statistics file (if one is configured). */
-void rbio_iscsi_tcp_write_stats(void);
-/* The running tgtd is the build the module was made for; logs why not. */
-int rbio_tgtd_build_matches(const char *tag, const char *what);
 
 #endif

@@ -2,16 +2,14 @@
 // IserEndpoint per connection, registered data buffers, and the deferred
 // release of buffers that posted work requests still point into. Nothing
 // here lets a C++ exception unwind into tgtd.
-#include <sys/mman.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
 #include <memory>
-#include <new>
 #include <vector>
 
+#include "rbio/bs/block_pool.hpp"
 #include "rbio/bs/iser_transport.h"
 #include "rbio/bs/tcp_transport.h"
 #include "rbio/iser/rdma/iser_endpoint.hpp"
@@ -19,109 +17,51 @@
 
 using namespace rbio::iser;
 using namespace rbio::iser::rdma;
+using rbio::tp::Block;
+using rbio::tp::BlockPool;
+using rbio::tp::BlockPoolConfig;
+using rbio::tp::ReleaseQueue;
 
 namespace {
 
 // ---- registered data buffers
 //
-// A buffer is [one page: header at its end][payload], so the core gets page
-// aligned memory (O_DIRECT backing stores) and the header is found from the
-// payload. Freed buffers wait in per-size-class stacks, still registered.
+// Blocks of the transports' pool (rbio/bs/block_pool.hpp), page aligned for
+// the core (O_DIRECT backing stores), mapped with a page past the end (tgt
+// pads data to 4 bytes in place), and registered once, when a block is made:
+// freed buffers wait in the pool's size classes (4 KiB to 16 MiB, 256 MiB
+// kept) still registered.
 
 constexpr size_t kPage = 4096;
-constexpr int kMinShift = 12;          // 4 KiB
-constexpr int kClasses = 13;           // up to 16 MiB
-constexpr size_t kPooledMax = 256u << 20;
-constexpr uint32_t kMagic = 0x72424953;  // "rBIS"
 
-struct BufHeader {
-    uint32_t magic;
-    int cls;          // size class, or -1: not pooled
-    size_t size;      // usable bytes
-    size_t mapped;    // bytes mapped, header page included
-    ibv_mr* mr;       // registration over the payload
-    BufHeader* next;  // free stack
-};
-
-BufHeader* header_of(void* payload) {
-    return reinterpret_cast<BufHeader*>(static_cast<uint8_t*>(payload) - sizeof(BufHeader));
+bool register_block(void* pd, Block& b) {
+    b.tag = ibv_reg_mr(static_cast<ibv_pd*>(pd), b.payload(), b.size + 4, IBV_ACCESS_LOCAL_WRITE);
+    return b.tag != nullptr;
 }
-void* payload_of(BufHeader* h) { return reinterpret_cast<uint8_t*>(h) + sizeof(BufHeader); }
 
-struct BufferPool {
-    BufHeader* free[kClasses] = {};
-    size_t pooled = 0;
-    ~BufferPool() {
-        for (auto*& f : free)
-            while (f) {
-                BufHeader* h = f;
-                f = h->next;
-                destroy(h);
-            }
-    }
-    static void destroy(BufHeader* h) {
-        if (h->mr) ibv_dereg_mr(h->mr);
-        munmap(reinterpret_cast<uint8_t*>(payload_of(h)) - kPage, h->mapped);
-    }
-};
+void deregister_block(void*, Block& b) { ibv_dereg_mr(static_cast<ibv_mr*>(b.tag)); }
+
+ibv_mr* mr_of(void* buf) { return static_cast<ibv_mr*>(Block::of(buf)->tag); }
+
 // One pool per protection domain (so per device): a pooled buffer keeps its
 // registration, and a host with several RDMA devices does not re-register
 // buffers that move between them.
-BufferPool& pool_for(ibv_pd* pd) {
-    static std::vector<std::pair<ibv_pd*, std::unique_ptr<BufferPool>>> pools;
+BlockPool& pool_for(ibv_pd* pd) {
+    static std::vector<std::pair<ibv_pd*, std::unique_ptr<BlockPool>>> pools;
     for (auto& [owner, p] : pools)
         if (owner == pd) return *p;
-    pools.emplace_back(pd, std::make_unique<BufferPool>());
+    BlockPoolConfig c;
+    c.min_shift = 12;
+    c.classes = 13;
+    c.pooled_max = 256u << 20;
+    c.page_aligned = true;
+    c.mapped = true;
+    c.tail = kPage;
+    c.on_make = register_block;
+    c.on_destroy = deregister_block;
+    c.ctx = pd;
+    pools.emplace_back(pd, std::make_unique<BlockPool>(c));
     return *pools.back().second;
-}
-
-int size_class(size_t size) {
-    for (int c = 0; c < kClasses; ++c)
-        if ((size_t(1) << (kMinShift + c)) >= size) return c;
-    return -1;
-}
-
-void release_buffer(BufHeader* h) {
-    if (!h->mr) {
-        BufferPool::destroy(h);
-        return;
-    }
-    BufferPool& p = pool_for(h->mr->pd);
-    if (h->cls >= 0 && p.pooled + h->size <= kPooledMax) {
-        h->next = p.free[h->cls];
-        p.free[h->cls] = h;
-        p.pooled += h->size;
-        return;
-    }
-    BufferPool::destroy(h);
-}
-
-void* alloc_buffer(ibv_pd* pd, size_t size) {
-    BufferPool& p = pool_for(pd);
-    const int cls = size_class(size);
-    BufHeader* h = nullptr;
-    if (cls >= 0 && p.free[cls]) {
-        h = p.free[cls];
-        p.free[cls] = h->next;
-        p.pooled -= h->size;
-    } else {
-        const size_t usable = cls >= 0 ? size_t(1) << (kMinShift + cls) : (size + kPage - 1) / kPage * kPage;
-        // + a page: tgt pads data to 4 bytes in place; the header page in front.
-        const size_t mapped = kPage + usable + kPage;
-        void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return nullptr;
-        h = reinterpret_cast<BufHeader*>(static_cast<uint8_t*>(m) + kPage - sizeof(BufHeader));
-        *h = BufHeader{kMagic, cls, usable, mapped, nullptr, nullptr};
-    }
-    // Registered once, when the buffer is made; pooled buffers keep theirs.
-    if (!h->mr) {
-        h->mr = ibv_reg_mr(pd, payload_of(h), h->size + 4, IBV_ACCESS_LOCAL_WRITE);
-        if (!h->mr) {
-            BufferPool::destroy(h);
-            return nullptr;
-        }
-    }
-    return payload_of(h);
 }
 
 // ---- protection domains, one per device for the process's lifetime
@@ -196,12 +136,9 @@ EndpointConfig with_srq(EndpointConfig c, DeviceReceives* r) {
 }  // namespace
 
 struct rbio_iser_ep {
-    struct Deferred {
-        BufHeader* buf;
-        uint64_t after;
-    };
     rbio_iser_ep(CmIdPtr id, const rbio_tp_settings& s, rbio_iser_done_fn done_fn, void* ctx)
         : pd(pd_for(id->verbs)),
+          buffers(&pool_for(pd)),
           done(done_fn),
           done_ctx(ctx),
           receives(s.iser_srq_depth ? receives_for(id->verbs, pd, endpoint_config(s), s.iser_srq_depth)
@@ -210,38 +147,22 @@ struct rbio_iser_ep {
              [this](uint64_t token, int status) { done(done_ctx, token, status); }) {}
 
     void release_deferred(bool all) {
-        const uint64_t d = ep.sends_done_total();
-        while (deferred_count > 0) {
-            Deferred& f = deferred[deferred_head];
-            if (!all && f.after > d) break;
-            release_buffer(f.buf);
-            deferred_head = (deferred_head + 1) % deferred.size();
-            --deferred_count;
-        }
-    }
-    // A ring sized for the send queue; it grows (rarely) rather than lose a
-    // buffer or free one under a posted work request.
-    void defer(BufHeader* h, uint64_t after) {
-        if (deferred_count == deferred.size()) {
-            std::vector<Deferred> bigger(deferred.empty() ? 1024 : deferred.size() * 2);
-            for (size_t i = 0; i < deferred_count; ++i)
-                bigger[i] = deferred[(deferred_head + i) % deferred.size()];
-            deferred.swap(bigger);
-            deferred_head = 0;
-        }
-        deferred[(deferred_head + deferred_count) % deferred.size()] = {h, after};
-        ++deferred_count;
+        if (all)
+            releases.release_all();
+        else
+            releases.release_done(ep.sends_done_total());
     }
 
     ibv_pd* pd;
+    BlockPool* buffers;  // this device's registered data buffers
     rbio_iser_done_fn done;
     void* done_ctx;
     ConnectionCounters counters;
     CounterPublisher publisher;
     std::shared_ptr<DeviceReceives> receives;  // outlives ep, whose QP uses it
-    std::vector<Deferred> deferred = std::vector<Deferred>(1024);
-    size_t deferred_head = 0;
-    size_t deferred_count = 0;
+    // Data buffers the core freed while a posted work request still points
+    // into them: released once the send queue has completed past it.
+    ReleaseQueue releases;
     unsigned quiet_seconds = 0;  // rbio_iser_ep_cover() calls since the last pass
     IserEndpoint ep;
 };
@@ -349,14 +270,13 @@ int rbio_iser_ep_send(rbio_iser_ep* e, const void* hdr, size_t hdr_len, const vo
 }
 
 static ibv_sge buffer_sge(void* buf, size_t offset, size_t len) {
-    BufHeader* h = header_of(buf);
-    return ibv_sge{reinterpret_cast<uintptr_t>(buf) + offset, uint32_t(len), h->mr->lkey};
+    return ibv_sge{reinterpret_cast<uintptr_t>(buf) + offset, uint32_t(len), mr_of(buf)->lkey};
 }
 
+// buf is a data buffer registered with e's device and holds [offset, +len).
 static bool registered(rbio_iser_ep* e, void* buf, size_t offset, size_t len) {
-    BufHeader* h = header_of(buf);
-    return h->magic == kMagic && h->mr && h->mr->pd == e->pd && offset <= h->size &&
-           len <= h->size - offset;
+    const Block* b = Block::of(buf);
+    return e->buffers->owns(buf) && offset <= b->size && len <= b->size - offset;
 }
 
 int rbio_iser_ep_rdma_write(rbio_iser_ep* e, void* buf, size_t offset, size_t len, uint64_t va,
@@ -403,27 +323,15 @@ size_t rbio_iser_ep_counters(const rbio_iser_ep* e, uint64_t* out, size_t n) {
     return rbio::iser::copy_counters(e->counters, out, n);
 }
 
-void* rbio_iser_data_alloc(rbio_iser_ep* e, size_t size) {
-    try {
-        return alloc_buffer(e->pd, size);
-    } catch (...) {
-        return nullptr;
-    }
-}
+void* rbio_iser_data_alloc(rbio_iser_ep* e, size_t size) { return e->buffers->alloc(size); }
 
 void rbio_iser_data_free(rbio_iser_ep* e, void* buf) {
     if (!buf) return;
-    BufHeader* h = header_of(buf);
-    if (!e || e->ep.sends_done_total() >= e->ep.sends_queued_total()) {
-        release_buffer(h);
+    if (!e) {
+        BlockPool::release(buf);
         return;
     }
-    try {
-        e->defer(h, e->ep.sends_queued_total());
-    } catch (...) {
-        // Out of memory for the bookkeeping: keep the buffer rather than
-        // free it under a posted work request.
-    }
+    e->releases.release_after(Block::of(buf), e->ep.sends_queued_total(), e->ep.sends_done_total());
 }
 
 }  // extern "C"

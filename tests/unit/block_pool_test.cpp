@@ -1,0 +1,231 @@
+// The block pools both transports hand to tgt's core: size classes, reuse
+// without a new block, alignment, the pooled-bytes cap, the hooks (memory
+// registration for iSER), and the queue that holds blocks back until their
+// send is done; plus the C ABI the glue calls.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "rbio/bs/block_pool.h"
+#include "rbio/bs/block_pool.hpp"
+
+using rbio::tp::Block;
+using rbio::tp::BlockPool;
+using rbio::tp::BlockPoolConfig;
+using rbio::tp::ReleaseQueue;
+
+namespace {
+
+bool aligned(const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; }
+
+struct Hooks {
+    int made = 0, destroyed = 0;
+    bool refuse = false;
+};
+
+BlockPoolConfig data_config() {
+    BlockPoolConfig c;
+    c.min_shift = 12;
+    c.classes = 3;  // 4, 8, 16 KiB
+    c.pooled_max = 32u << 10;
+    c.tail = 4;
+    return c;
+}
+
+TEST(BlockPool, SizeClasses) {
+    BlockPool p(data_config());
+    EXPECT_EQ(p.size_class(0), 0);
+    EXPECT_EQ(p.size_class(4096), 0);
+    EXPECT_EQ(p.size_class(4097), 1);
+    EXPECT_EQ(p.size_class(16384), 2);
+    EXPECT_EQ(p.size_class(16385), -1);
+}
+
+TEST(BlockPool, ReusesAReleasedBlockOfItsClass) {
+    BlockPool p(data_config());
+    void* a = p.alloc(5000);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(Block::of(a)->size, 8192u);
+    std::memset(a, 0xab, 8192 + 4);  // the usable size and the tail are writable
+    BlockPool::release(a);
+    EXPECT_EQ(p.pooled_bytes(), 8192u);
+    void* b = p.alloc(8000);
+    EXPECT_EQ(b, a);
+    EXPECT_EQ(p.pooled_bytes(), 0u);
+    EXPECT_EQ(p.blocks_made(), 1u);
+    void* c = p.alloc(4096);  // another class: a new block
+    EXPECT_NE(c, a);
+    EXPECT_EQ(p.blocks_made(), 2u);
+    BlockPool::release(b);
+    BlockPool::release(c);
+}
+
+TEST(BlockPool, PageAlignedOrSixteenAligned) {
+    BlockPool data(data_config());
+    BlockPoolConfig tc;
+    tc.min_shift = 6;
+    tc.classes = 8;
+    tc.page_aligned = false;
+    BlockPool tasks(tc);
+    BlockPoolConfig mc = data_config();
+    mc.mapped = true;
+    mc.tail = 4096;
+    BlockPool mapped(mc);
+    std::vector<void*> got;
+    for (size_t size : {1u, 100u, 4096u, 12000u, 20000u}) {
+        void* d = data.alloc(size);
+        void* t = tasks.alloc(size);
+        void* m = mapped.alloc(size);
+        ASSERT_TRUE(d && t && m);
+        EXPECT_TRUE(aligned(d, 4096)) << size;
+        EXPECT_TRUE(aligned(m, 4096)) << size;
+        EXPECT_TRUE(aligned(t, 16)) << size;
+        EXPECT_GE(Block::of(d)->size, size);
+        EXPECT_GE(Block::of(t)->size, size);
+        std::memset(m, 1, Block::of(m)->size + 4096);
+        got.insert(got.end(), {d, t, m});
+    }
+    for (void* p : got) BlockPool::release(p);
+}
+
+TEST(BlockPool, KeepsAtMostPooledMaxBytes) {
+    BlockPool p(data_config());  // 32 KiB
+    std::vector<void*> blocks;
+    for (int i = 0; i < 3; ++i) blocks.push_back(p.alloc(16384));
+    for (void* b : blocks) BlockPool::release(b);
+    EXPECT_EQ(p.pooled_bytes(), 32768u);  // the third went back to the system
+    void* big = p.alloc(1 << 20);         // beyond the classes: not pooled
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(Block::of(big)->cls, -1);
+    BlockPool::release(big);
+    EXPECT_EQ(p.pooled_bytes(), 32768u);
+}
+
+TEST(BlockPool, TrimGivesKeptBlocksBackAndKeepsThoseInUse) {
+    Hooks h;
+    BlockPoolConfig c = data_config();
+    c.ctx = &h;
+    c.on_make = [](void* ctx, Block&) { return ++static_cast<Hooks*>(ctx)->made > 0; };
+    c.on_destroy = [](void* ctx, Block&) { ++static_cast<Hooks*>(ctx)->destroyed; };
+    BlockPool p(c);
+    void* kept = p.alloc(4096);
+    void* used = p.alloc(4096);
+    BlockPool::release(kept);
+    p.trim();
+    EXPECT_EQ(p.pooled_bytes(), 0u);
+    EXPECT_EQ(h.destroyed, 1);
+    std::memset(used, 2, 4096);  // still valid
+    BlockPool::release(used);    // and back to the pool as usual
+    EXPECT_EQ(p.pooled_bytes(), 4096u);
+    EXPECT_EQ(p.alloc(4096), used);
+    BlockPool::release(used);
+}
+
+TEST(BlockPool, OwnsOnlyItsBlocks) {
+    BlockPool a(data_config()), b(data_config());
+    void* x = a.alloc(10);
+    EXPECT_TRUE(a.owns(x));
+    EXPECT_FALSE(b.owns(x));
+    BlockPool::release(x);
+}
+
+TEST(BlockPool, HooksRunOncePerBlockMadeAndDestroyed) {
+    Hooks h;
+    BlockPoolConfig c = data_config();
+    c.mapped = true;
+    c.ctx = &h;
+    c.on_make = [](void* ctx, Block& b) {
+        auto* hooks = static_cast<Hooks*>(ctx);
+        if (hooks->refuse) return false;
+        b.tag = ctx;
+        ++hooks->made;
+        return true;
+    };
+    c.on_destroy = [](void* ctx, Block& b) {
+        EXPECT_EQ(b.tag, ctx);
+        ++static_cast<Hooks*>(ctx)->destroyed;
+    };
+    {
+        BlockPool p(c);
+        for (int i = 0; i < 4; ++i) BlockPool::release(p.alloc(4096));
+        EXPECT_EQ(h.made, 1);  // reused, not made (so registered) again
+        h.refuse = true;
+        void* kept = p.alloc(4096);  // from the free stack: no hook
+        EXPECT_NE(kept, nullptr);
+        EXPECT_EQ(p.alloc(4096), nullptr);  // a new block the hook refuses
+        EXPECT_EQ(h.destroyed, 0);          // a refused block is not undone
+        BlockPool::release(kept);
+    }
+    EXPECT_EQ(h.destroyed, 1);  // the pooled one, with the pool
+}
+
+TEST(BlockPool, RejectsClassesBeyondASizeT) {
+    BlockPoolConfig c;
+    c.min_shift = 60;
+    c.classes = 8;
+    EXPECT_THROW(BlockPool{c}, std::invalid_argument);
+}
+
+TEST(ReleaseQueue, HoldsBlocksUntilTheirCountIsDone) {
+    BlockPool p(data_config());
+    ReleaseQueue q;
+    void* a = p.alloc(4096);
+    void* b = p.alloc(4096);
+    void* c = p.alloc(4096);
+    q.release_after(Block::of(a), 5, 5);  // done already: released now
+    EXPECT_EQ(p.pooled_bytes(), 4096u);
+    q.release_after(Block::of(b), 7, 5);
+    q.release_after(Block::of(c), 9, 5);
+    EXPECT_FALSE(q.empty());
+    q.release_done(6);
+    EXPECT_EQ(p.pooled_bytes(), 4096u);
+    q.release_done(8);
+    EXPECT_EQ(p.pooled_bytes(), 8192u);
+    q.release_done(9);
+    EXPECT_EQ(p.pooled_bytes(), 12288u);
+    EXPECT_TRUE(q.empty());
+    EXPECT_EQ(p.blocks_made(), 3u);
+}
+
+TEST(ReleaseQueue, ReleasesEverythingWhenDestroyed) {
+    BlockPool p(data_config());
+    {
+        ReleaseQueue q;
+        q.release_after(Block::of(p.alloc(4096)), 100, 0);
+        q.release_after(Block::of(p.alloc(8192)), 200, 0);
+        EXPECT_EQ(p.pooled_bytes(), 0u);
+    }
+    EXPECT_EQ(p.pooled_bytes(), 12288u);
+}
+
+TEST(BlockPoolCApi, AllocReleaseAndDeferredRelease) {
+    rbio_pool_config c{12, 2, 1u << 20, 1, 4};
+    char err[128] = "";
+    rbio_pool* p = rbio_pool_new(&c, err, sizeof err);
+    ASSERT_NE(p, nullptr) << err;
+    void* a = rbio_pool_alloc(p, 100);
+    ASSERT_NE(a, nullptr);
+    EXPECT_TRUE(aligned(a, 4096));
+    rbio_release_queue* q = rbio_release_queue_new();
+    ASSERT_NE(q, nullptr);
+    rbio_release_after(q, a, 2, 1);
+    EXPECT_EQ(rbio_pool_alloc(p, 100) == a, false);  // still held back
+    rbio_release_done(q, 2);
+    void* again = rbio_pool_alloc(p, 100);
+    EXPECT_EQ(again, a);
+    rbio_pool_release(again);
+    rbio_pool_release(nullptr);
+    rbio_release_queue_free(q);
+    rbio_pool_free(p);
+}
+
+TEST(BlockPoolCApi, ReportsAnImpossibleConfig) {
+    rbio_pool_config c{62, 4, 0, 0, 0};
+    char err[128] = "";
+    EXPECT_EQ(rbio_pool_new(&c, err, sizeof err), nullptr);
+    EXPECT_NE(std::strstr(err, "size classes"), nullptr) << err;
+}
+
+}  // namespace
