@@ -36,19 +36,18 @@ struct run {
     int lun;
     int write;
     uint32_t blocksize;
-    uint64_t nblocks;        /* capacity of the LUN in blocks */
-    uint32_t io_blocks;      /* blocks per request */
+    uint64_t nblocks;   /* capacity of the LUN in blocks */
+    uint32_t io_blocks; /* blocks per request */
     uint64_t next_lba;
     int in_flight;
     int max_in_flight;
-    int stopping;            /* deadline passed: submit nothing more */
+    int stopping; /* deadline passed: submit nothing more */
     int failed;
-    uint64_t done;           /* completed requests */
-    unsigned char *buf;      /* one shared buffer: written from, read into */
+    uint64_t done;      /* completed requests */
+    unsigned char *buf; /* one shared buffer: written from, read into */
 };
 
-static double now_s(void)
-{
+static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -56,45 +55,38 @@ static double now_s(void)
 
 static void submit(struct run *r);
 
-static void on_done(struct iscsi_context *iscsi, int status, void *command_data,
-                    void *private_data)
-{
+static void on_done(struct iscsi_context *iscsi, int status, void *command_data, void *private_data) {
     struct run *r = private_data;
     struct scsi_task *task = command_data;
 
     r->in_flight--;
     if (status != SCSI_STATUS_GOOD) {
-        fprintf(stderr, "iscsi-rwperf: %s failed: status %d, %s\n",
-                r->write ? "WRITE(16)" : "READ(16)", status, iscsi_get_error(iscsi));
+        fprintf(stderr, "iscsi-rwperf: %s failed: status %d, %s\n", r->write ? "WRITE(16)" : "READ(16)",
+                status, iscsi_get_error(iscsi));
         r->failed = 1;
         r->stopping = 1;
     } else {
         r->done++;
     }
-    if (task)
-        scsi_free_scsi_task(task);
+    if (task) scsi_free_scsi_task(task);
     submit(r);
 }
 
 /* Keep max_in_flight requests outstanding until the deadline. */
-static void submit(struct run *r)
-{
+static void submit(struct run *r) {
     while (!r->stopping && r->in_flight < r->max_in_flight) {
         struct scsi_task *t;
         uint32_t len = r->io_blocks * r->blocksize;
 
-        if (r->next_lba + r->io_blocks > r->nblocks)
-            r->next_lba = 0;
+        if (r->next_lba + r->io_blocks > r->nblocks) r->next_lba = 0;
         if (r->write)
-            t = iscsi_write16_task(r->iscsi, r->lun, r->next_lba, r->buf, len,
-                                   (int)r->blocksize, 0, 0, 0, 0, 0, on_done, r);
-        else
-            /* Reads land in libiscsi's own buffers, as with iscsi-perf. */
-            t = iscsi_read16_task(r->iscsi, r->lun, r->next_lba, len,
-                                  (int)r->blocksize, 0, 0, 0, 0, 0, on_done, r);
+            t = iscsi_write16_task(r->iscsi, r->lun, r->next_lba, r->buf, len, (int)r->blocksize, 0, 0, 0, 0,
+                                   0, on_done, r);
+        else /* Reads land in libiscsi's own buffers, as with iscsi-perf. */
+            t = iscsi_read16_task(r->iscsi, r->lun, r->next_lba, len, (int)r->blocksize, 0, 0, 0, 0, 0,
+                                  on_done, r);
         if (!t) {
-            fprintf(stderr, "iscsi-rwperf: cannot queue request: %s\n",
-                    iscsi_get_error(r->iscsi));
+            fprintf(stderr, "iscsi-rwperf: cannot queue request: %s\n", iscsi_get_error(r->iscsi));
             r->failed = 1;
             r->stopping = 1;
             return;
@@ -104,15 +96,14 @@ static void submit(struct run *r)
     }
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: iscsi-rwperf [-w] [-i IQN] [-m IN_FLIGHT] "
-                    "[-s BYTES_PER_IO] [-t SECONDS] iscsi://HOST:PORT/IQN/LUN\n");
+static void usage(void) {
+    fprintf(stderr,
+            "usage: iscsi-rwperf [-w] [-i IQN] [-m IN_FLIGHT] "
+            "[-s BYTES_PER_IO] [-t SECONDS] iscsi://HOST:PORT/IQN/LUN\n");
     exit(2);
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *initiator = "iqn.2026-01.bench.local:iscsi-rwperf";
     struct run r;
     uint32_t io_bytes = 4096;
@@ -123,16 +114,15 @@ int main(int argc, char **argv)
     r.max_in_flight = 32;
     while ((c = getopt(argc, argv, "wi:m:s:t:")) != -1) {
         switch (c) {
-        case 'w': r.write = 1; break;
-        case 'i': initiator = optarg; break;
-        case 'm': r.max_in_flight = atoi(optarg); break;
-        case 's': io_bytes = (uint32_t)strtoul(optarg, NULL, 0); break;
-        case 't': seconds = atof(optarg); break;
-        default: usage();
+            case 'w': r.write = 1; break;
+            case 'i': initiator = optarg; break;
+            case 'm': r.max_in_flight = atoi(optarg); break;
+            case 's': io_bytes = (uint32_t)strtoul(optarg, NULL, 0); break;
+            case 't': seconds = atof(optarg); break;
+            default: usage();
         }
     }
-    if (optind != argc - 1 || r.max_in_flight < 1 || io_bytes == 0 || seconds <= 0)
-        usage();
+    if (optind != argc - 1 || r.max_in_flight < 1 || io_bytes == 0 || seconds <= 0) usage();
 
     r.iscsi = iscsi_create_context(initiator);
     if (!r.iscsi) {
@@ -157,8 +147,7 @@ int main(int argc, char **argv)
 
     struct scsi_task *task = iscsi_readcapacity16_sync(r.iscsi, r.lun);
     if (!task || task->status != SCSI_STATUS_GOOD) {
-        fprintf(stderr, "iscsi-rwperf: READ CAPACITY(16) failed: %s\n",
-                iscsi_get_error(r.iscsi));
+        fprintf(stderr, "iscsi-rwperf: READ CAPACITY(16) failed: %s\n", iscsi_get_error(r.iscsi));
         return 1;
     }
     struct scsi_readcapacity16 *cap = scsi_datain_unmarshall(task);
@@ -171,8 +160,8 @@ int main(int argc, char **argv)
     scsi_free_scsi_task(task);
 
     if (io_bytes % r.blocksize) {
-        fprintf(stderr, "iscsi-rwperf: %u bytes is not a multiple of the %u-byte block\n",
-                io_bytes, r.blocksize);
+        fprintf(stderr, "iscsi-rwperf: %u bytes is not a multiple of the %u-byte block\n", io_bytes,
+                r.blocksize);
         return 1;
     }
     r.io_blocks = io_bytes / r.blocksize;
@@ -186,39 +175,32 @@ int main(int argc, char **argv)
         return 1;
     }
     /* Non-zero, non-uniform payload so nothing can shortcut zero writes. */
-    for (uint32_t i = 0; i < io_bytes; i++)
-        r.buf[i] = (unsigned char)(i * 131u + 7u);
+    for (uint32_t i = 0; i < io_bytes; i++) r.buf[i] = (unsigned char)(i * 131u + 7u);
 
     double start = now_s(), deadline = start + seconds;
     submit(&r);
     while (r.in_flight > 0) {
-        struct pollfd pfd = { .fd = iscsi_get_fd(r.iscsi),
-                              .events = (short)iscsi_which_events(r.iscsi) };
+        struct pollfd pfd = {.fd = iscsi_get_fd(r.iscsi), .events = (short)iscsi_which_events(r.iscsi)};
         /* A timeout so the deadline is noticed even if the target stalls. */
         int n = poll(&pfd, 1, 100);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             perror("iscsi-rwperf: poll");
             return 1;
         }
         if (iscsi_service(r.iscsi, n > 0 ? pfd.revents : 0) < 0) {
-            fprintf(stderr, "iscsi-rwperf: connection failed: %s\n",
-                    iscsi_get_error(r.iscsi));
+            fprintf(stderr, "iscsi-rwperf: connection failed: %s\n", iscsi_get_error(r.iscsi));
             return 1;
         }
-        if (!r.stopping && now_s() >= deadline)
-            r.stopping = 1;   /* then drain what is in flight */
+        if (!r.stopping && now_s() >= deadline) r.stopping = 1; /* then drain what is in flight */
     }
     double elapsed = now_s() - start;
 
     iscsi_logout_sync(r.iscsi);
     iscsi_destroy_context(r.iscsi);
     free(r.buf);
-    if (r.failed)
-        return 1;
+    if (r.failed) return 1;
     printf("RESULT op=%s ios=%" PRIu64 " seconds=%.3f iops=%.0f bytes_per_io=%u blocksize=%u\n",
-           r.write ? "write" : "read", r.done, elapsed, (double)r.done / elapsed,
-           io_bytes, r.blocksize);
+           r.write ? "write" : "read", r.done, elapsed, (double)r.done / elapsed, io_bytes, r.blocksize);
     return 0;
 }

@@ -20,21 +20,21 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
-#include <cerrno>
-#include <chrono>
-#include <ctime>
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <csignal>
-#include <thread>
-#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -116,8 +116,8 @@ public:
         for (uint64_t lba = 0; lba < blocks_; lba += 1024) {
             const auto len = static_cast<uint32_t>(std::min<uint64_t>(1024, blocks_ - lba));
             if (!send("WRITE SAME(16) of zeros", lba, [&] {
-                    return iscsi_writesame16_sync(ctx_.get(), lun_, lba, buf_.data(), block_size_, len,
-                                                  0, 0, 0, 0);
+                    return iscsi_writesame16_sync(ctx_.get(), lun_, lba, buf_.data(), block_size_, len, 0, 0,
+                                                  0, 0);
                 }))
                 return false;
         }
@@ -195,8 +195,7 @@ private:
                 progress("between commands");
                 return t;
             }
-            if (t && t->status == SCSI_STATUS_CHECK_CONDITION &&
-                t->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
+            if (t && t->status == SCSI_STATUS_CHECK_CONDITION && t->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
                 ++c_.unit_attentions;
                 if (Clock::now() < give_up) continue;
                 std::fprintf(stderr, "soak_libiscsi: %s at LBA %llu: unit attentions for %d s\n", what,
@@ -204,9 +203,9 @@ private:
                 return nullptr;
             }
             if (t && t->status == SCSI_STATUS_CHECK_CONDITION) {
-                std::fprintf(stderr, "soak_libiscsi: %s at LBA %llu failed: %s (%s, ASCQ 0x%04x)\n",
-                             what, ull(lba), scsi_sense_key_str(t->sense.key),
-                             scsi_sense_ascq_str(t->sense.ascq), t->sense.ascq);
+                std::fprintf(stderr, "soak_libiscsi: %s at LBA %llu failed: %s (%s, ASCQ 0x%04x)\n", what,
+                             ull(lba), scsi_sense_key_str(t->sense.key), scsi_sense_ascq_str(t->sense.ascq),
+                             t->sense.ascq);
                 return nullptr;
             }
             if (t && t->status != SCSI_STATUS_ERROR && t->status != SCSI_STATUS_CANCELLED &&
@@ -261,7 +260,9 @@ private:
                 ++c_.reconnects;
                 return;
             }
-            struct timespec pause{0, 200'000'000};
+            struct timespec pause {
+                0, 200'000'000
+            };
             nanosleep(&pause, nullptr);
         }
     }
@@ -275,8 +276,8 @@ private:
             fill(tokens[i], buf_.data() + static_cast<size_t>(i) * block_size_, block_size_);
         }
         if (!send("WRITE(16)", lba, [&] {
-                return iscsi_write16_sync(ctx_.get(), lun_, lba, buf_.data(), len * block_size_,
-                                          block_size_, 0, 0, 0, 0, 0);
+                return iscsi_write16_sync(ctx_.get(), lun_, lba, buf_.data(), len * block_size_, block_size_,
+                                          0, 0, 0, 0, 0);
             }))
             return false;
         for (uint32_t i = 0; i < len; ++i) model_[lba + i] = tokens[i];
@@ -290,8 +291,8 @@ private:
         const uint64_t token = new_token();
         fill(token, buf_.data(), block_size_);
         if (!send("WRITE SAME(16)", lba, [&] {
-                return iscsi_writesame16_sync(ctx_.get(), lun_, lba, buf_.data(), block_size_, len, 0, 0,
-                                              0, 0);
+                return iscsi_writesame16_sync(ctx_.get(), lun_, lba, buf_.data(), block_size_, len, 0, 0, 0,
+                                              0);
             }))
             return false;
         for (uint32_t i = 0; i < len; ++i) model_[lba + i] = token;
@@ -317,8 +318,8 @@ private:
         });
         if (!t) return false;
         if (t->datain.size != static_cast<int>(len * block_size_)) {
-            std::fprintf(stderr, "soak_libiscsi: READ(16) at LBA %llu returned %d bytes, not %u\n",
-                         ull(lba), t->datain.size, len * block_size_);
+            std::fprintf(stderr, "soak_libiscsi: READ(16) at LBA %llu returned %d bytes, not %u\n", ull(lba),
+                         t->datain.size, len * block_size_);
             return false;
         }
         ++c_.reads;
@@ -368,7 +369,9 @@ long number(const char* opt, const char* v, long min, long max) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) die("usage: soak_libiscsi URL --seconds S [--blocks N] [--seed N] [--retry-seconds S] [--status FILE]");
+    if (argc < 2)
+        die("usage: soak_libiscsi URL --seconds S [--blocks N] [--seed N] [--retry-seconds S] [--status "
+            "FILE]");
     std::string url = argv[1];
     long seconds = -1, blocks = 8192, seed = 1, retry = 120;
     const char* status = nullptr;

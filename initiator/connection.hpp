@@ -81,8 +81,8 @@ public:
     // of the buffer; `slot` receives the resource that took (kNoSlot: none).
     // False, with nothing queued and nothing held, when there is no room
     // right now: a later pass tries again.
-    virtual bool send_command(const iser::Bhs& bhs, uint32_t itt, std::span<uint8_t> buffer, DataDirection dir,
-                              uint32_t immediate, uint32_t& slot) = 0;
+    virtual bool send_command(const iser::Bhs& bhs, uint32_t itt, std::span<uint8_t> buffer,
+                              DataDirection dir, uint32_t immediate, uint32_t& slot) = 0;
     // A command's status arrived: a read's `bytes` move from its slot (if
     // it has one) into `buffer`, and the slot is freed.
     virtual void finish_command(uint32_t slot, std::span<uint8_t> buffer, uint32_t bytes, bool read) = 0;

@@ -43,10 +43,11 @@ CmEvent wait_event(rdma_event_channel* ch, rdma_cm_event_type want, Clock::time_
         CmEvent e = next_cm_event(ch);
         if (!e) continue;
         if (e->event == want) return e;
-        unreachable(portal, std::string("expected ") + rdma_event_str(want) + ", got " +
-                                rdma_event_str(e->event) + " (status " + std::to_string(e->status) +
-                                (e->event == RDMA_CM_EVENT_REJECTED ? "; is tgtd's iSER listening there?" : "") +
-                                ")");
+        unreachable(portal,
+                    std::string("expected ") + rdma_event_str(want) + ", got " + rdma_event_str(e->event) +
+                        " (status " + std::to_string(e->status) +
+                        (e->event == RDMA_CM_EVENT_REJECTED ? "; is tgtd's iSER listening there?" : "") +
+                        ")");
     }
 }
 
@@ -107,7 +108,8 @@ void IserConnection::restrict_offer(LoginOffer& offer) {
     offer.target_recv_data_segment_length = kRecvDataMax;
 }
 
-void IserConnection::check_buffer(std::span<const uint8_t> buffer, const std::vector<std::span<uint8_t>>& regions) {
+void IserConnection::check_buffer(std::span<const uint8_t> buffer,
+                                  const std::vector<std::span<uint8_t>>& regions) {
     if (buffer.size() <= kBounceSlotBytes ||
         std::any_of(regions.begin(), regions.end(), [&](std::span<uint8_t> r) { return within(buffer, r); }))
         return;
@@ -116,7 +118,8 @@ void IserConnection::check_buffer(std::span<const uint8_t> buffer, const std::ve
                                 std::to_string(kBounceSlotBytes) + " bytes go through a bounce slot)");
 }
 
-std::unique_ptr<IserConnection> IserConnection::connect(const Portal& portal, std::chrono::milliseconds timeout,
+std::unique_ptr<IserConnection> IserConnection::connect(const Portal& portal,
+                                                        std::chrono::milliseconds timeout,
                                                         const std::vector<std::span<uint8_t>>& regions,
                                                         iser::ConnectionCounters& counters,
                                                         ConnectionEvents& events) {
@@ -165,7 +168,8 @@ IserConnection::IserConnection(Resolved r, const Portal& portal, std::chrono::mi
     connected_ = true;
     // From here on CM events (DISCONNECTED) are taken by poll_cm() without blocking.
     int fl = ::fcntl(channel_->fd, F_GETFL);
-    if (fl < 0 || ::fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0) throw_rdma("fcntl(O_NONBLOCK) on the CM channel");
+    if (fl < 0 || ::fcntl(channel_->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        throw_rdma("fcntl(O_NONBLOCK) on the CM channel");
 }
 
 IserConnection::~IserConnection() {
@@ -178,14 +182,12 @@ std::string IserConnection::poll_cm() {
         CmEvent e = next_cm_event(channel_.get());
         if (!e) return {};
         switch (e->event) {
-        case RDMA_CM_EVENT_DISCONNECTED:
-            connected_ = false;
-            return "the target disconnected";
-        case RDMA_CM_EVENT_DEVICE_REMOVAL: return "the RDMA device was removed";
-        case RDMA_CM_EVENT_CONNECT_ERROR:
-        case RDMA_CM_EVENT_UNREACHABLE:
-            return std::string("connection error: ") + rdma_event_str(e->event);
-        default: RBIO_LOG(Debug, "iSER: ignoring CM event " << rdma_event_str(e->event)); break;
+            case RDMA_CM_EVENT_DISCONNECTED: connected_ = false; return "the target disconnected";
+            case RDMA_CM_EVENT_DEVICE_REMOVAL: return "the RDMA device was removed";
+            case RDMA_CM_EVENT_CONNECT_ERROR:
+            case RDMA_CM_EVENT_UNREACHABLE:
+                return std::string("connection error: ") + rdma_event_str(e->event);
+            default: RBIO_LOG(Debug, "iSER: ignoring CM event " << rdma_event_str(e->event)); break;
         }
     }
 }
@@ -215,8 +217,8 @@ void IserConnection::send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, s
         lost(std::string("iSER send queue full (") + iser::opcode_name(bhs.bytes()[0]) + ")");
 }
 
-bool IserConnection::send_command(const iser::Bhs& bhs, uint32_t, std::span<uint8_t> buffer, DataDirection dir,
-                                  uint32_t immediate, uint32_t& slot) {
+bool IserConnection::send_command(const iser::Bhs& bhs, uint32_t, std::span<uint8_t> buffer,
+                                  DataDirection dir, uint32_t immediate, uint32_t& slot) {
     const bool write = dir == DataDirection::Write;
     const bool read = dir == DataDirection::Read;
     // Immediate data travels in the command's SEND; the rest the target

@@ -52,7 +52,8 @@ public:
     // Throws InitiatorError(Unreachable) naming the portal and the step.
     static std::unique_ptr<IserConnection> connect(const Portal& portal, std::chrono::milliseconds timeout,
                                                    const std::vector<std::span<uint8_t>>& regions,
-                                                   iser::ConnectionCounters& counters, ConnectionEvents& events);
+                                                   iser::ConnectionCounters& counters,
+                                                   ConnectionEvents& events);
     ~IserConnection() override;
     IserConnection(const IserConnection&) = delete;
     IserConnection& operator=(const IserConnection&) = delete;

@@ -4,8 +4,8 @@
 #include <boost/log/core.hpp>
 #include <boost/log/expressions.hpp>
 #include <boost/log/trivial.hpp>
-#include <boost/log/utility/setup/console.hpp>
 #include <boost/log/utility/setup/common_attributes.hpp>
+#include <boost/log/utility/setup/console.hpp>
 #include <iostream>
 
 namespace rbio::initiator {
@@ -18,11 +18,11 @@ std::atomic<int> g_level{int(LogLevel::Warning)};
 
 severity_level to_boost(LogLevel l) {
     switch (l) {
-    case LogLevel::Trace: return severity_level::trace;
-    case LogLevel::Debug: return severity_level::debug;
-    case LogLevel::Info: return severity_level::info;
-    case LogLevel::Warning: return severity_level::warning;
-    case LogLevel::Error: return severity_level::error;
+        case LogLevel::Trace: return severity_level::trace;
+        case LogLevel::Debug: return severity_level::debug;
+        case LogLevel::Info: return severity_level::info;
+        case LogLevel::Warning: return severity_level::warning;
+        case LogLevel::Error: return severity_level::error;
     }
     return severity_level::error;
 }
@@ -31,9 +31,8 @@ void setup_sink_once() {
     static bool done = [] {
         namespace expr = logging::expressions;
         logging::add_console_log(
-            std::clog, logging::keywords::format =
-                           (expr::stream << "rbio: " << logging::trivial::severity << ": "
-                                         << expr::smessage));
+            std::clog, logging::keywords::format = (expr::stream << "rbio: " << logging::trivial::severity
+                                                                 << ": " << expr::smessage));
         return true;
     }();
     (void)done;
@@ -42,9 +41,11 @@ void setup_sink_once() {
 }  // namespace
 
 bool parse_log_level(std::string_view text, LogLevel& out) {
-    static constexpr std::pair<std::string_view, LogLevel> kNames[] = {
-        {"trace", LogLevel::Trace}, {"debug", LogLevel::Debug}, {"info", LogLevel::Info},
-        {"warning", LogLevel::Warning}, {"error", LogLevel::Error}};
+    static constexpr std::pair<std::string_view, LogLevel> kNames[] = {{"trace", LogLevel::Trace},
+                                                                       {"debug", LogLevel::Debug},
+                                                                       {"info", LogLevel::Info},
+                                                                       {"warning", LogLevel::Warning},
+                                                                       {"error", LogLevel::Error}};
     for (auto [name, level] : kNames)
         if (text == name) {
             out = level;

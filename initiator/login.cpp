@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "iser_connection.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
-#include "iser_connection.hpp"
 #include "session_impl.hpp"
 #include "socket.hpp"
 #include "tcp_connection.hpp"
@@ -35,8 +35,8 @@ struct LoginStep {
                                      uint8_t detail) {
     char code[8];
     std::snprintf(code, sizeof code, "%02x%02x", cls, detail);
-    std::string where = "login to " + (target.empty() ? std::string("discovery") : target) +
-                        " at " + portal.to_string() + " refused (status 0x" + code + "): ";
+    std::string where = "login to " + (target.empty() ? std::string("discovery") : target) + " at " +
+                        portal.to_string() + " refused (status 0x" + code + "): ";
     if (cls == 2 && (detail == 1 || detail == 2))
         fail(ErrorKind::AuthFailure,
              where + (detail == 1 ? "authentication failure" : "initiator not authorized"));
@@ -60,19 +60,19 @@ void Session::Impl::verify_target_chap(const KeyValues& keys, const ChapChalleng
     auto response = find_key(keys, "CHAP_R");
     std::string where = "login to " + target + " at " + portal_.to_string() + ": mutual CHAP: ";
     if (!name || !response)
-        fail(ErrorKind::AuthFailure, where + "the target did not answer the initiator's challenge "
-                                             "(no CHAP_N/CHAP_R; is an outgoing account bound to it?)");
+        fail(ErrorKind::AuthFailure, where +
+                                         "the target did not answer the initiator's challenge "
+                                         "(no CHAP_N/CHAP_R; is an outgoing account bound to it?)");
     if (*name != in.username)
-        fail(ErrorKind::AuthFailure, where + "the target calls itself '" + name->substr(0, 64) +
-                                         "', expected '" + in.username + "'");
+        fail(ErrorKind::AuthFailure,
+             where + "the target calls itself '" + name->substr(0, 64) + "', expected '" + in.username + "'");
     if (!chap_md5_matches(mine.id, as_bytes(in.secret), mine.challenge, decode_binary_value(*response)))
         fail(ErrorKind::AuthFailure, where + "the target's CHAP_R is wrong: it does not know the secret");
     RBIO_LOG(Info, "target " << target << " authenticated itself as " << in.username);
 }
 
 Session::Impl::Captured Session::Impl::exchange(const iser::Bhs& request, std::vector<uint8_t> data,
-                                                Opcode expect, Clock::time_point deadline,
-                                                const char* what) {
+                                                Opcode expect, Clock::time_point deadline, const char* what) {
     awaiting_ = expect;
     captured_.reset();
     queue_pdu(request, std::move(data), kNoTag);
@@ -99,7 +99,8 @@ void Session::Impl::connect_and_login(const Portal& start, std::chrono::millisec
         if (options_.transport == Transport::Iser)
             conn_ = IserConnection::connect(p, connect_timeout, options_.iser_regions, counters_, events());
         else
-            conn_ = std::make_unique<TcpConnection>(connect_tcp(p, connect_timeout), p, options_, counters_, events());
+            conn_ = std::make_unique<TcpConnection>(connect_tcp(p, connect_timeout), p, options_, counters_,
+                                                    events());
         tsih_ = 0;
         exp_stat_sn_ = 0;
         try {
@@ -111,9 +112,9 @@ void Session::Impl::connect_and_login(const Portal& start, std::chrono::millisec
                                        << (r.permanent ? "permanently" : "temporarily") << " to "
                                        << r.to.to_string());
             if (hop + 1 >= kMaxHops)
-                fail(ErrorKind::LoginRefused, "login to " + options_.target_name + " at " + start.to_string() +
-                                                  ": more than " + std::to_string(kMaxHops - 1) +
-                                                  " redirects (the last to " + r.to.to_string() + ")");
+                fail(ErrorKind::LoginRefused,
+                     "login to " + options_.target_name + " at " + start.to_string() + ": more than " +
+                         std::to_string(kMaxHops - 1) + " redirects (the last to " + r.to.to_string() + ")");
             if (r.permanent) home_portal_ = r.to;
             p = r.to;
         }
@@ -133,14 +134,13 @@ void Session::Impl::login() {
         LoginStep out;
         std::vector<uint8_t> text;
         std::vector<uint8_t> payload = encode_text(keys);
-        if (payload.size() > 8192)
-            throw std::logic_error("login: request text beyond 8192 bytes");
+        if (payload.size() > 8192) throw std::logic_error("login: request text beyond 8192 bytes");
         for (int round = 0;; ++round) {
             if (round > 64) protocol_error("login response text continues for more than 64 PDUs");
             iser::Bhs b;
             b.set_opcode(Opcode::LoginRequest, true)
-                .set_flags(uint8_t((transit ? kTransit : 0) | uint8_t(csg) << 2 |
-                                   (transit ? uint8_t(nsg) : 0)))
+                .set_flags(
+                    uint8_t((transit ? kTransit : 0) | uint8_t(csg) << 2 | (transit ? uint8_t(nsg) : 0)))
                 .set_data_segment_length(uint32_t(payload.size()))
                 .set_itt(itt)
                 .set_cmd_sn(cmd_sn_)
@@ -170,8 +170,8 @@ void Session::Impl::login() {
                 protocol_error("login response carries another ISID");
             if (r[3] != 0) protocol_error("login response with version-active " + std::to_string(r[3]));
             if (!first_response && h.stat_sn() != exp_stat_sn_)
-                protocol_error("login response with StatSN " + std::to_string(h.stat_sn()) +
-                               ", expected " + std::to_string(exp_stat_sn_));
+                protocol_error("login response with StatSN " + std::to_string(h.stat_sn()) + ", expected " +
+                               std::to_string(exp_stat_sn_));
             first_response = false;
             exp_stat_sn_ = h.stat_sn() + 1;
             // tgt 1.0.85's own iSER login counts each (immediate) Login
@@ -192,8 +192,8 @@ void Session::Impl::login() {
             if (t) {
                 Stage n = Stage(f & 3);
                 if (!transit || uint8_t(n) <= uint8_t(csg) || uint8_t(n) > uint8_t(nsg) || uint8_t(n) == 2)
-                    protocol_error("login response moves to stage " + std::to_string(int(n)) +
-                                   " from " + std::to_string(int(csg)));
+                    protocol_error("login response moves to stage " + std::to_string(int(n)) + " from " +
+                                   std::to_string(int(csg)));
                 out.transit = true;
                 out.next = n;
                 tsih_ = uint16_t(r[14] << 8 | r[15]);
@@ -223,16 +223,16 @@ void Session::Impl::login() {
         auto method = find_key(s.keys, "AuthMethod");
         if (method && *method != "None")
             fail(ErrorKind::AuthFailure, "login to " + target + " at " + portal_.to_string() +
-                                             ": target requires authentication (AuthMethod=" +
-                                             *method + "); give --chap-user/--chap-secret");
+                                             ": target requires authentication (AuthMethod=" + *method +
+                                             "); give --chap-user/--chap-secret");
         if (!s.transit) transit_security({});
     } else {
         first.emplace_back("AuthMethod", "CHAP,None");
         s = step(Stage::Security, Stage::Operational, false, first);
         auto method = find_key(s.keys, "AuthMethod");
         if (!method || *method == "Reject")
-            fail(ErrorKind::AuthFailure, "login at " + portal_.to_string() +
-                                             ": target accepts neither CHAP nor None");
+            fail(ErrorKind::AuthFailure,
+                 "login at " + portal_.to_string() + ": target accepts neither CHAP nor None");
         if (*method == "None") {
             if (options_.chap_in)
                 fail(ErrorKind::AuthFailure, "login to " + target + " at " + portal_.to_string() +
@@ -289,16 +289,16 @@ void Session::Impl::login() {
         // its session was made before that and expects CmdSN cmd_sn_ (tgt
         // 1.0.85's iser_login_finish); its MaxCmdSN lags behind. Send from
         // cmd_sn_ with a window of one: the first response opens it for real.
-        RBIO_LOG(Info, "target " << portal_.to_string() << " answered the login with ExpCmdSN "
-                                 << exp_cmd_sn_ << " MaxCmdSN " << max_cmd_sn_ << "; starting at CmdSN " << cmd_sn_);
+        RBIO_LOG(Info, "target " << portal_.to_string() << " answered the login with ExpCmdSN " << exp_cmd_sn_
+                                 << " MaxCmdSN " << max_cmd_sn_ << "; starting at CmdSN " << cmd_sn_);
         exp_cmd_sn_ = cmd_sn_;
         if (sn_lt(max_cmd_sn_, cmd_sn_)) max_cmd_sn_ = cmd_sn_;
     }
     params_ = neg.finish();
     enter_full_feature();
     RBIO_LOG(Info, "logged in to " << (discovery ? std::string("discovery") : target) << " at "
-                                   << portal_.to_string() << " (TSIH " << tsih_ << "): "
-                                   << describe(params_));
+                                   << portal_.to_string() << " (TSIH " << tsih_
+                                   << "): " << describe(params_));
 }
 
 std::vector<DiscoveredTarget> Session::Impl::send_targets() {
@@ -346,7 +346,8 @@ std::vector<DiscoveredTarget> Session::Impl::send_targets() {
 void Session::Impl::logout(std::chrono::milliseconds timeout) {
     if (!tasks_.empty()) throw std::logic_error("logout with commands outstanding");
     if (down_) {
-        RBIO_LOG(Info, "no connection to " << portal_.to_string() << " while reinstating: nothing to log out of");
+        RBIO_LOG(Info,
+                 "no connection to " << portal_.to_string() << " while reinstating: nothing to log out of");
         return;
     }
     const uint32_t itt = allocate_itt();

@@ -56,8 +56,9 @@ Identity identify(Session& s, uint64_t lun, const Portal& portal, const std::vec
     std::vector<Designator> all = device_identification(s, lun);
     id.lu = lu_designators(all);
     if (id.lu.empty())
-        fail(ErrorKind::UnknownTarget, "portal " + portal.to_string() + ": LUN " + std::to_string(lun) +
-                                           " reports no LU designators (VPD 83h), so paths to it cannot be matched");
+        fail(ErrorKind::UnknownTarget,
+             "portal " + portal.to_string() + ": LUN " + std::to_string(lun) +
+                 " reports no LU designators (VPD 83h), so paths to it cannot be matched");
     if (expect && id.lu != *expect)
         throw LuMismatch("portal " + portal.to_string() + " serves another LU as LUN " + std::to_string(lun) +
                          " (" + describe_lu(id.lu) + ") than portal " + first_portal + " (" +
@@ -67,7 +68,8 @@ Identity identify(Session& s, uint64_t lun, const Portal& portal, const std::vec
         TargetPortGroups tpgs = report_target_port_groups(s, lun);
         const TargetPortGroup* g = tpgs.find(*id.group);
         if (!g)
-            fail(ErrorKind::Protocol, "portal " + portal.to_string() + ": REPORT TARGET PORT GROUPS does not list " +
+            fail(ErrorKind::Protocol, "portal " + portal.to_string() +
+                                          ": REPORT TARGET PORT GROUPS does not list " +
                                           "its own target port group " + std::to_string(*id.group));
         id.state = g->state;
     }
@@ -135,16 +137,16 @@ std::string short_state(const PathStats& p) {
     if (!p.up) return "down";
     if (!p.state_known) return "unknown";
     switch (p.state) {
-    case AluaState::ActiveOptimized: return "ao";
-    case AluaState::ActiveNonOptimized: return "ano";
-    default: return to_string(p.state);
+        case AluaState::ActiveOptimized: return "ao";
+        case AluaState::ActiveNonOptimized: return "ano";
+        default: return to_string(p.state);
     }
 }
 
 // ---------------------------------------------------------------- state
 
 struct MultipathSession::Entry {
-    ScsiCommand cmd;  // the caller's, `done` included
+    ScsiCommand cmd;   // the caller's, `done` included
     uint32_t gen = 0;  // bumps with every send: a stale answer is ignored
     uint32_t path = kNoPath;
     uint16_t resends = 0;
@@ -225,8 +227,8 @@ std::unique_ptr<MultipathSession> MultipathSession::open(const std::vector<Porta
         x.stats.portal = portals[i].to_string();
         try {
             auto s = Session::login(x.portal, mp->options_.session);
-            Identity id = identify(*s, options.lun, x.portal, first_portal.empty() ? nullptr : &mp->lu_identity_,
-                                   first_portal);
+            Identity id = identify(*s, options.lun, x.portal,
+                                   first_portal.empty() ? nullptr : &mp->lu_identity_, first_portal);
             if (first_portal.empty()) {
                 first_portal = mp->identity_portal_ = x.stats.portal;
                 mp->lu_identity_ = id.lu;
@@ -255,8 +257,8 @@ std::unique_ptr<MultipathSession> MultipathSession::open(const std::vector<Porta
         }
     }
     if (first_portal.empty())
-        throw InitiatorError(first_error->kind(), "no portal of " + std::to_string(portals.size()) +
-                                                      " logged in: " + errors);
+        throw InitiatorError(first_error->kind(),
+                             "no portal of " + std::to_string(portals.size()) + " logged in: " + errors);
     return mp;
 }
 
@@ -297,8 +299,9 @@ void MultipathSession::dispatch(uint32_t slot) {
         waiting_.push_back(slot);
         if (!no_path_since_) {
             no_path_since_ = Clock::now();
-            RBIO_LOG(Info, "multipath: no path serves I/O now (" << path_summary() << "); commands wait up to "
-                                                                  << options_.no_path_timeout.count() << " ms");
+            RBIO_LOG(Info, "multipath: no path serves I/O now ("
+                               << path_summary() << "); commands wait up to "
+                               << options_.no_path_timeout.count() << " ms");
         }
         request_refresh(std::chrono::milliseconds(0));
         return;
@@ -350,8 +353,9 @@ void MultipathSession::on_done(uint32_t slot, uint32_t gen, const ScsiOutcome& o
             ++x.stats.unit_attentions;
             if (v == PathVerdict::StateChanged) {
                 if (x.state_known)
-                    RBIO_LOG(Info, "multipath: path " << x.stats.portal
-                                                      << ": asymmetric access state changed (2A/06), re-reading states");
+                    RBIO_LOG(Info, "multipath: path "
+                                       << x.stats.portal
+                                       << ": asymmetric access state changed (2A/06), re-reading states");
                 x.state_known = false;
                 request_refresh(std::chrono::milliseconds(0));
             }
@@ -365,8 +369,8 @@ void MultipathSession::on_done(uint32_t slot, uint32_t gen, const ScsiOutcome& o
         totals_.last_failover_ms = ms;
         totals_.max_failover_ms = std::max(totals_.max_failover_ms, ms);
         failover_since_.reset();
-        RBIO_LOG(Info, "multipath: failover done: a moved command completed on " << x.stats.portal << " after "
-                                                                                 << ms << " ms");
+        RBIO_LOG(Info, "multipath: failover done: a moved command completed on " << x.stats.portal
+                                                                                 << " after " << ms << " ms");
     }
     finish(slot, o);
 }
@@ -390,10 +394,11 @@ void MultipathSession::drain_waiting() {
         send_on(size_t(p), slot);
     }
     if (no_path_since_) {
-        RBIO_LOG(Info, "multipath: a path serves I/O again after "
-                           << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *no_path_since_)
-                                  .count()
-                           << " ms (" << path_summary() << ")");
+        RBIO_LOG(Info,
+                 "multipath: a path serves I/O again after "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *no_path_since_)
+                            .count()
+                     << " ms (" << path_summary() << ")");
         no_path_since_.reset();
     }
 }
@@ -443,14 +448,16 @@ void MultipathSession::on_rtpg(size_t p, uint64_t epoch, const ScsiOutcome& o, u
     }
     try {
         size_t got = std::min<size_t>(o.bytes_transferred, x.rtpg_buf.size());
-        TargetPortGroups t = decode_report_target_port_groups(std::span<const uint8_t>(x.rtpg_buf.data(), got));
+        TargetPortGroups t =
+            decode_report_target_port_groups(std::span<const uint8_t>(x.rtpg_buf.data(), got));
         const TargetPortGroup* g = t.find(*x.group);
         if (!g)
             fail(ErrorKind::Protocol, "REPORT TARGET PORT GROUPS does not list its own target port group " +
                                           std::to_string(*x.group));
         set_state(p, g->state, "REPORT TARGET PORT GROUPS");
     } catch (const InitiatorError& e) {
-        RBIO_LOG(Warning, "multipath: path " << x.stats.portal << ": " << e.what() << "; not used until it answers");
+        RBIO_LOG(Warning,
+                 "multipath: path " << x.stats.portal << ": " << e.what() << "; not used until it answers");
         x.state_known = false;
         request_refresh(kWaitingRefresh);
         return;
@@ -462,8 +469,9 @@ void MultipathSession::set_state(size_t p, AluaState s, const char* why) {
     Path& x = paths_[p];
     if (x.state != s) {
         ++x.stats.state_changes;
-        RBIO_LOG(Info, "multipath: path " << x.stats.portal << " (" << group_name(x.group) << "): "
-                                          << to_string(x.state) << " -> " << to_string(s) << " (" << why << ")");
+        RBIO_LOG(Info, "multipath: path " << x.stats.portal << " (" << group_name(x.group)
+                                          << "): " << to_string(x.state) << " -> " << to_string(s) << " ("
+                                          << why << ")");
     }
     x.state = s;
     x.state_known = true;
@@ -515,8 +523,7 @@ void MultipathSession::start_logins(Clock::time_point now) {
         Login* raw = l.get();
         ++x.stats.login_attempts;
         l->thread = std::thread([raw, portal = x.portal, opts = options_.session, lun = options_.lun,
-                                 expect = lu_identity_, first = identity_portal_,
-                                 fd = login_fd_.get()] {
+                                 expect = lu_identity_, first = identity_portal_, fd = login_fd_.get()] {
             try {
                 raw->session = Session::login(portal, opts);
                 raw->identity = identify(*raw->session, lun, portal, &expect, first);
@@ -544,7 +551,8 @@ void MultipathSession::adopt_logins() {
             x.next_login = Clock::now() + options_.relogin_interval;
             if (!x.login_error_logged)
                 RBIO_LOG(Warning, "multipath: path " << x.stats.portal << ": login failed: " << l->error
-                                                     << " (retrying every " << options_.relogin_interval.count()
+                                                     << " (retrying every "
+                                                     << options_.relogin_interval.count()
                                                      << " ms, logged once)");
             x.login_error_logged = true;
             continue;
@@ -557,8 +565,8 @@ void MultipathSession::adopt_logins() {
         x.in_flight = 0;
         ++x.stats.logins;
         x.stats.commands_since_login = 0;
-        RBIO_LOG(Info, "multipath: path " << x.stats.portal << " logged in again (" << group_name(x.group) << ", "
-                                          << to_string(x.state) << ")");
+        RBIO_LOG(Info, "multipath: path " << x.stats.portal << " logged in again (" << group_name(x.group)
+                                          << ", " << to_string(x.state) << ")");
     }
     drain_waiting();
 }
@@ -629,7 +637,8 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
             busy = busy || x.dirty;
         }
         if (any_up && !closing_) until = std::min(until, refresh_due_);
-        if (no_path_since_ && !waiting_.empty()) until = std::min(until, *no_path_since_ + options_.no_path_timeout);
+        if (no_path_since_ && !waiting_.empty())
+            until = std::min(until, *no_path_since_ + options_.no_path_timeout);
         const size_t login_index = pollfds_.size();
         pollfds_.push_back({login_fd_.get(), POLLIN, 0});
         if (wake_fd_ >= 0) pollfds_.push_back({wake_fd_, POLLIN, 0});
@@ -640,7 +649,8 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
         }
         ++totals_.loop_polls;
         int n = ::poll(pollfds_.data(), nfds_t(pollfds_.size()), timeout_ms);
-        if (n < 0 && errno != EINTR) fail(ErrorKind::ConnectionLost, std::string("multipath: poll: ") + std::strerror(errno));
+        if (n < 0 && errno != EINTR)
+            fail(ErrorKind::ConnectionLost, std::string("multipath: poll: ") + std::strerror(errno));
         if (n > 0 && pollfds_[login_index].revents) {
             uint64_t v;
             ssize_t r = ::read(login_fd_.get(), &v, sizeof v);
@@ -678,15 +688,18 @@ void MultipathSession::logout(std::chrono::milliseconds timeout) {
     closing_ = true;
     const Clock::time_point until = Clock::now() + timeout;
     auto reading = [&] {
-        return std::any_of(paths_.begin(), paths_.end(), [](const Path& x) { return x.session && x.rtpg_in_flight; });
+        return std::any_of(paths_.begin(), paths_.end(),
+                           [](const Path& x) { return x.session && x.rtpg_in_flight; });
     };
     while (reading() && Clock::now() < until) pass(std::chrono::milliseconds(100), false);
     std::optional<InitiatorError> first;
     for (Path& x : paths_) {
         if (!x.session) continue;
         if (x.session->outstanding() != 0) {
-            RBIO_LOG(Warning, "multipath: path " << x.stats.portal
-                                                 << ": REPORT TARGET PORT GROUPS unanswered at logout; dropping the session");
+            RBIO_LOG(Warning,
+                     "multipath: path "
+                         << x.stats.portal
+                         << ": REPORT TARGET PORT GROUPS unanswered at logout; dropping the session");
             x.session.reset();
             continue;
         }
@@ -717,18 +730,21 @@ std::vector<std::string> MultipathSession::describe_paths() const {
     std::vector<std::string> out;
     for (const PathStats& s : multipath_stats().paths) {
         char b[512];
-        std::snprintf(b, sizeof b,
-                      "%s %s %s: commands=%llu completed=%llu since_login=%llu moved_away=%llu refused=%llu "
-                      "unit_attentions=%llu state_changes=%llu failures=%llu logins=%llu login_attempts=%llu rtpg=%llu",
-                      s.portal.c_str(), group_name(s.group).c_str(),
-                      !s.up ? "down" : s.state_known ? to_string(s.state).c_str() : "unknown",
-                      (unsigned long long)s.commands, (unsigned long long)s.completed,
-                      (unsigned long long)s.commands_since_login, (unsigned long long)s.moved_away,
-                      (unsigned long long)s.refused, (unsigned long long)s.unit_attentions,
-                      (unsigned long long)s.state_changes, (unsigned long long)s.failures,
-                      (unsigned long long)s.logins, (unsigned long long)s.login_attempts,
-                      (unsigned long long)s.rtpg);
-        out.push_back(std::string(b) + (s.up || s.last_error.empty() ? "" : " last_error=\"" + s.last_error + "\""));
+        std::snprintf(
+            b, sizeof b,
+            "%s %s %s: commands=%llu completed=%llu since_login=%llu moved_away=%llu refused=%llu "
+            "unit_attentions=%llu state_changes=%llu failures=%llu logins=%llu login_attempts=%llu rtpg=%llu",
+            s.portal.c_str(), group_name(s.group).c_str(),
+            !s.up           ? "down"
+            : s.state_known ? to_string(s.state).c_str()
+                            : "unknown",
+            (unsigned long long)s.commands, (unsigned long long)s.completed,
+            (unsigned long long)s.commands_since_login, (unsigned long long)s.moved_away,
+            (unsigned long long)s.refused, (unsigned long long)s.unit_attentions,
+            (unsigned long long)s.state_changes, (unsigned long long)s.failures, (unsigned long long)s.logins,
+            (unsigned long long)s.login_attempts, (unsigned long long)s.rtpg);
+        out.push_back(std::string(b) +
+                      (s.up || s.last_error.empty() ? "" : " last_error=\"" + s.last_error + "\""));
     }
     return out;
 }

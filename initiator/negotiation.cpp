@@ -9,11 +9,10 @@
 namespace rbio::initiator {
 namespace {
 
-[[noreturn]] void bad_answer(std::string_view key, std::string_view offered,
-                             std::string_view answer, const char* why) {
-    fail(ErrorKind::Protocol, "negotiation: target answered " + std::string(key) + "=" +
-                                  std::string(answer) + " to our " + std::string(offered) +
-                                  ": " + why);
+[[noreturn]] void bad_answer(std::string_view key, std::string_view offered, std::string_view answer,
+                             const char* why) {
+    fail(ErrorKind::Protocol, "negotiation: target answered " + std::string(key) + "=" + std::string(answer) +
+                                  " to our " + std::string(offered) + ": " + why);
 }
 
 const char* yes_no(bool b) { return b ? "Yes" : "No"; }
@@ -25,9 +24,7 @@ bool is_target_declaration(std::string_view key) {
 }
 
 // RFC 7143 §6.2: answers that leave a key at its default.
-bool is_non_value(std::string_view v) {
-    return v == "Irrelevant" || v == "NotUnderstood" || v == "Reject";
-}
+bool is_non_value(std::string_view v) { return v == "Irrelevant" || v == "NotUnderstood" || v == "Reject"; }
 
 }  // namespace
 
@@ -42,10 +39,10 @@ bool parse_digest_policy(std::string_view text, DigestPolicy& out) {
 
 const char* digest_offer(DigestPolicy p) {
     switch (p) {
-    case DigestPolicy::None: return "None";
-    case DigestPolicy::Prefer: return "CRC32C,None";
-    case DigestPolicy::Accept: return "None,CRC32C";
-    case DigestPolicy::Require: return "CRC32C";
+        case DigestPolicy::None: return "None";
+        case DigestPolicy::Prefer: return "CRC32C,None";
+        case DigestPolicy::Accept: return "None,CRC32C";
+        case DigestPolicy::Require: return "CRC32C";
     }
     return "None";
 }
@@ -54,8 +51,7 @@ std::string describe(const NegotiatedParams& p) {
     return std::string("HeaderDigest=") + (p.header_digest ? "CRC32C" : "None") +
            " DataDigest=" + (p.data_digest ? "CRC32C" : "None") +
            " MaxRecvDataSegmentLength=" + std::to_string(p.our_max_recv_data_segment_length) +
-           " TargetMaxRecvDataSegmentLength=" +
-           std::to_string(p.target_max_recv_data_segment_length) +
+           " TargetMaxRecvDataSegmentLength=" + std::to_string(p.target_max_recv_data_segment_length) +
            " MaxBurstLength=" + std::to_string(p.max_burst_length) +
            " FirstBurstLength=" + std::to_string(p.first_burst_length) +
            " ImmediateData=" + yes_no(p.immediate_data) + " InitialR2T=" + yes_no(p.initial_r2t) +
@@ -77,24 +73,23 @@ uint32_t parse_number(std::string_view key, std::string_view value, uint32_t lo,
     }
     auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, base);
     if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size())
-        fail(ErrorKind::Protocol, "negotiation: " + std::string(key) + "=" + std::string(value) +
-                                      " is not a number");
+        fail(ErrorKind::Protocol,
+             "negotiation: " + std::string(key) + "=" + std::string(value) + " is not a number");
     if (v < lo || v > hi)
         fail(ErrorKind::Protocol, "negotiation: " + std::string(key) + "=" + std::string(value) +
-                                      " is outside " + std::to_string(lo) + ".." +
-                                      std::to_string(hi));
+                                      " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
     return uint32_t(v);
 }
 
 bool parse_bool(std::string_view key, std::string_view value) {
     if (value == "Yes") return true;
     if (value == "No") return false;
-    fail(ErrorKind::Protocol, "negotiation: " + std::string(key) + "=" + std::string(value) +
-                                  " is neither Yes nor No");
+    fail(ErrorKind::Protocol,
+         "negotiation: " + std::string(key) + "=" + std::string(value) + " is neither Yes nor No");
 }
 
-uint32_t negotiate_min(std::string_view key, uint32_t offered, std::string_view answer,
-                       uint32_t lo, uint32_t hi) {
+uint32_t negotiate_min(std::string_view key, uint32_t offered, std::string_view answer, uint32_t lo,
+                       uint32_t hi) {
     uint32_t v = parse_number(key, answer, lo, hi);
     if (v > offered) bad_answer(key, std::to_string(offered), answer, "more than offered (minimum rule)");
     return v;
@@ -112,8 +107,7 @@ bool negotiate_or(std::string_view key, bool offered, std::string_view answer) {
     return offered || v;
 }
 
-std::string negotiate_list(std::string_view key, std::string_view offered_list,
-                           std::string_view answer) {
+std::string negotiate_list(std::string_view key, std::string_view offered_list, std::string_view answer) {
     size_t pos = 0;
     while (pos <= offered_list.size()) {
         size_t comma = offered_list.find(',', pos);
@@ -181,8 +175,7 @@ void Negotiation::apply(const KeyValues& keys, KeyValues& replies) {
                 parse_number(key, value, 0, 65535);
                 replies.emplace_back(key, key == "MaxConnections" ? "1" : "0");
             } else if (key == "DefaultTime2Wait" || key == "DefaultTime2Retain") {
-                replies.emplace_back(key, std::to_string(respond_min(
-                                              0, parse_number(key, value, 0, 3600))));
+                replies.emplace_back(key, std::to_string(respond_min(0, parse_number(key, value, 0, 3600))));
             } else if (key == "OFMarker" || key == "IFMarker") {
                 replies.emplace_back(key, "No");
             } else {
@@ -194,32 +187,25 @@ void Negotiation::apply(const KeyValues& keys, KeyValues& replies) {
             fail(ErrorKind::Protocol, "negotiation: target answered " + key + " twice");
         answered_.push_back(key);
         if (is_non_value(value)) {
-            RBIO_LOG(Info, "negotiation: target answered " << key << "=" << value
-                                                           << "; the default applies");
+            RBIO_LOG(Info, "negotiation: target answered " << key << "=" << value << "; the default applies");
             continue;
         }
-        if (key == "HeaderDigest")
-            p_.header_digest = negotiate_list(key, *offered, value) == "CRC32C";
-        else if (key == "DataDigest")
-            p_.data_digest = negotiate_list(key, *offered, value) == "CRC32C";
+        if (key == "HeaderDigest") p_.header_digest = negotiate_list(key, *offered, value) == "CRC32C";
+        else if (key == "DataDigest") p_.data_digest = negotiate_list(key, *offered, value) == "CRC32C";
         else if (key == "MaxBurstLength")
             p_.max_burst_length = negotiate_min(key, offer_.max_burst_length, value, 512, kMaxLen);
         else if (key == "FirstBurstLength")
             p_.first_burst_length = negotiate_min(key, offer_.first_burst_length, value, 512, kMaxLen);
-        else if (key == "ImmediateData")
-            p_.immediate_data = negotiate_and(key, offer_.immediate_data, value);
-        else if (key == "InitialR2T")
-            p_.initial_r2t = negotiate_or(key, offer_.initial_r2t, value);
+        else if (key == "ImmediateData") p_.immediate_data = negotiate_and(key, offer_.immediate_data, value);
+        else if (key == "InitialR2T") p_.initial_r2t = negotiate_or(key, offer_.initial_r2t, value);
         else if (key == "MaxOutstandingR2T")
             p_.max_outstanding_r2t = negotiate_min(key, offer_.max_outstanding_r2t, value, 1, 65535);
         else if (key == "DataPDUInOrder")
             p_.data_pdu_in_order = negotiate_or(key, offer_.data_pdu_in_order, value);
         else if (key == "DataSequenceInOrder")
             p_.data_sequence_in_order = negotiate_or(key, offer_.data_sequence_in_order, value);
-        else if (key == "ErrorRecoveryLevel")
-            p_.error_recovery_level = negotiate_min(key, 0, value, 0, 2);
-        else if (key == "MaxConnections")
-            p_.max_connections = negotiate_min(key, 1, value, 1, 65535);
+        else if (key == "ErrorRecoveryLevel") p_.error_recovery_level = negotiate_min(key, 0, value, 0, 2);
+        else if (key == "MaxConnections") p_.max_connections = negotiate_min(key, 1, value, 1, 65535);
         else if (key == "RDMAExtensions")
             p_.rdma_extensions = negotiate_and(key, offer_.rdma_extensions, value);
         else if (key == "InitiatorRecvDataSegmentLength")
@@ -256,10 +242,8 @@ const NegotiatedParams& Negotiation::finish() {
         p_.target_max_recv_data_segment_length = trdsl_;
     }
     if (p_.first_burst_length > p_.max_burst_length)
-        fail(ErrorKind::Protocol, "negotiation: FirstBurstLength " +
-                                      std::to_string(p_.first_burst_length) +
-                                      " exceeds MaxBurstLength " +
-                                      std::to_string(p_.max_burst_length));
+        fail(ErrorKind::Protocol, "negotiation: FirstBurstLength " + std::to_string(p_.first_burst_length) +
+                                      " exceeds MaxBurstLength " + std::to_string(p_.max_burst_length));
     return p_;
 }
 

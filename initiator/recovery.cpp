@@ -21,9 +21,7 @@ namespace {
 constexpr std::chrono::milliseconds kFirstBackoff{250};
 constexpr std::chrono::milliseconds kMaxBackoff{4000};
 
-long long ms(Clock::duration d) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-}
+long long ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
 }  // namespace
 
@@ -63,7 +61,8 @@ void Session::Impl::check_ping(Clock::time_point now) {
 
 void Session::Impl::handle_ping_answer(BhsView h) {
     if (h.itt() != ping_itt_)
-        protocol_error("NOP-In answering ITT " + std::to_string(h.itt()) + ", but no such ping is outstanding");
+        protocol_error("NOP-In answering ITT " + std::to_string(h.itt()) +
+                       ", but no such ping is outstanding");
     if (h.ttt() != kNoTag) protocol_error("NOP-In answering a ping carries a Target Transfer Tag");
     // An answer is a response: it advances StatSN (RFC 7143 §11.19.5).
     update_window(h);
@@ -74,8 +73,7 @@ void Session::Impl::handle_ping_answer(BhsView h) {
 // ---------------------------------------------------------------- recovery
 
 bool Session::Impl::may_recover() const {
-    return reconnectable_ && !options_.discovery && options_.replacement_timeout.count() > 0 &&
-           full_feature_;
+    return reconnectable_ && !options_.discovery && options_.replacement_timeout.count() > 0 && full_feature_;
 }
 
 void Session::Impl::connection_failed(const InitiatorError& error) {
@@ -100,10 +98,9 @@ void Session::Impl::connection_failed(const InitiatorError& error) {
     for (auto& [itt, t] : tasks_) {
         if (t.outcome) continue;
         if (t.sent && ++t.resends > options_.command_retries)
-            fail(error.kind(),
-                 "target " + portal_.to_string() + ": command ITT " + std::to_string(itt) + " (opcode " +
-                     std::to_string(t.cmd.cdb[0]) + ") failed " + std::to_string(t.resends) +
-                     " times; last: " + why);
+            fail(error.kind(), "target " + portal_.to_string() + ": command ITT " + std::to_string(itt) +
+                                   " (opcode " + std::to_string(t.cmd.cdb[0]) + ") failed " +
+                                   std::to_string(t.resends) + " times; last: " + why);
         t.restart();
         again.emplace_back(t.order, itt);
     }
@@ -145,8 +142,8 @@ void Session::Impl::recover(Clock::time_point until) {
         return;
     }
     stats_.reconnect_attempts++;
-    RBIO_LOG(Info, "reconnect attempt " << stats_.reconnect_attempts << " to " << portal_.to_string()
-                                        << " (" << ms(now - down_since_) << " ms after the failure)");
+    RBIO_LOG(Info, "reconnect attempt " << stats_.reconnect_attempts << " to " << portal_.to_string() << " ("
+                                        << ms(now - down_since_) << " ms after the failure)");
     try {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - now);
         // TSIH 0 and the same ISID: a new session that ends the old one.
@@ -161,8 +158,8 @@ void Session::Impl::recover(Clock::time_point until) {
         captured_.reset();
         next_attempt_ = Clock::now() + backoff_;
         backoff_ = std::min(backoff_ * 2, kMaxBackoff);
-        RBIO_LOG(Warning, "reconnect attempt " << stats_.reconnect_attempts << " to "
-                                               << portal_.to_string() << " failed: " << e.what());
+        RBIO_LOG(Warning, "reconnect attempt " << stats_.reconnect_attempts << " to " << portal_.to_string()
+                                               << " failed: " << e.what());
         return;
     }
     down_ = false;
@@ -174,8 +171,8 @@ void Session::Impl::recover(Clock::time_point until) {
         if (t.resends) stats_.commands_retried++;
     }
     RBIO_LOG(Warning, "session to " << options_.target_name << " at " << portal_.to_string()
-                                    << " reinstated after " << ms(now - down_since_) << " ms (TSIH "
-                                    << tsih_ << "); re-sending " << pending_.size() << " commands");
+                                    << " reinstated after " << ms(now - down_since_) << " ms (TSIH " << tsih_
+                                    << "); re-sending " << pending_.size() << " commands");
 }
 
 }  // namespace rbio::initiator

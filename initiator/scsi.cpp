@@ -12,10 +12,10 @@ namespace {
 
 const char* sense_key_name(uint8_t key) {
     static constexpr const char* kNames[16] = {
-        "NO SENSE", "RECOVERED ERROR", "NOT READY", "MEDIUM ERROR", "HARDWARE ERROR",
-        "ILLEGAL REQUEST", "UNIT ATTENTION", "DATA PROTECT", "BLANK CHECK", "VENDOR SPECIFIC",
-        "COPY ABORTED", "ABORTED COMMAND", "RESERVED", "VOLUME OVERFLOW", "MISCOMPARE",
-        "COMPLETED"};
+        "NO SENSE",       "RECOVERED ERROR", "NOT READY",      "MEDIUM ERROR",
+        "HARDWARE ERROR", "ILLEGAL REQUEST", "UNIT ATTENTION", "DATA PROTECT",
+        "BLANK CHECK",    "VENDOR SPECIFIC", "COPY ABORTED",   "ABORTED COMMAND",
+        "RESERVED",       "VOLUME OVERFLOW", "MISCOMPARE",     "COMPLETED"};
     return kNames[key & 15];
 }
 
@@ -29,8 +29,8 @@ uint64_t get_be(const uint8_t* p, int bytes) {
     return v;
 }
 
-ScsiCommand command(uint64_t lun, std::initializer_list<uint8_t> head, uint8_t length,
-                    DataDirection dir, std::span<uint8_t> buffer) {
+ScsiCommand command(uint64_t lun, std::initializer_list<uint8_t> head, uint8_t length, DataDirection dir,
+                    std::span<uint8_t> buffer) {
     ScsiCommand c;
     c.lun = lun;
     std::copy(head.begin(), head.end(), c.cdb.begin());
@@ -82,8 +82,7 @@ std::string describe(const ScsiOutcome& o) {
         return b;
     }
     if (o.status == kStatusGood) return "GOOD";
-    if (o.status == kStatusCheckCondition)
-        return "CHECK CONDITION: " + decode_sense(o.sense).describe();
+    if (o.status == kStatusCheckCondition) return "CHECK CONDITION: " + decode_sense(o.sense).describe();
     std::snprintf(b, sizeof b, "SCSI status 0x%02x", o.status);
     return b;
 }
@@ -92,8 +91,7 @@ ScsiCommand make_test_unit_ready(uint64_t lun) { return command(lun, {0x00}, 6, 
 
 ScsiCommand make_inquiry(uint64_t lun, std::span<uint8_t> buffer) {
     size_t n = std::min<size_t>(buffer.size(), 0xffff);
-    return command(lun, {0x12, 0, 0, uint8_t(n >> 8), uint8_t(n)}, 6, DataDirection::Read,
-                   buffer.first(n));
+    return command(lun, {0x12, 0, 0, uint8_t(n >> 8), uint8_t(n)}, 6, DataDirection::Read, buffer.first(n));
 }
 
 ScsiCommand make_read_capacity16(uint64_t lun, std::span<uint8_t> buffer) {
@@ -181,7 +179,8 @@ std::vector<uint8_t> unmap_parameter_list(std::span<const LbaRange> ranges) {
 
 ScsiCommand make_unmap(uint64_t lun, std::span<uint8_t> parameters) {
     if (parameters.size() > 0xffff)
-        throw std::invalid_argument("UNMAP: parameter list of " + std::to_string(parameters.size()) + " bytes");
+        throw std::invalid_argument("UNMAP: parameter list of " + std::to_string(parameters.size()) +
+                                    " bytes");
     ScsiCommand c = command(lun, {0x42}, 10, DataDirection::Write, parameters);
     put_be(c.cdb.data() + 7, parameters.size(), 2);
     return c;
@@ -199,8 +198,8 @@ std::string page_name(uint8_t code) {
 
 std::span<const uint8_t> vpd_payload(uint8_t code, std::span<const uint8_t> page) {
     if (page.size() < 4)
-        fail(ErrorKind::Protocol, page_name(code) + ": " + std::to_string(page.size()) +
-                                      " bytes, shorter than its 4-byte header");
+        fail(ErrorKind::Protocol,
+             page_name(code) + ": " + std::to_string(page.size()) + " bytes, shorter than its 4-byte header");
     if (page[1] != code) {
         char b[64];
         std::snprintf(b, sizeof b, ": the target answered with page 0x%02x", page[1]);
@@ -208,9 +207,8 @@ std::span<const uint8_t> vpd_payload(uint8_t code, std::span<const uint8_t> page
     }
     size_t len = size_t(get_be(page.data() + 2, 2));
     if (4 + len > page.size())
-        fail(ErrorKind::Protocol, page_name(code) + ": page length " + std::to_string(len) +
-                                      " beyond the " + std::to_string(page.size() - 4) +
-                                      " bytes received after the header");
+        fail(ErrorKind::Protocol, page_name(code) + ": page length " + std::to_string(len) + " beyond the " +
+                                      std::to_string(page.size() - 4) + " bytes received after the header");
     return page.subspan(4, len);
 }
 
@@ -272,13 +270,13 @@ bool operator==(const Designator& a, const Designator& b) {
 
 std::string to_string(AluaState s) {
     switch (s) {
-    case AluaState::ActiveOptimized: return "active/optimized";
-    case AluaState::ActiveNonOptimized: return "active/non-optimized";
-    case AluaState::Standby: return "standby";
-    case AluaState::Unavailable: return "unavailable";
-    case AluaState::LbaDependent: return "lba-dependent";
-    case AluaState::Offline: return "offline";
-    case AluaState::Transitioning: return "transitioning";
+        case AluaState::ActiveOptimized: return "active/optimized";
+        case AluaState::ActiveNonOptimized: return "active/non-optimized";
+        case AluaState::Standby: return "standby";
+        case AluaState::Unavailable: return "unavailable";
+        case AluaState::LbaDependent: return "lba-dependent";
+        case AluaState::Offline: return "offline";
+        case AluaState::Transitioning: return "transitioning";
     }
     char b[16];
     std::snprintf(b, sizeof b, "state 0x%x", unsigned(s));
@@ -308,7 +306,8 @@ TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data,
     TargetPortGroups out;
     if (extended) {
         if (((data[4] >> 4) & 0x07) != 1)
-            fail(ErrorKind::Protocol, std::string(what) + ": format type " + std::to_string((data[4] >> 4) & 0x07) +
+            fail(ErrorKind::Protocol, std::string(what) + ": format type " +
+                                          std::to_string((data[4] >> 4) & 0x07) +
                                           " where the extended header (1) was asked for");
         out.implicit_transition_time = data[5];
     }
@@ -327,8 +326,8 @@ TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data,
         const size_t len = 8 + 4 * size_t(data[off + 7]);
         if (end - off < len) {
             if (end < total) break;
-            fail(ErrorKind::Protocol, std::string(what) + ": descriptor at byte " + std::to_string(off) + " with " +
-                                          std::to_string(data[off + 7]) + " ports runs past the " +
+            fail(ErrorKind::Protocol, std::string(what) + ": descriptor at byte " + std::to_string(off) +
+                                          " with " + std::to_string(data[off + 7]) + " ports runs past the " +
                                           std::to_string(end) + " bytes returned");
         }
         TargetPortGroup g;
@@ -337,7 +336,8 @@ TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data,
         g.supported = data[off + 1];
         g.id = uint16_t(get_be(data.data() + off + 2, 2));
         g.status = data[off + 5];
-        for (size_t p = off + 8; p < off + len; p += 4) g.ports.push_back(uint16_t(get_be(data.data() + p + 2, 2)));
+        for (size_t p = off + 8; p < off + len; p += 4)
+            g.ports.push_back(uint16_t(get_be(data.data() + p + 2, 2)));
         out.groups.push_back(std::move(g));
         off += len;
     }
@@ -345,18 +345,29 @@ TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data,
 }
 
 std::string Designator::to_string() const {
-    static constexpr const char* kTypes[16] = {
-        "vendor specific", "T10 vendor ID", "EUI-64", "NAA", "relative target port",
-        "target port group", "logical unit group", "MD5 logical unit identifier",
-        "SCSI name string", "protocol specific port identifier", "UUID", "type 0xb",
-        "type 0xc", "type 0xd", "type 0xe", "type 0xf"};
+    static constexpr const char* kTypes[16] = {"vendor specific",
+                                               "T10 vendor ID",
+                                               "EUI-64",
+                                               "NAA",
+                                               "relative target port",
+                                               "target port group",
+                                               "logical unit group",
+                                               "MD5 logical unit identifier",
+                                               "SCSI name string",
+                                               "protocol specific port identifier",
+                                               "UUID",
+                                               "type 0xb",
+                                               "type 0xc",
+                                               "type 0xd",
+                                               "type 0xe",
+                                               "type 0xf"};
     static constexpr const char* kAssoc[4] = {"logical unit", "target port", "target device", "reserved"};
     std::string s = std::string(kTypes[type & 15]) + " (" + kAssoc[association & 3] + "): ";
     // ASCII (2) must be printable; UTF-8 (3) may have bytes >= 0x80.
-    const bool text = (code_set == 2 || code_set == 3) &&
-                      std::all_of(value.begin(), value.end(), [this](uint8_t c) {
-                          return c == 0 || (c >= 0x20 && c < 0x7f) || (code_set == 3 && c >= 0x80);
-                      });
+    const bool text =
+        (code_set == 2 || code_set == 3) && std::all_of(value.begin(), value.end(), [this](uint8_t c) {
+            return c == 0 || (c >= 0x20 && c < 0x7f) || (code_set == 3 && c >= 0x80);
+        });
     if (text) return s + trimmed(value.data(), value.size());
     s += "0x";
     char b[3];
@@ -395,8 +406,8 @@ BlockLimits decode_block_limits(std::span<const uint8_t> page) {
 LogicalBlockProvisioning decode_logical_block_provisioning(std::span<const uint8_t> page) {
     auto p = vpd_payload(0xb2, page);
     if (p.size() < 4)
-        fail(ErrorKind::Protocol, page_name(0xb2) + ": page length " + std::to_string(p.size()) +
-                                      ", at least 4 expected");
+        fail(ErrorKind::Protocol,
+             page_name(0xb2) + ": page length " + std::to_string(p.size()) + ", at least 4 expected");
     LogicalBlockProvisioning b;
     b.threshold_exponent = p[0];
     b.lbpu = p[1] & 0x80;
@@ -415,7 +426,8 @@ std::vector<std::vector<LbaRange>> plan_unmap(uint64_t lba, uint64_t blocks, con
                                     std::to_string(limits.max_unmap_lba_count) + ", descriptors " +
                                     std::to_string(limits.max_unmap_descriptor_count) + ")");
     if (blocks > ~uint64_t(0) - lba) throw std::invalid_argument("UNMAP: range beyond 2^64 blocks");
-    const uint64_t per_command = limits.max_unmap_lba_count;  // 0xffffffff: no limit, still a u32 per descriptor
+    const uint64_t per_command =
+        limits.max_unmap_lba_count;  // 0xffffffff: no limit, still a u32 per descriptor
     const size_t descriptors = std::min<uint64_t>(limits.max_unmap_descriptor_count, 4095);
     std::vector<std::vector<LbaRange>> plan;
     while (blocks > 0) {
@@ -443,8 +455,8 @@ ScsiOutcome execute_checked(IoSession& s, const ScsiCommand& cmd, const char* wh
             RBIO_LOG(Info, what << ": " << sense.describe() << "; retrying");
             continue;
         }
-        throw ScsiError(std::string(what) + " (LUN " + std::to_string(cmd.lun) + ") failed: " +
-                            describe(o), o);
+        throw ScsiError(std::string(what) + " (LUN " + std::to_string(cmd.lun) + ") failed: " + describe(o),
+                        o);
     }
 }
 
@@ -481,7 +493,8 @@ Capacity read_capacity16(IoSession& s, uint64_t lun) {
 std::vector<uint64_t> report_luns(IoSession& s) {
     std::vector<uint8_t> buf(16 + 8 * 256);
     ScsiOutcome o = execute_checked(s, make_report_luns(buf), "REPORT LUNS");
-    uint64_t list_len = std::min<uint64_t>(get_be(buf.data(), 4), o.bytes_transferred - std::min<uint32_t>(8, o.bytes_transferred));
+    uint64_t list_len = std::min<uint64_t>(get_be(buf.data(), 4),
+                                           o.bytes_transferred - std::min<uint32_t>(8, o.bytes_transferred));
     std::vector<uint64_t> luns;
     for (size_t off = 8; off + 8 <= 8 + list_len; off += 8) {
         uint8_t method = buf[off] >> 6;
@@ -538,7 +551,9 @@ std::string unit_serial_number(IoSession& s, uint64_t lun) {
 std::vector<Designator> device_identification(IoSession& s, uint64_t lun) {
     return decode_device_identification(inquiry_vpd(s, lun, 0x83));
 }
-BlockLimits block_limits(IoSession& s, uint64_t lun) { return decode_block_limits(inquiry_vpd(s, lun, 0xb0)); }
+BlockLimits block_limits(IoSession& s, uint64_t lun) {
+    return decode_block_limits(inquiry_vpd(s, lun, 0xb0));
+}
 LogicalBlockProvisioning logical_block_provisioning(IoSession& s, uint64_t lun) {
     return decode_logical_block_provisioning(inquiry_vpd(s, lun, 0xb2));
 }
@@ -546,7 +561,8 @@ LogicalBlockProvisioning logical_block_provisioning(IoSession& s, uint64_t lun) 
 TargetPortGroups report_target_port_groups(IoSession& s, uint64_t lun) {
     std::vector<uint8_t> buf(1024);
     for (;;) {
-        ScsiOutcome o = execute_checked(s, make_report_target_port_groups(lun, buf), "REPORT TARGET PORT GROUPS");
+        ScsiOutcome o =
+            execute_checked(s, make_report_target_port_groups(lun, buf), "REPORT TARGET PORT GROUPS");
         size_t got = std::min<size_t>(o.bytes_transferred, buf.size());
         if (got >= 4) {
             uint64_t want = 4 + get_be(buf.data(), 4);

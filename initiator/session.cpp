@@ -40,8 +40,12 @@ Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, b
     if (fd) conn_ = std::make_unique<TcpConnection>(std::move(fd), portal_, options_, counters_, events());
     uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
     // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
-    isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)), uint8_t(r >> 32), uint8_t(r >> 24),
-             uint8_t(r >> 16), uint8_t(r >> 8), uint8_t(r)};
+    isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)),
+             uint8_t(r >> 32),
+             uint8_t(r >> 24),
+             uint8_t(r >> 16),
+             uint8_t(r >> 8),
+             uint8_t(r)};
     if (options_.isid) isid_ = *options_.isid;
 }
 
@@ -120,8 +124,7 @@ bool Session::Impl::start_command(Task& t) {
     uint32_t immediate = 0, unsolicited_end = 0;
     if (write) {
         uint32_t first_burst = std::min(edtl, p.first_burst_length);
-        if (p.immediate_data)
-            immediate = std::min(first_burst, p.target_max_recv_data_segment_length);
+        if (p.immediate_data) immediate = std::min(first_burst, p.target_max_recv_data_segment_length);
         unsolicited_end = p.initial_r2t ? immediate : first_burst;
     }
     uint8_t flags = 0x01;  // ATTR: simple task
@@ -140,8 +143,7 @@ bool Session::Impl::start_command(Task& t) {
         t.data_sent = 0;
         return false;
     }
-    if (unsolicited_end > immediate)
-        dataout_.push_back({t.itt, kNoTag, immediate, unsolicited_end, 0});
+    if (unsolicited_end > immediate) dataout_.push_back({t.itt, kNoTag, immediate, unsolicited_end, 0});
     stats_.commands++;
     return true;
 }
@@ -171,14 +173,13 @@ void Session::Impl::emit_data_out(DataOutWork& w) {
 
 void Session::Impl::submit(ScsiCommand command) {
     if (command.cdb_length < 6 || command.cdb_length > 16)
-        throw std::invalid_argument("SCSI command: CDB of " +
-                                    std::to_string(command.cdb_length) + " bytes");
-    if (command.buffer.size() > UINT32_MAX)
-        throw std::invalid_argument("SCSI command: buffer beyond 4 GiB");
+        throw std::invalid_argument("SCSI command: CDB of " + std::to_string(command.cdb_length) + " bytes");
+    if (command.buffer.size() > UINT32_MAX) throw std::invalid_argument("SCSI command: buffer beyond 4 GiB");
     if (command.direction == DataDirection::None && !command.buffer.empty())
         throw std::invalid_argument("SCSI command: a buffer without a data direction");
     // Checked here, not when it is sent: recovery may have no connection yet.
-    if (options_.transport == Transport::Iser) IserConnection::check_buffer(command.buffer, options_.iser_regions);
+    if (options_.transport == Transport::Iser)
+        IserConnection::check_buffer(command.buffer, options_.iser_regions);
     uint32_t itt = allocate_itt();
     Task& t = tasks_[itt];
     t.itt = itt;
@@ -246,15 +247,20 @@ void Session::Impl::check_deadlines() {
             to_abort.push_back(itt);
             continue;
         }
-        fail(ErrorKind::Timeout,
-             "target " + portal_.to_string() + ": SCSI command 0x" +
-                 [op = t.cmd.cdb[0]] { char b[4]; std::snprintf(b, sizeof b, "%02x", op); return std::string(b); }() +
-                 " (ITT " + hex32(itt) + ") got no status within " +
-                 std::to_string(t.cmd.timeout.count()) + " ms" +
-                 (t.sent ? "" : " (never sent: the target's CmdSN window stayed closed)"));
+        fail(
+            ErrorKind::Timeout, "target " + portal_.to_string() + ": SCSI command 0x" +
+                                    [op = t.cmd.cdb[0]] {
+                                        char b[4];
+                                        std::snprintf(b, sizeof b, "%02x", op);
+                                        return std::string(b);
+                                    }() +
+                                    " (ITT " + hex32(itt) + ") got no status within " +
+                                    std::to_string(t.cmd.timeout.count()) + " ms" +
+                                    (t.sent ? "" : " (never sent: the target's CmdSN window stayed closed)"));
     }
     for (uint32_t itt : to_abort)
-        if (auto it = tasks_.find(itt); it != tasks_.end() && !it->second.outcome) abort_timed_out(it->second);
+        if (auto it = tasks_.find(itt); it != tasks_.end() && !it->second.outcome)
+            abort_timed_out(it->second);
 }
 
 SessionStats Session::Impl::stats() const {
@@ -285,8 +291,8 @@ void Session::Impl::update_window(BhsView h) {
 
 void Session::Impl::check_stat_sn(BhsView h, const char* what) {
     if (h.stat_sn() != exp_stat_sn_)
-        protocol_error(std::string(what) + " with StatSN " + std::to_string(h.stat_sn()) +
-                       ", expected " + std::to_string(exp_stat_sn_));
+        protocol_error(std::string(what) + " with StatSN " + std::to_string(h.stat_sn()) + ", expected " +
+                       std::to_string(exp_stat_sn_));
     exp_stat_sn_++;
 }
 
@@ -318,38 +324,38 @@ void Session::Impl::dispatch(const iser::RxPdu& pdu) {
             RBIO_LOG(Debug, "unsolicited NOP-In right behind the final Login Response: nothing to do");
             return;
         }
-        protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) +
-                       " PDU during login");
+        protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU during login");
     }
     switch (op) {
-    case Opcode::ScsiResponse: handle_scsi_response(pdu); return;
-    case Opcode::DataIn: handle_data_in(pdu); return;
-    case Opcode::R2t: handle_r2t(pdu); return;
-    case Opcode::NopIn: handle_nop_in(pdu); return;
-    case Opcode::AsyncMessage: handle_async(pdu); return;
-    case Opcode::TaskMgmtResponse: handle_tmf_response(pdu); return;
-    case Opcode::Reject:
-        protocol_error("target rejected a PDU (reason 0x" +
-                       [&] { char b[4]; std::snprintf(b, sizeof b, "%02x", h.bytes()[2]); return std::string(b); }() +
-                       ")");
-    case Opcode::LoginResponse:
-    case Opcode::TextResponse:
-    case Opcode::LogoutResponse:
-        if (!awaiting_ || *awaiting_ != op || captured_)
-            protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
-        if (op != Opcode::LoginResponse) {
-            // A Logout Response ends the session, so its window does not
-            // matter; istgt counts the immediate Logout Request's CmdSN
-            // into ExpCmdSN there, which update_window would reject.
-            if (op != Opcode::LogoutResponse) update_window(h);
-            check_stat_sn(h, iser::opcode_name(h.opcode_byte()));
-        }
-        captured_.emplace(Captured{});
-        std::copy(pdu.bhs.begin(), pdu.bhs.end(), captured_->bhs.begin());
-        captured_->data.assign(pdu.data.begin(), pdu.data.end());
-        return;
-    default:
-        protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
+        case Opcode::ScsiResponse: handle_scsi_response(pdu); return;
+        case Opcode::DataIn: handle_data_in(pdu); return;
+        case Opcode::R2t: handle_r2t(pdu); return;
+        case Opcode::NopIn: handle_nop_in(pdu); return;
+        case Opcode::AsyncMessage: handle_async(pdu); return;
+        case Opcode::TaskMgmtResponse: handle_tmf_response(pdu); return;
+        case Opcode::Reject:
+            protocol_error("target rejected a PDU (reason 0x" + [&] {
+                char b[4];
+                std::snprintf(b, sizeof b, "%02x", h.bytes()[2]);
+                return std::string(b);
+            }() + ")");
+        case Opcode::LoginResponse:
+        case Opcode::TextResponse:
+        case Opcode::LogoutResponse:
+            if (!awaiting_ || *awaiting_ != op || captured_)
+                protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
+            if (op != Opcode::LoginResponse) {
+                // A Logout Response ends the session, so its window does not
+                // matter; istgt counts the immediate Logout Request's CmdSN
+                // into ExpCmdSN there, which update_window would reject.
+                if (op != Opcode::LogoutResponse) update_window(h);
+                check_stat_sn(h, iser::opcode_name(h.opcode_byte()));
+            }
+            captured_.emplace(Captured{});
+            std::copy(pdu.bhs.begin(), pdu.bhs.end(), captured_->bhs.begin());
+            captured_->data.assign(pdu.data.begin(), pdu.data.end());
+            return;
+        default: protocol_error(std::string("unexpected ") + iser::opcode_name(h.opcode_byte()) + " PDU");
     }
 }
 
@@ -377,8 +383,8 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
     }
     uint32_t edtl = uint32_t(t.cmd.buffer.size());
     if (o.underflow && o.residual > edtl)
-        protocol_error("SCSI Response: residual " + std::to_string(o.residual) +
-                       " beyond the expected " + std::to_string(edtl) + " bytes");
+        protocol_error("SCSI Response: residual " + std::to_string(o.residual) + " beyond the expected " +
+                       std::to_string(edtl) + " bytes");
     if (conn_->rdma_data()) {
         // The target RDMA WROTE the read data before this SEND (RC ordering).
         if (t.cmd.direction == DataDirection::Read) t.received = edtl - (o.underflow ? o.residual : 0);
@@ -387,9 +393,9 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
     }
     if (t.cmd.direction == DataDirection::Read) {
         if (o.good() && t.received != edtl - (o.underflow ? o.residual : 0))
-            protocol_error("read (ITT " + hex32(t.itt) + ") completed with " +
-                           std::to_string(t.received) + " of " + std::to_string(edtl) +
-                           " bytes and residual " + std::to_string(o.residual));
+            protocol_error("read (ITT " + hex32(t.itt) + ") completed with " + std::to_string(t.received) +
+                           " of " + std::to_string(edtl) + " bytes and residual " +
+                           std::to_string(o.residual));
         o.bytes_transferred = t.received;
     } else {
         o.bytes_transferred = t.data_sent;
@@ -406,13 +412,13 @@ void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
     if (t.cmd.direction != DataDirection::Read)
         protocol_error("Data-In for ITT " + hex32(t.itt) + ", which is not a read");
     if (h.data_sn() != t.exp_data_sn)
-        protocol_error("Data-In for ITT " + hex32(t.itt) + " with DataSN " +
-                       std::to_string(h.data_sn()) + ", expected " + std::to_string(t.exp_data_sn));
+        protocol_error("Data-In for ITT " + hex32(t.itt) + " with DataSN " + std::to_string(h.data_sn()) +
+                       ", expected " + std::to_string(t.exp_data_sn));
     if (off != t.received || off + len > t.cmd.buffer.size())
-        protocol_error("Data-In for ITT " + hex32(t.itt) + " at offset " + std::to_string(off) +
-                       " with " + std::to_string(len) + " bytes does not fit the command (" +
-                       std::to_string(t.cmd.buffer.size()) + " bytes, " +
-                       std::to_string(t.received) + " received)");
+        protocol_error("Data-In for ITT " + hex32(t.itt) + " at offset " + std::to_string(off) + " with " +
+                       std::to_string(len) + " bytes does not fit the command (" +
+                       std::to_string(t.cmd.buffer.size()) + " bytes, " + std::to_string(t.received) +
+                       " received)");
     t.exp_data_sn++;
     uint8_t* dst = t.cmd.buffer.data() + off;
     if (len && pdu.data.data() != dst) std::memcpy(dst, pdu.data.data(), len);
@@ -434,8 +440,8 @@ void Session::Impl::handle_data_in(const iser::RxPdu& pdu) {
                        " bytes received, residual " + std::to_string(o.residual) + " of " +
                        std::to_string(edtl));
     if (!o.underflow && t.received != edtl)
-        protocol_error("Data-In status for ITT " + hex32(t.itt) + " after " +
-                       std::to_string(t.received) + " of " + std::to_string(edtl) + " bytes");
+        protocol_error("Data-In status for ITT " + hex32(t.itt) + " after " + std::to_string(t.received) +
+                       " of " + std::to_string(edtl) + " bytes");
     o.bytes_transferred = t.received;
     complete(t, std::move(o));
 }
@@ -491,11 +497,11 @@ void Session::Impl::handle_async(const iser::RxPdu& pdu) {
     check_stat_sn(h, "Async Message");
     uint8_t event = h.bytes()[36];
     switch (event) {
-    case 0: RBIO_LOG(Info, "target reported a SCSI asynchronous event"); return;
-    case 1: fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " requested logout");
-    case 2:
-    case 3: fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " is dropping the session");
-    default: RBIO_LOG(Warning, "ignoring asynchronous event " << int(event)); return;
+        case 0: RBIO_LOG(Info, "target reported a SCSI asynchronous event"); return;
+        case 1: fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " requested logout");
+        case 2:
+        case 3: fail(ErrorKind::ConnectionLost, "target " + portal_.to_string() + " is dropping the session");
+        default: RBIO_LOG(Warning, "ignoring asynchronous event " << int(event)); return;
     }
 }
 
@@ -525,8 +531,7 @@ std::unique_ptr<Session> Session::login(const Portal& portal, const SessionOptio
     return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
-std::unique_ptr<Session> Session::login_on(int fd, const Portal& portal,
-                                           const SessionOptions& options) {
+std::unique_ptr<Session> Session::login_on(int fd, const Portal& portal, const SessionOptions& options) {
     UniqueFd owned(fd);
     if (options.transport != Transport::Tcp)
         throw std::invalid_argument("Session::login_on: a socket carries TCP only, not iSER");
@@ -562,8 +567,8 @@ Clock::time_point Session::Impl::poll_fds(std::vector<pollfd>& fds) const {
     // What the last pass received may have made work to send (Data-Out for
     // an R2T, a NOP-Out answer, commands the window now admits): it leaves
     // with the next pass, which is due now.
-    const bool ready = full_feature_ && room() &&
-                       (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_)));
+    const bool ready =
+        full_feature_ && room() && (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_)));
     if (ready || conn_->unsent()) return Clock::now();
     for (const auto& [itt, t] : tasks_)
         if (!t.aborting) until = std::min(until, t.deadline);

@@ -77,15 +77,15 @@ private:
         uint32_t itt = 0;
         bool sent = false;
         Clock::time_point deadline;
-        uint32_t received = 0;       // Data-In bytes placed so far
-        uint32_t data_sent = 0;      // Data-Out bytes (immediate, unsolicited, solicited)
-        uint32_t exp_data_sn = 0;    // next Data-In DataSN
-        uint32_t exp_r2t_sn = 0;     // next R2TSN
-        uint32_t tx_refs = 0;        // PDUs the connection holds that point into cmd.buffer
-        uint64_t order = 0;          // submission order: retries keep it
-        unsigned resends = 0;        // times re-sent (reinstatement, abort, LU reset)
-        uint32_t cmd_sn = 0;         // its CmdSN once sent (ABORT TASK's RefCmdSN)
-        bool aborting = false;       // an ABORT TASK or LU reset covers it
+        uint32_t received = 0;                // Data-In bytes placed so far
+        uint32_t data_sent = 0;               // Data-Out bytes (immediate, unsolicited, solicited)
+        uint32_t exp_data_sn = 0;             // next Data-In DataSN
+        uint32_t exp_r2t_sn = 0;              // next R2TSN
+        uint32_t tx_refs = 0;                 // PDUs the connection holds that point into cmd.buffer
+        uint64_t order = 0;                   // submission order: retries keep it
+        unsigned resends = 0;                 // times re-sent (reinstatement, abort, LU reset)
+        uint32_t cmd_sn = 0;                  // its CmdSN once sent (ABORT TASK's RefCmdSN)
+        bool aborting = false;                // an ABORT TASK or LU reset covers it
         uint32_t slot = Connection::kNoSlot;  // its connection resource (iSER bounce slot), if any
         std::optional<ScsiOutcome> outcome;
         // Back to "not sent" for a re-send: the target no longer holds it.

@@ -51,8 +51,7 @@ Portal Portal::parse(std::string_view text) {
                 throw std::invalid_argument("portal '" + std::string(text) + "': bad port");
             v = v * 10 + unsigned(c - '0');
         }
-        if (v == 0 || v > 65535)
-            throw std::invalid_argument("portal '" + std::string(text) + "': bad port");
+        if (v == 0 || v > 65535) throw std::invalid_argument("portal '" + std::string(text) + "': bad port");
         p.port = uint16_t(v);
     }
     return p;
@@ -76,8 +75,7 @@ UniqueFd connect_tcp(const Portal& portal, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     std::string last = "no address";
     for (addrinfo* ai = list.get(); ai; ai = ai->ai_next) {
-        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                             ai->ai_protocol));
+        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
         if (fd.get() < 0) {
             last = std::strerror(errno);
             continue;
@@ -89,8 +87,8 @@ UniqueFd connect_tcp(const Portal& portal, std::chrono::milliseconds timeout) {
             last = std::strerror(errno);
             continue;
         }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                          std::chrono::steady_clock::now());
         pollfd pfd{fd.get(), POLLOUT, 0};
         int n;
         do {

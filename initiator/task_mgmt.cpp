@@ -20,9 +20,9 @@ constexpr uint8_t kLogicalUnitReset = 5;
 
 const char* function_name(uint8_t f) {
     switch (f) {
-    case kAbortTask: return "ABORT TASK";
-    case kLogicalUnitReset: return "LOGICAL UNIT RESET";
-    default: return "task management function";
+        case kAbortTask: return "ABORT TASK";
+        case kLogicalUnitReset: return "LOGICAL UNIT RESET";
+        default: return "task management function";
     }
 }
 
@@ -38,14 +38,14 @@ void put32(iser::Bhs& b, size_t at, uint32_t v) {
 
 std::string to_string(TmfResponse r) {
     switch (r) {
-    case TmfResponse::Complete: return "function complete";
-    case TmfResponse::NoSuchTask: return "task does not exist";
-    case TmfResponse::NoSuchLun: return "LUN does not exist";
-    case TmfResponse::TaskStillAllegiant: return "task still allegiant";
-    case TmfResponse::ReassignmentNotSupported: return "task allegiance reassignment not supported";
-    case TmfResponse::NotSupported: return "task management function not supported";
-    case TmfResponse::AuthorizationFailed: return "function authorization failed";
-    case TmfResponse::Rejected: return "function rejected";
+        case TmfResponse::Complete: return "function complete";
+        case TmfResponse::NoSuchTask: return "task does not exist";
+        case TmfResponse::NoSuchLun: return "LUN does not exist";
+        case TmfResponse::TaskStillAllegiant: return "task still allegiant";
+        case TmfResponse::ReassignmentNotSupported: return "task allegiance reassignment not supported";
+        case TmfResponse::NotSupported: return "task management function not supported";
+        case TmfResponse::AuthorizationFailed: return "function authorization failed";
+        case TmfResponse::Rejected: return "function rejected";
     }
     return "response " + std::to_string(int(r));
 }
@@ -80,8 +80,8 @@ void Session::Impl::handle_tmf_response(const iser::RxPdu& pdu) {
     uint8_t response = h.bytes()[2];
     Tmf tmf = std::move(it->second);
     tmfs_.erase(it);
-    RBIO_LOG(Info, function_name(tmf.function) << " (LUN " << tmf.lun << ") answered: "
-                                               << to_string(TmfResponse(response)));
+    RBIO_LOG(Info, function_name(tmf.function)
+                       << " (LUN " << tmf.lun << ") answered: " << to_string(TmfResponse(response)));
     tmf.done(response);
 }
 
@@ -110,8 +110,9 @@ void Session::Impl::resend(Task& t) {
 void Session::Impl::abort_timed_out(Task& t) {
     t.aborting = true;
     stats_.tasks_aborted++;
-    RBIO_LOG(Warning, "target " << portal_.to_string() << ": SCSI command (ITT " << t.itt << ") got no status within "
-                                << t.cmd.timeout.count() << " ms; aborting it (ABORT TASK)");
+    RBIO_LOG(Warning, "target " << portal_.to_string() << ": SCSI command (ITT " << t.itt
+                                << ") got no status within " << t.cmd.timeout.count()
+                                << " ms; aborting it (ABORT TASK)");
     const uint32_t itt = t.itt;
     const uint64_t lun = t.cmd.lun;
     send_tmf(kAbortTask, lun, itt, t.cmd_sn, options_.abort_timeout, [this, itt, lun](uint8_t r) {
@@ -124,7 +125,8 @@ void Session::Impl::abort_timed_out(Task& t) {
         reset_lun(lun, options_.lu_reset_timeout, [this, lun](uint8_t rr) {
             if (rr != uint8_t(TmfResponse::Complete))
                 fail(ErrorKind::Timeout, "target " + portal_.to_string() + ": LOGICAL UNIT RESET of LUN " +
-                                             std::to_string(lun) + " answered: " + to_string(TmfResponse(rr)));
+                                             std::to_string(lun) +
+                                             " answered: " + to_string(TmfResponse(rr)));
         });
     });
 }

@@ -46,7 +46,8 @@ TcpConnection::TcpConnection(UniqueFd fd, const Portal& portal, const SessionOpt
       events_(events),
       writer_(fd_.get()),
       rx_(std::make_unique<iser::RxBuffer>(login_rx_config(options), counters)),
-      tx_(tx_config(), writer_, [this](uint64_t, int) { on_tx_complete(); }, counters) {}
+      tx_(
+          tx_config(), writer_, [this](uint64_t, int) { on_tx_complete(); }, counters) {}
 
 TcpConnection::~TcpConnection() {
     // Queued PDUs point into tasks' buffers and outq_; their completions
@@ -64,14 +65,12 @@ void TcpConnection::send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, st
     if (out.itt != kNone) events_.buffer_held(out.itt);
     iser::TxPdu p{out.bhs.bytes(), ext.empty() ? std::span<const uint8_t>(out.data) : ext, 0};
     switch (tx_.enqueue(p)) {
-    case iser::TxAccept::Queued: return;
-    case iser::TxAccept::Full:
-    case iser::TxAccept::Invalid:
-        outq_.pop_back();
-        throw std::logic_error("initiator: TxQueue refused a PDU (full or invalid)");
-    case iser::TxAccept::Failed:
-        outq_.pop_back();
-        lost("send failed: " + tx_.error());
+        case iser::TxAccept::Queued: return;
+        case iser::TxAccept::Full:
+        case iser::TxAccept::Invalid:
+            outq_.pop_back();
+            throw std::logic_error("initiator: TxQueue refused a PDU (full or invalid)");
+        case iser::TxAccept::Failed: outq_.pop_back(); lost("send failed: " + tx_.error());
     }
 }
 
@@ -82,9 +81,7 @@ void TcpConnection::on_tx_complete() {
     if (itt != kNone) events_.buffer_released(itt);
 }
 
-bool TcpConnection::room() const {
-    return tx_.queued_pdus() < kPumpPdus && tx_.queued_bytes() < kPumpBytes;
-}
+bool TcpConnection::room() const { return tx_.queued_pdus() < kPumpPdus && tx_.queued_bytes() < kPumpBytes; }
 
 void TcpConnection::enter_full_feature(const NegotiatedParams& params) {
     if (rx_->buffered() != 0)
@@ -105,7 +102,8 @@ bool TcpConnection::flush(bool) {
 }
 
 bool TcpConnection::wait_and_receive(int timeout_ms, int wake_fd, bool) {
-    pollfd fds[2] = {{fd_.get(), short(POLLIN | (tx_.state() == iser::TxState::Blocked ? POLLOUT : 0)), 0}, {wake_fd, POLLIN, 0}};
+    pollfd fds[2] = {{fd_.get(), short(POLLIN | (tx_.state() == iser::TxState::Blocked ? POLLOUT : 0)), 0},
+                     {wake_fd, POLLIN, 0}};
     const pollfd& pfd = fds[0];
     const int n = ::poll(fds, wake_fd >= 0 ? 2 : 1, timeout_ms);
     if (n < 0) {
@@ -134,18 +132,19 @@ bool TcpConnection::receive() {
     for (;;) {
         iser::RxResult r = rx_->next();
         switch (r.status) {
-        case iser::RxStatus::Pdu: events_.on_pdu(r.pdu); break;
-        case iser::RxStatus::NeedDestination: {
-            std::span<uint8_t> dst = events_.data_destination(r.pdu);
-            if (dst.empty()) {
-                scratch_.resize(r.pdu.header().data_segment_length());
-                dst = scratch_;
+            case iser::RxStatus::Pdu: events_.on_pdu(r.pdu); break;
+            case iser::RxStatus::NeedDestination: {
+                std::span<uint8_t> dst = events_.data_destination(r.pdu);
+                if (dst.empty()) {
+                    scratch_.resize(r.pdu.header().data_segment_length());
+                    dst = scratch_;
+                }
+                rx_->set_data_destination(dst);
+                break;
             }
-            rx_->set_data_destination(dst);
-            break;
-        }
-        case iser::RxStatus::NeedMore: return true;
-        case iser::RxStatus::Failed: fail(ErrorKind::Protocol, "target " + portal_ + ": " + rx_->error().message);
+            case iser::RxStatus::NeedMore: return true;
+            case iser::RxStatus::Failed:
+                fail(ErrorKind::Protocol, "target " + portal_ + ": " + rx_->error().message);
         }
     }
 }

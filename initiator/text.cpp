@@ -6,14 +6,14 @@ namespace rbio::initiator {
 
 const char* to_string(ErrorKind kind) {
     switch (kind) {
-    case ErrorKind::Unreachable: return "unreachable";
-    case ErrorKind::LoginRefused: return "login-refused";
-    case ErrorKind::AuthFailure: return "auth-failure";
-    case ErrorKind::UnknownTarget: return "unknown-target";
-    case ErrorKind::Io: return "io-error";
-    case ErrorKind::Timeout: return "timeout";
-    case ErrorKind::Protocol: return "protocol-error";
-    case ErrorKind::ConnectionLost: return "connection-lost";
+        case ErrorKind::Unreachable: return "unreachable";
+        case ErrorKind::LoginRefused: return "login-refused";
+        case ErrorKind::AuthFailure: return "auth-failure";
+        case ErrorKind::UnknownTarget: return "unknown-target";
+        case ErrorKind::Io: return "io-error";
+        case ErrorKind::Timeout: return "timeout";
+        case ErrorKind::Protocol: return "protocol-error";
+        case ErrorKind::ConnectionLost: return "connection-lost";
     }
     return "unknown";
 }
@@ -50,8 +50,8 @@ KeyValues parse_text(std::span<const uint8_t> data) {
         std::string_view key = pair.substr(0, eq);
         std::string_view value = pair.substr(eq + 1);
         if (key.empty() || key.size() > kMaxKey)
-            fail(ErrorKind::Protocol, "text data: key of " + std::to_string(key.size()) +
-                                          " bytes at byte " + std::to_string(i));
+            fail(ErrorKind::Protocol,
+                 "text data: key of " + std::to_string(key.size()) + " bytes at byte " + std::to_string(i));
         for (char c : key)
             if (c <= ' ' || c > '~')
                 fail(ErrorKind::Protocol, "text data: invalid byte in key at byte " + std::to_string(i));

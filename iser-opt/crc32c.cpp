@@ -35,8 +35,7 @@ uint32_t load_le32(const uint8_t* p) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const uint8_t* p,
-                                                         size_t len) {
+__attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const uint8_t* p, size_t len) {
     uint64_t state = ~crc;
     while (len > 0 && (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
         state = _mm_crc32_u8(uint32_t(state), *p++);
@@ -59,9 +58,7 @@ __attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const uint
 
 using ExtendFn = uint32_t (*)(uint32_t, const void*, size_t);
 
-ExtendFn choose() {
-    return crc32c_hardware_available() ? crc32c_extend_hardware : crc32c_extend_portable;
-}
+ExtendFn choose() { return crc32c_hardware_available() ? crc32c_extend_hardware : crc32c_extend_portable; }
 
 }  // namespace
 
@@ -71,9 +68,9 @@ uint32_t crc32c_extend_portable(uint32_t crc, const void* data, size_t len) {
     while (len >= 8) {
         uint32_t lo = load_le32(p) ^ c;
         uint32_t hi = load_le32(p + 4);
-        c = kTables[7][lo & 0xffu] ^ kTables[6][(lo >> 8) & 0xffu] ^
-            kTables[5][(lo >> 16) & 0xffu] ^ kTables[4][lo >> 24] ^ kTables[3][hi & 0xffu] ^
-            kTables[2][(hi >> 8) & 0xffu] ^ kTables[1][(hi >> 16) & 0xffu] ^ kTables[0][hi >> 24];
+        c = kTables[7][lo & 0xffu] ^ kTables[6][(lo >> 8) & 0xffu] ^ kTables[5][(lo >> 16) & 0xffu] ^
+            kTables[4][lo >> 24] ^ kTables[3][hi & 0xffu] ^ kTables[2][(hi >> 8) & 0xffu] ^
+            kTables[1][(hi >> 16) & 0xffu] ^ kTables[0][hi >> 24];
         p += 8;
         len -= 8;
     }
@@ -102,8 +99,6 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t len) {
     return impl(crc, data, len);
 }
 
-const char* crc32c_implementation() {
-    return crc32c_hardware_available() ? "sse4.2" : "portable";
-}
+const char* crc32c_implementation() { return crc32c_hardware_available() ? "sse4.2" : "portable"; }
 
 }  // namespace rbio::iser

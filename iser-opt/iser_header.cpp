@@ -38,8 +38,7 @@ void IserHeader::encode(std::span<uint8_t, kIserHeaderLength> out) const {
     put64(p + 20, read_stag_valid ? read_va : 0);
 }
 
-std::optional<IserHeader> IserHeader::decode(std::span<const uint8_t> message,
-                                             std::string& error) {
+std::optional<IserHeader> IserHeader::decode(std::span<const uint8_t> message, std::string& error) {
     char why[96];
     if (message.size() < kIserHeaderLength) {
         std::snprintf(why, sizeof why, "iSER message of %zu bytes is shorter than its header",
@@ -79,8 +78,7 @@ IserCmRequest IserCmRequest::decode(std::span<const uint8_t> private_data) {
     IserCmRequest r{false, false};
     if (private_data.size() >= kIserCmPrivateLength) {
         r.zbva_not_supported = (private_data[0] & kZbvaNotSupported) != 0;
-        r.send_with_invalidate_not_supported =
-            (private_data[0] & kSendWithInvalidateNotSupported) != 0;
+        r.send_with_invalidate_not_supported = (private_data[0] & kSendWithInvalidateNotSupported) != 0;
     }
     return r;
 }

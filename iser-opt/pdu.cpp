@@ -82,19 +82,17 @@ Bhs& Bhs::set_cdb(std::span<const uint8_t> cdb) {
 }
 
 PduLayout layout_of(BhsView bhs, bool header_digest, bool data_digest) {
-    return PduLayout{uint32_t(bhs.ahs_length()), bhs.data_segment_length(), header_digest,
-                     data_digest};
+    return PduLayout{uint32_t(bhs.ahs_length()), bhs.data_segment_length(), header_digest, data_digest};
 }
 
 std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from) {
     if (!is_known_opcode(bhs.opcode_byte(), from))
         return make_error(PduErrc::UnknownOpcode, "unknown opcode 0x%02x from %s",
                           unsigned(bhs.opcode_byte()), to_string(from));
-    uint32_t max_ahs = limits.max_ahs_length < kMaxAhsLength ? limits.max_ahs_length
-                                                             : uint32_t(kMaxAhsLength);
+    uint32_t max_ahs =
+        limits.max_ahs_length < kMaxAhsLength ? limits.max_ahs_length : uint32_t(kMaxAhsLength);
     if (bhs.ahs_length() > max_ahs)
-        return make_error(PduErrc::AhsTooLong,
-                          "total AHS length %zu exceeds limit %u (%s, ITT 0x%08x)",
+        return make_error(PduErrc::AhsTooLong, "total AHS length %zu exceeds limit %u (%s, ITT 0x%08x)",
                           bhs.ahs_length(), max_ahs, opcode_name(bhs.opcode_byte()), bhs.itt());
     if (bhs.data_segment_length() > limits.max_recv_data_segment_length)
         return make_error(PduErrc::DataSegmentTooLong,
@@ -131,11 +129,8 @@ std::optional<PduError> validate_ahs(std::span<const uint8_t> ahs) {
     while (r.next()) {
     }
     if (!r.malformed()) return std::nullopt;
-    size_t claimed = ahs.size() - r.offset() >= 2
-                         ? size_t(ahs[r.offset()]) << 8 | ahs[r.offset() + 1]
-                         : 0;
-    return make_error(PduErrc::MalformedAhs,
-                      "AHS at offset %zu claims %zu bytes, beyond TotalAHSLength %zu",
+    size_t claimed = ahs.size() - r.offset() >= 2 ? size_t(ahs[r.offset()]) << 8 | ahs[r.offset() + 1] : 0;
+    return make_error(PduErrc::MalformedAhs, "AHS at offset %zu claims %zu bytes, beyond TotalAHSLength %zu",
                       r.offset(), claimed, ahs.size());
 }
 
@@ -162,8 +157,8 @@ size_t encoded_size(std::span<const uint8_t> header, size_t data_length, bool he
            (data_digest && data_length > 0 ? kDigestLength : 0);
 }
 
-size_t encode_pdu(std::span<uint8_t> out, std::span<const uint8_t> header,
-                  std::span<const uint8_t> data, bool header_digest, bool data_digest) {
+size_t encode_pdu(std::span<uint8_t> out, std::span<const uint8_t> header, std::span<const uint8_t> data,
+                  bool header_digest, bool data_digest) {
     size_t total = encoded_size(header, data.size(), header_digest, data_digest);
     if (out.size() < total) return 0;
     uint8_t* p = out.data();

@@ -9,9 +9,7 @@
 namespace rbio::iser {
 namespace {
 
-size_t ahs_limit(const PduLimits& l) {
-    return std::min<size_t>(l.max_ahs_length, kMaxAhsLength);
-}
+size_t ahs_limit(const PduLimits& l) { return std::min<size_t>(l.max_ahs_length, kMaxAhsLength); }
 
 std::string hex32(uint32_t v) {
     char s[11];
@@ -42,8 +40,8 @@ RxPdu RxBuffer::header_views() const {
 }
 
 bool RxBuffer::goes_direct() const {
-    return layout_.data_length > 0 && (layout_.data_length >= config_.direct_data_threshold ||
-                                       layout_.total_bytes() > cap_);
+    return layout_.data_length > 0 &&
+           (layout_.data_length >= config_.direct_data_threshold || layout_.total_bytes() > cap_);
 }
 
 void RxBuffer::consume(size_t bytes) {
@@ -92,9 +90,9 @@ RxResult RxBuffer::parse_in_buffer() {
             uint32_t got = load_digest(p + covered);
             uint32_t want = header_digest_of({p, covered});
             if (got != want)
-                return fail(PduError{PduErrc::HeaderDigestMismatch,
-                                     "header digest mismatch: got " + hex32(got) + " expected " +
-                                         hex32(want)});
+                return fail(
+                    PduError{PduErrc::HeaderDigestMismatch,
+                             "header digest mismatch: got " + hex32(got) + " expected " + hex32(want)});
         }
         if (auto e = validate_ahs({p + kBhsLength, layout_.ahs_length})) return fail(std::move(*e));
         header_checked_ = true;
@@ -112,10 +110,10 @@ RxResult RxBuffer::parse_in_buffer() {
         uint32_t want = data_digest_of(data, {pad, layout_.padding()});
         if (got != want)
             return fail(PduError{PduErrc::DataDigestMismatch,
-                                 "data digest mismatch: got " + hex32(got) + " expected " +
-                                     hex32(want) + " (" + opcode_name(BhsView(p).opcode_byte()) +
-                                     ", ITT " + hex32(BhsView(p).itt()) + ", " +
-                                     std::to_string(layout_.data_length) + " bytes)"});
+                                 "data digest mismatch: got " + hex32(got) + " expected " + hex32(want) +
+                                     " (" + opcode_name(BhsView(p).opcode_byte()) + ", ITT " +
+                                     hex32(BhsView(p).itt()) + ", " + std::to_string(layout_.data_length) +
+                                     " bytes)"});
     }
     RxPdu pdu = header_views();
     pdu.data = data;
@@ -128,8 +126,8 @@ void RxBuffer::set_data_destination(std::span<uint8_t> destination) {
         throw std::logic_error("set_data_destination: no PDU waits for a data destination");
     if (destination.size() != layout_.data_length)
         throw std::invalid_argument("data destination of " + std::to_string(destination.size()) +
-                                    " bytes for a data segment of " +
-                                    std::to_string(layout_.data_length) + " bytes");
+                                    " bytes for a data segment of " + std::to_string(layout_.data_length) +
+                                    " bytes");
     const size_t header_bytes = layout_.header_bytes();
     const size_t present = end_ - start_ - header_bytes;
     const size_t take = std::min<size_t>(present, layout_.data_length);
@@ -152,8 +150,7 @@ void RxBuffer::set_data_destination(std::span<uint8_t> destination) {
 
 RxResult RxBuffer::finish_direct() {
     if (dest_have_ < layout_.data_length) return RxResult{RxStatus::NeedMore, {}};
-    if (end_ - start_ < trailer_at_ + layout_.trailer_bytes())
-        return RxResult{RxStatus::NeedMore, {}};
+    if (end_ - start_ < trailer_at_ + layout_.trailer_bytes()) return RxResult{RxStatus::NeedMore, {}};
     const uint8_t* pad = buf_.get() + start_ + trailer_at_;
     if (layout_.data_digest_bytes() > 0) {
         uint32_t got = load_digest(pad + layout_.padding());
@@ -161,10 +158,9 @@ RxResult RxBuffer::finish_direct() {
         if (got != want) {
             BhsView bhs(buf_.get() + start_);
             return fail(PduError{PduErrc::DataDigestMismatch,
-                                 "data digest mismatch: got " + hex32(got) + " expected " +
-                                     hex32(want) + " (" + opcode_name(bhs.opcode_byte()) +
-                                     ", ITT " + hex32(bhs.itt()) + ", " +
-                                     std::to_string(layout_.data_length) + " bytes)"});
+                                 "data digest mismatch: got " + hex32(got) + " expected " + hex32(want) +
+                                     " (" + opcode_name(bhs.opcode_byte()) + ", ITT " + hex32(bhs.itt()) +
+                                     ", " + std::to_string(layout_.data_length) + " bytes)"});
         }
     }
     RxPdu pdu = header_views();

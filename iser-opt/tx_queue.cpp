@@ -24,8 +24,8 @@ TxQueue::TxQueue(const TxConfig& config, StreamWriter& writer, TxCompletion comp
     if (config_.max_queued_pdus == 0 || config_.max_iov == 0 || config_.max_queued_bytes == 0)
         throw std::invalid_argument("tx queue limits must be above 0");
     if (config_.max_iov > IOV_MAX)
-        throw std::invalid_argument("tx max_iov " + std::to_string(config_.max_iov) +
-                                    " exceeds IOV_MAX " + std::to_string(IOV_MAX));
+        throw std::invalid_argument("tx max_iov " + std::to_string(config_.max_iov) + " exceeds IOV_MAX " +
+                                    std::to_string(IOV_MAX));
     ring_.resize(config_.max_queued_pdus);
     iov_.resize(config_.max_iov);
 }
@@ -40,15 +40,12 @@ TxAccept TxQueue::enqueue(const TxPdu& pdu) {
     if (failed_) return TxAccept::Failed;
     if (pdu.header.size() < kBhsLength || pdu.header.size() % 4 != 0) return TxAccept::Invalid;
     BhsView bhs(pdu.header.data());
-    if (bhs.ahs_length() != pdu.header.size() - kBhsLength ||
-        bhs.data_segment_length() != pdu.data.size())
+    if (bhs.ahs_length() != pdu.header.size() - kBhsLength || bhs.data_segment_length() != pdu.data.size())
         return TxAccept::Invalid;
     if (count_ == ring_.size()) return TxAccept::Full;
 
     Entry& e = ring_[(head_ + count_) % ring_.size()];
-    auto seg = [&e](const void* base, size_t len) {
-        e.seg[e.nseg++] = iovec{const_cast<void*>(base), len};
-    };
+    auto seg = [&e](const void* base, size_t len) { e.seg[e.nseg++] = iovec{const_cast<void*>(base), len}; };
     e.nseg = 0;
     e.user_data = pdu.user_data;
     e.sent = 0;
@@ -74,8 +71,7 @@ TxAccept TxQueue::enqueue(const TxPdu& pdu) {
     unsent_iov_ += e.nseg;
 
     if (!in_flush_ && !blocked_ &&
-        (!config_.coalesce || unsent_iov_ >= config_.max_iov ||
-         unsent_bytes_ >= config_.max_queued_bytes))
+        (!config_.coalesce || unsent_iov_ >= config_.max_iov || unsent_bytes_ >= config_.max_queued_bytes))
         write_out();
     return TxAccept::Queued;
 }
@@ -161,8 +157,8 @@ TxState TxQueue::write_out() {
         if (r <= 0) {
             int err = r < 0 ? int(-r) : EIO;
             failed_ = true;
-            error_ = std::string("send of ") + std::to_string(offered) + " bytes in " +
-                     std::to_string(niov) + " iovecs: " + std::strerror(err);
+            error_ = std::string("send of ") + std::to_string(offered) + " bytes in " + std::to_string(niov) +
+                     " iovecs: " + std::strerror(err);
             while (count_ > 0) pop_and_complete(-err);
             break;
         }

@@ -26,8 +26,8 @@ void put_err(char* err, size_t len, const char* msg) {
 
 extern "C" {
 
-int rbio_bs_lu_create(const char* bsopts, const rbio_bs_hooks* hooks, rbio_bs_lu** out,
-                      char* err, size_t errlen) {
+int rbio_bs_lu_create(const char* bsopts, const rbio_bs_hooks* hooks, rbio_bs_lu** out, char* err,
+                      size_t errlen) {
     try {
         auto opts = rbio::bs::parse_options(bsopts ? bsopts : "");
         *out = std::make_unique<rbio_bs_lu>(opts, *hooks).release();
@@ -44,8 +44,8 @@ void rbio_bs_lu_destroy(rbio_bs_lu* lu) {
     std::unique_ptr<rbio_bs_lu> owned(lu);  // the destructor drains; it does not throw
 }
 
-int rbio_bs_lu_open(rbio_bs_lu* lu, const char* path, int oflags, int* fd, uint64_t* size,
-                    uint32_t* blksize, int* readonly, char* err, size_t errlen) {
+int rbio_bs_lu_open(rbio_bs_lu* lu, const char* path, int oflags, int* fd, uint64_t* size, uint32_t* blksize,
+                    int* readonly, char* err, size_t errlen) {
     try {
         rbio::bs::OpenedFile f = lu->engine.open(path ? path : "", oflags);
         *fd = f.fd;
@@ -85,10 +85,10 @@ void rbio_bs_lu_stats(const rbio_bs_lu* lu, char* buf, size_t len) {
 
 void rbio_bs_lu_counters(const rbio_bs_lu* lu, rbio_bs_counters* out) {
     const rbio::bs::Counters& k = lu->engine.counters();
-    *out = rbio_bs_counters{k.commands, k.reads, k.read_bytes, k.writes, k.written_bytes,
-                            k.ios, k.merged, k.inline_ios, k.submit_calls, k.passes,
-                            k.reaped_inline, k.reaped_event, k.event_wakeups, k.errors,
-                            lu->engine.in_flight()};
+    *out = rbio_bs_counters{
+        k.commands,      k.reads,        k.read_bytes,    k.writes,       k.written_bytes,
+        k.ios,           k.merged,       k.inline_ios,    k.submit_calls, k.passes,
+        k.reaped_inline, k.reaped_event, k.event_wakeups, k.errors,       lu->engine.in_flight()};
 }
 
 }  // extern "C"

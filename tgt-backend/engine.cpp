@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
-#include <sys/ioctl.h>
 #include <linux/magic.h>
-#include <sys/stat.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -84,8 +84,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         f.size = uint64_t(st.st_size);
         f.blksize = uint32_t(st.st_blksize);
     } else if (S_ISBLK(st.st_mode)) {
-        if (::ioctl(fd, BLKGETSIZE64, &f.size) < 0)
-            throw sys_error("BLKGETSIZE64 " + path, errno);
+        if (::ioctl(fd, BLKGETSIZE64, &f.size) < 0) throw sys_error("BLKGETSIZE64 " + path, errno);
         int pbs = 0;
         if (::ioctl(fd, BLKPBSZGET, &pbs) == 0 && pbs > 0) f.blksize = uint32_t(pbs);
     } else if (S_ISDIR(st.st_mode)) {
@@ -107,8 +106,10 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
     inline_io_ = opts_.inline_io == Options::Inline::On ||
                  (opts_.inline_io == Options::Inline::Auto && memory_fs && !(oflags & O_DIRECT));
     if (opts_.debug_unsafe_fua)
-        log(RBIO_BS_LOG_ERROR, path + ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
-                                      "acknowledged without being made durable; for tests only, data is lost in a crash");
+        log(RBIO_BS_LOG_ERROR,
+            path +
+                ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
+                "acknowledged without being made durable; for tests only, data is lost in a crash");
     log(RBIO_BS_LOG_INFO, "opened " + path + " (" + std::to_string(f.size) + " bytes" +
                               (f.readonly ? ", read-only" : "") +
                               (inline_io_ ? ", small I/O inline" : ", all I/O through io_uring") + "; " +
@@ -175,24 +176,34 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
     const bool fua = (op != kWrite6 && (flags & 0x08)) || !c.write_cache;
 
     switch (op) {
-        case kRead6: case kRead10: case kRead12: case kRead16:
+        case kRead6:
+        case kRead10:
+        case kRead12:
+        case kRead16:
             cmd.kind = Kind::Read;
             cmd.data = c.in_buf;
             cmd.length = std::min(c.in_len, c.transfer);
             break;
-        case kWrite6: case kWrite10: case kWrite12: case kWrite16:
+        case kWrite6:
+        case kWrite10:
+        case kWrite12:
+        case kWrite16:
             cmd.kind = Kind::Write;
             cmd.data = c.out_buf;
             cmd.length = std::min(c.out_len, c.transfer);
             cmd.fua = fua;
             break;
-        case kWriteVerify10: case kWriteVerify12: case kWriteVerify16:
+        case kWriteVerify10:
+        case kWriteVerify12:
+        case kWriteVerify16:
             cmd.kind = Kind::WriteVerify;
             cmd.data = c.out_buf;
             cmd.length = std::min(c.out_len, c.transfer);
             cmd.fua = fua;
             break;
-        case kVerify10: case kVerify12: case kVerify16: {
+        case kVerify10:
+        case kVerify12:
+        case kVerify16: {
             cmd.kind = Kind::Verify;
             cmd.bytchk = (flags >> 1) & 0x3;
             cmd.data = c.out_buf;
@@ -204,22 +215,24 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             } else {
                 cmd.length = std::min<uint64_t>(want, c.out_len);
             }
-            if (cmd.offset + cmd.length > c.lu_size)
-                cmd.result = check(kIllegalRequest, kAscLbaOutOfRange);
+            if (cmd.offset + cmd.length > c.lu_size) cmd.result = check(kIllegalRequest, kAscLbaOutOfRange);
             if (cmd.result.status != kGood || cmd.length == 0) cmd.kind = Kind::Done;
             break;
         }
-        case kSyncCache10: case kSyncCache16:
+        case kSyncCache10:
+        case kSyncCache16:
             // IMMED would need status before the flush is done; like stock
             // rdwr we refuse it rather than pretend.
             if (flags & 0x02) cmd.result = check(kIllegalRequest, kAscInvalidFieldInCdb);
             else cmd.kind = Kind::Flush;
             break;
-        case kPreFetch10: case kPreFetch16:
+        case kPreFetch10:
+        case kPreFetch16:
             cmd.kind = Kind::Prefetch;
             cmd.length = c.transfer;
             break;
-        case kWriteSame10: case kWriteSame16: {
+        case kWriteSame10:
+        case kWriteSame16: {
             cmd.kind = Kind::WriteSame;
             cmd.length = c.transfer;
             cmd.ws_flags = flags & 0x06;
@@ -365,8 +378,8 @@ void Engine::check_capacity() {
         return;
     }
     if (now == size_) return;
-    log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + " resized from " + std::to_string(size_) +
-                              " to " + std::to_string(now) + " bytes");
+    log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + " resized from " + std::to_string(size_) + " to " +
+                              std::to_string(now) + " bytes");
     size_ = now;
     if (hooks_.capacity_changed) hooks_.capacity_changed(hooks_.ctx, now);
 }
@@ -468,9 +481,7 @@ void Engine::fill() {
                 done_tail_ = c;
                 break;
             case Kind::Read:
-            case Kind::Write:
-                issue_rw(c);
-                break;
+            case Kind::Write: issue_rw(c); break;
             default:
                 if (c->barrier) exclusive_ = c;
                 start(c);
@@ -525,7 +536,8 @@ void Engine::issue_rw(Cmd* first) {
         // Cannot happen while in-flight Ios never exceed the SQ size; fail
         // loudly rather than hang the commands.
         log(RBIO_BS_LOG_ERROR, "submission queue full");
-        for (uint32_t i = 0; i < io->n; ++i) finish(io->cmds[i], check(kHardwareError, kAscInternalTargetFailure));
+        for (uint32_t i = 0; i < io->n; ++i)
+            finish(io->cmds[i], check(kHardwareError, kAscInternalTargetFailure));
         free_io(io);
         return;
     }
@@ -625,7 +637,8 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
         --inflight_;  // the flush takes the write's place
         Cmd* first = io->cmds[0];
         const bool step = io->step;
-        if (!rbd_start(io, rbd_->flush(io)) && step) finish(first, check(kHardwareError, kAscInternalTargetFailure));
+        if (!rbd_start(io, rbd_->flush(io)) && step)
+            finish(first, check(kHardwareError, kAscInternalTargetFailure));
         return;
     }
     // librbd gives the bytes read, but 0 for a write that succeeded.
@@ -708,7 +721,8 @@ bool Engine::step_punch(Cmd* c, uint64_t off, uint64_t len) {
     }
     io_uring_sqe* sqe = sqe_for(c);
     if (!sqe) return false;
-    io_uring_prep_fallocate(sqe, fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(len));
+    io_uring_prep_fallocate(sqe, fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off),
+                            off_t(len));
     return true;
 }
 
@@ -756,12 +770,8 @@ void Engine::write_same_chunk(Cmd* c) {
 void Engine::start(Cmd* c) {
     bool ok = true;
     switch (c->kind) {
-        case Kind::Flush:
-            ok = step_fsync(c);
-            break;
-        case Kind::Prefetch:
-            ok = step_fadvise(c, c->offset, c->length);
-            break;
+        case Kind::Flush: ok = step_fsync(c); break;
+        case Kind::Prefetch: ok = step_fadvise(c, c->offset, c->length); break;
         case Kind::Unmap:
             c->pos = 0;
             ok = next_unmap_range(c);
@@ -793,9 +803,7 @@ void Engine::start(Cmd* c) {
             }
             write_same_chunk(c);
             return;
-        case Kind::Verify:
-            try {
-                c->scratch.resize(std::min<uint64_t>(c->length, kVerifyChunk));
+        case Kind::Verify: try { c->scratch.resize(std::min<uint64_t>(c->length, kVerifyChunk));
             } catch (const std::exception&) {
                 finish(c, check(kHardwareError, kAscInternalTargetFailure));
                 return;
@@ -817,12 +825,8 @@ void Engine::start(Cmd* c) {
             }
             ok = step_rw(c, false, c->scratch.data(), c->length, c->offset, false);
             break;
-        case Kind::WriteVerify:
-            ok = step_rw(c, true, c->data, c->length, c->offset, c->fua);
-            break;
-        default:
-            ok = false;
-            break;
+        case Kind::WriteVerify: ok = step_rw(c, true, c->data, c->length, c->offset, c->fua); break;
+        default: ok = false; break;
     }
     if (!ok) finish(c, check(kHardwareError, kAscInternalTargetFailure));
 }
@@ -849,12 +853,15 @@ int Engine::settle(bool write, uint8_t* buf, uint64_t len, uint64_t off, bool ds
     return 0;
 }
 
-void Engine::on_cqe(const io_uring_cqe& cqe) { io_done(static_cast<Io*>(io_uring_cqe_get_data(&cqe)), cqe.res); }
+void Engine::on_cqe(const io_uring_cqe& cqe) {
+    io_done(static_cast<Io*>(io_uring_cqe_get_data(&cqe)), cqe.res);
+}
 
 void Engine::io_done(Io* io, int64_t res64) {
     // Results are at most one merged I/O or one WRITE SAME chunk, except a
     // whole-range RBD WRITE SAME, whose step_done only looks at the sign.
-    const int res = res64 < 0 ? int(std::max<int64_t>(res64, -4095)) : int(std::min<int64_t>(res64, INT32_MAX));
+    const int res =
+        res64 < 0 ? int(std::max<int64_t>(res64, -4095)) : int(std::min<int64_t>(res64, INT32_MAX));
     --inflight_;
     if (io->step) {
         Cmd* c = io->cmds[0];
@@ -898,8 +905,8 @@ void Engine::rw_done(Io* io, int res) {
 
 void Engine::step_done(Cmd* c, int res) {
     auto fail_io = [&](bool write, int err, const char* what) {
-        log(RBIO_BS_LOG_ERROR, std::string(what) + " at offset " + std::to_string(c->offset) +
-                                   " failed: " + std::strerror(err));
+        log(RBIO_BS_LOG_ERROR,
+            std::string(what) + " at offset " + std::to_string(c->offset) + " failed: " + std::strerror(err));
         finish(c, io_failure(write, err));
     };
     switch (c->kind) {
@@ -913,7 +920,8 @@ void Engine::step_done(Cmd* c, int res) {
             return;
         case Kind::Unmap:
             if (res < 0) {
-                log(RBIO_BS_LOG_ERROR, std::string("punching a hole for UNMAP failed: ") + std::strerror(-res));
+                log(RBIO_BS_LOG_ERROR,
+                    std::string("punching a hole for UNMAP failed: ") + std::strerror(-res));
                 finish(c, check(kHardwareError, kAscInternalTargetFailure));
             } else if (!next_unmap_range(c)) {
                 if (c->pos >= c->aux_len) finish(c, good());
@@ -932,7 +940,8 @@ void Engine::step_done(Cmd* c, int res) {
                     c->stage = 0;
                     start(c);
                 } else if (res < 0) {
-                    log(RBIO_BS_LOG_ERROR, std::string("punching a hole for WRITE SAME failed: ") + std::strerror(-res));
+                    log(RBIO_BS_LOG_ERROR,
+                        std::string("punching a hole for WRITE SAME failed: ") + std::strerror(-res));
                     finish(c, check(kHardwareError, kAscInternalTargetFailure));
                 } else {
                     finish(c, good());
@@ -977,7 +986,8 @@ void Engine::step_done(Cmd* c, int res) {
                 if (res == -EILSEQ) {
                     // librbd reports the image offset of the first differing byte.
                     const uint64_t at = c->pos >= c->offset ? c->pos - c->offset : c->pos;
-                    finish(c, check_info(kMiscompare, kAscMiscompareDuringVerify, std::min(at, c->length - 1)));
+                    finish(c,
+                           check_info(kMiscompare, kAscMiscompareDuringVerify, std::min(at, c->length - 1)));
                 } else if (res < 0) {
                     fail_io(true, -res, "COMPARE AND WRITE");
                 } else {
@@ -989,10 +999,13 @@ void Engine::step_done(Cmd* c, int res) {
         case Kind::OrWrite:
         case Kind::WriteVerify: {
             const bool writing = (c->kind == Kind::WriteVerify) ? c->stage == 0 : c->stage == 1;
-            uint8_t* buf = writing ? (c->kind == Kind::CompareAndWrite ? c->aux : c->data) : c->scratch.data();
+            uint8_t* buf =
+                writing ? (c->kind == Kind::CompareAndWrite ? c->aux : c->data) : c->scratch.data();
             if (int err = settle(writing, buf, c->chunk, c->offset, c->fua, res)) {
-                fail_io(writing, err, c->kind == Kind::CompareAndWrite ? "COMPARE AND WRITE" :
-                                      c->kind == Kind::OrWrite ? "ORWRITE" : "WRITE AND VERIFY");
+                fail_io(writing, err,
+                        c->kind == Kind::CompareAndWrite ? "COMPARE AND WRITE"
+                        : c->kind == Kind::OrWrite       ? "ORWRITE"
+                                                         : "WRITE AND VERIFY");
                 return;
             }
             if (writing && c->kind != Kind::WriteVerify) {  // the write ends CAW/ORWRITE
@@ -1038,9 +1051,7 @@ void Engine::step_done(Cmd* c, int res) {
             finish(c, good());
             return;
         }
-        default:
-            finish(c, check(kHardwareError, kAscInternalTargetFailure));
-            return;
+        default: finish(c, check(kHardwareError, kAscInternalTargetFailure)); return;
     }
 }
 
@@ -1068,8 +1079,7 @@ std::string Engine::stats() const {
            " reaped_inline=" + std::to_string(k.reaped_inline) +
            " reaped_event=" + std::to_string(k.reaped_event) +
            " event_wakeups=" + std::to_string(k.event_wakeups) +
-           " inline_ios=" + std::to_string(k.inline_ios) +
-           " errors=" + std::to_string(k.errors);
+           " inline_ios=" + std::to_string(k.inline_ios) + " errors=" + std::to_string(k.errors);
 }
 
 }  // namespace rbio::bs

@@ -28,9 +28,8 @@ uint32_t parse_uint(std::string_view key, std::string_view v, uint32_t lo, uint3
     uint32_t out = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
     if (ec != std::errc() || p != v.data() + v.size() || out < lo || out > hi)
-        throw Error("bsopts: " + std::string(key) + "=" + std::string(v) +
-                    ": expected a whole number from " + std::to_string(lo) + " to " +
-                    std::to_string(hi));
+        throw Error("bsopts: " + std::string(key) + "=" + std::string(v) + ": expected a whole number from " +
+                    std::to_string(lo) + " to " + std::to_string(hi));
     return out;
 }
 
@@ -106,8 +105,8 @@ Options parse_options(std::string_view bsopts) {
         } else if (key == "debug_unsafe_fua") {
             o.debug_unsafe_fua = parse_bool(key, val);
         } else {
-            throw Error("bsopts: unknown key '" + std::string(key) +
-                        "' (known: " + std::string(kKnownKeys) + ")");
+            throw Error("bsopts: unknown key '" + std::string(key) + "' (known: " + std::string(kKnownKeys) +
+                        ")");
         }
     }
     return o;
@@ -132,12 +131,11 @@ std::string rbd_to_string(const RbdSettings& r) {
 std::string to_string(const Options& o) {
     auto b = [](bool v) { return v ? "on" : "off"; };
     return "queue_depth=" + std::to_string(o.queue_depth) + ":batch=" + b(o.batch) +
-           ":coalesce=" + b(o.coalesce) + ":coalesce_max_kib=" +
-           std::to_string(o.coalesce_max_kib) + ":inline_reap=" + b(o.inline_reap) +
-           ":inline_io=" +
+           ":coalesce=" + b(o.coalesce) + ":coalesce_max_kib=" + std::to_string(o.coalesce_max_kib) +
+           ":inline_reap=" + b(o.inline_reap) + ":inline_io=" +
            (o.inline_io == Options::Inline::Auto ? "auto" : b(o.inline_io == Options::Inline::On)) +
-           ":inline_max_kib=" + std::to_string(o.inline_max_kib) +
-           ":thin=" + b(o.thin) + rbd_to_string(o.rbd) +
+           ":inline_max_kib=" + std::to_string(o.inline_max_kib) + ":thin=" + b(o.thin) +
+           rbd_to_string(o.rbd) +
            // Named only when on: the test-only switch stays out of every
            // normal LU's line.
            (o.debug_unsafe_fua ? ":debug_unsafe_fua=on" : "");

@@ -65,7 +65,8 @@ void fill_pattern(std::span<uint8_t> buf, uint64_t unit, uint32_t gen) {
 class Runner {
 public:
     // `region` holds iodepth buffers of bs bytes (registered once for iSER).
-    Runner(initiator::IoSession& s, const Config& c, uint32_t block_size, uint64_t units, std::span<uint8_t> region)
+    Runner(initiator::IoSession& s, const Config& c, uint32_t block_size, uint64_t units,
+           std::span<uint8_t> region)
         : s_(s), c_(c), block_size_(block_size), busy_(units, false), gen_(units, 0) {
         for (uint32_t i = 0; i < c.iodepth; ++i) bufs_.push_back(region.subspan(size_t(i) * c.bs, c.bs));
     }
@@ -74,8 +75,8 @@ public:
     // Returns the I/Os done.
     uint64_t run(const std::function<bool(Op&, uint64_t&)>& next, double seconds, bool progress) {
         const Clock::time_point start = Clock::now();
-        const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(seconds));
+        const Clock::time_point end =
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
         Clock::time_point tick = start + std::chrono::seconds(1);
         uint64_t ios_at_tick = 0, done_before = ios_;
         stop_ = false;
@@ -142,9 +143,8 @@ private:
         }
         uint64_t lba = unit * (c_.bs / block_size_);
         uint32_t blocks = c_.bs / block_size_;
-        initiator::ScsiCommand cmd = op == Op::Read
-                                         ? initiator::make_read16(c_.lun, lba, blocks, buf)
-                                         : initiator::make_write16(c_.lun, lba, blocks, buf);
+        initiator::ScsiCommand cmd = op == Op::Read ? initiator::make_read16(c_.lun, lba, blocks, buf)
+                                                    : initiator::make_write16(c_.lun, lba, blocks, buf);
         cmd.timeout = c_.timeout;
         Clock::time_point t0 = Clock::now();
         cmd.done = [this, slot, op, unit, g, t0](const initiator::ScsiOutcome& o) {
@@ -176,11 +176,11 @@ private:
                 std::span<uint8_t> got = bufs_[slot];
                 auto diff = std::mismatch(got.begin(), got.end(), expected_.begin());
                 if (diff.first != got.end() && !error_)
-                    error_.emplace(ErrorKind::Io,
-                                   "verify: data mismatch at LBA " +
-                                       std::to_string(unit * (c_.bs / block_size_)) + " byte " +
-                                       std::to_string(diff.first - got.begin()) + " of " +
-                                       std::to_string(c_.bs) + " (write #" + std::to_string(gen_[unit]) + ")");
+                    error_.emplace(ErrorKind::Io, "verify: data mismatch at LBA " +
+                                                      std::to_string(unit * (c_.bs / block_size_)) +
+                                                      " byte " + std::to_string(diff.first - got.begin()) +
+                                                      " of " + std::to_string(c_.bs) + " (write #" +
+                                                      std::to_string(gen_[unit]) + ")");
                 ++verified_;
             }
         }
@@ -205,7 +205,7 @@ private:
     std::vector<uint32_t> gen_;  // 0: content unknown
     std::vector<std::span<uint8_t>> bufs_;
     std::vector<uint8_t> expected_;
-    std::vector<uint32_t> free_;  // slots without an I/O
+    std::vector<uint32_t> free_;                                 // slots without an I/O
     const std::function<bool(Op&, uint64_t&)>* next_ = nullptr;  // the running run()'s source
     bool stop_ = false;
     std::vector<uint32_t> lat_;
@@ -250,8 +250,8 @@ Config parse_config(const Args& args) {
 
 int bench_main(int argc, char** argv) {
     Args args(argc, argv, 1, {"--verify"});
-    args.allow_only({"--portal", "--target", "--lun", "--bs", "--iodepth", "--rw", "--time",
-                     "--verify", "--size", "--timeout"});
+    args.allow_only({"--portal", "--target", "--lun", "--bs", "--iodepth", "--rw", "--time", "--verify",
+                     "--size", "--timeout"});
     if (!args.has("--portal") || !args.has("--target"))
         throw UsageError("bench needs -T IQN and -p HOST[:PORT]");
     Config c = parse_config(args);
@@ -311,12 +311,14 @@ int bench_main(int argc, char** argv) {
         // Known content first, so every read can be checked.
         uint64_t u = 0;
         std::fprintf(stderr, "rbio bench: writing %llu blocks for --verify\n", (unsigned long long)units);
-        runner.run([&](Op& op, uint64_t& unit) {
-            if (u == units) return false;
-            op = Op::Write;
-            unit = u++;
-            return true;
-        }, 0, false);
+        runner.run(
+            [&](Op& op, uint64_t& unit) {
+                if (u == units) return false;
+                op = Op::Write;
+                unit = u++;
+                return true;
+            },
+            0, false);
     }
     runner.latencies_ns().clear();
 
@@ -324,11 +326,11 @@ int bench_main(int argc, char** argv) {
     uint64_t cursor = 0;
     auto next = [&](Op& op, uint64_t& unit) {
         switch (c.mode) {
-        case Mode::Read: op = Op::Read; break;
-        case Mode::Write: op = Op::Write; break;
-        case Mode::RandRead: op = Op::Read; break;
-        case Mode::RandWrite: op = Op::Write; break;
-        case Mode::Mixed: op = (rng() & 1) ? Op::Read : Op::Write; break;
+            case Mode::Read: op = Op::Read; break;
+            case Mode::Write: op = Op::Write; break;
+            case Mode::RandRead: op = Op::Read; break;
+            case Mode::RandWrite: op = Op::Write; break;
+            case Mode::Mixed: op = (rng() & 1) ? Op::Read : Op::Write; break;
         }
         bool sequential = c.mode == Mode::Read || c.mode == Mode::Write;
         do {
@@ -344,13 +346,15 @@ int bench_main(int argc, char** argv) {
     uint64_t checked = runner.verified();
     if (c.verify && c.mode != Mode::Read && c.mode != Mode::RandRead) {
         uint64_t u = 0;
-        runner.run([&](Op& op, uint64_t& unit) {
-            while (u < units && runner.gen(u) == 0) ++u;
-            if (u == units) return false;
-            op = Op::Read;
-            unit = u++;
-            return true;
-        }, 0, false);
+        runner.run(
+            [&](Op& op, uint64_t& unit) {
+                while (u < units && runner.gen(u) == 0) ++u;
+                if (u == units) return false;
+                op = Op::Read;
+                unit = u++;
+                return true;
+            },
+            0, false);
         checked = runner.verified();
     }
     initiator::synchronize_cache10(*session, c.lun);
@@ -367,32 +371,37 @@ int bench_main(int argc, char** argv) {
                 double(ios) * c.bs / secs / 1e6);
     double p50 = percentile_us(lat, 50), p99 = percentile_us(lat, 99), p999 = percentile_us(lat, 99.9);
     std::printf("  latency_us: p50=%.1f p99=%.1f p99.9=%.1f\n", p50, p99, p999);
-    std::printf("  transport: pdus_out=%llu pdus_in=%llu send_calls=%llu recv_calls=%llu poll_calls=%llu "
-                "pdus_per_send=%.2f pdus_per_recv=%.2f syscalls_per_io=%.2f\n",
-                (unsigned long long)d[iser::Counter::PdusOut], (unsigned long long)d[iser::Counter::PdusIn],
-                (unsigned long long)d[iser::Counter::SendCalls], (unsigned long long)d[iser::Counter::RecvCalls],
-                (unsigned long long)polls, d.pdus_per_send(), d.pdus_per_recv(),
-                ios ? double(syscalls) / double(ios) : 0.0);
+    std::printf(
+        "  transport: pdus_out=%llu pdus_in=%llu send_calls=%llu recv_calls=%llu poll_calls=%llu "
+        "pdus_per_send=%.2f pdus_per_recv=%.2f syscalls_per_io=%.2f\n",
+        (unsigned long long)d[iser::Counter::PdusOut], (unsigned long long)d[iser::Counter::PdusIn],
+        (unsigned long long)d[iser::Counter::SendCalls], (unsigned long long)d[iser::Counter::RecvCalls],
+        (unsigned long long)polls, d.pdus_per_send(), d.pdus_per_recv(),
+        ios ? double(syscalls) / double(ios) : 0.0);
     if (opts.transport == initiator::Transport::Iser)
-        std::printf("  iser: work_requests=%llu post_calls=%llu wrs_per_post=%.2f signaled_per_io=%.3f "
-                    "completions_per_poll=%.2f channel_wakeups_per_io=%.3f recv_posts=%llu\n",
-                    (unsigned long long)d[iser::Counter::WorkRequests], (unsigned long long)d[iser::Counter::PostCalls],
-                    d.wrs_per_post(), ios ? double(d[iser::Counter::Signaled]) / double(ios) : 0.0,
-                    d.completions_per_poll(), ios ? double(d[iser::Counter::ChannelWakeups]) / double(ios) : 0.0,
-                    (unsigned long long)d[iser::Counter::RecvPostCalls]);
+        std::printf(
+            "  iser: work_requests=%llu post_calls=%llu wrs_per_post=%.2f signaled_per_io=%.3f "
+            "completions_per_poll=%.2f channel_wakeups_per_io=%.3f recv_posts=%llu\n",
+            (unsigned long long)d[iser::Counter::WorkRequests],
+            (unsigned long long)d[iser::Counter::PostCalls], d.wrs_per_post(),
+            ios ? double(d[iser::Counter::Signaled]) / double(ios) : 0.0, d.completions_per_poll(),
+            ios ? double(d[iser::Counter::ChannelWakeups]) / double(ios) : 0.0,
+            (unsigned long long)d[iser::Counter::RecvPostCalls]);
     initiator::SessionStats end = session->stats();
-    std::printf("  recovery: reinstatements=%llu reconnect_attempts=%llu commands_retried=%llu pings=%llu "
-                "pings_answered=%llu tasks_aborted=%llu lun_resets=%llu\n",
-                (unsigned long long)end.reinstatements, (unsigned long long)end.reconnect_attempts,
-                (unsigned long long)end.commands_retried, (unsigned long long)end.pings_sent,
-                (unsigned long long)end.pings_answered,
-                (unsigned long long)end.tasks_aborted, (unsigned long long)end.lun_resets);
+    std::printf(
+        "  recovery: reinstatements=%llu reconnect_attempts=%llu commands_retried=%llu pings=%llu "
+        "pings_answered=%llu tasks_aborted=%llu lun_resets=%llu\n",
+        (unsigned long long)end.reinstatements, (unsigned long long)end.reconnect_attempts,
+        (unsigned long long)end.commands_retried, (unsigned long long)end.pings_sent,
+        (unsigned long long)end.pings_answered, (unsigned long long)end.tasks_aborted,
+        (unsigned long long)end.lun_resets);
     if (mp) {
         initiator::MultipathStats m = mp->multipath_stats();
-        std::printf("  multipath: paths=%zu failovers=%llu commands_moved=%llu resends=%llu last_failover_ms=%.1f "
-                    "max_failover_ms=%.1f longest_io_gap_ms=%.1f\n",
-                    m.paths.size(), (unsigned long long)m.failovers, (unsigned long long)m.commands_moved,
-                    (unsigned long long)m.resends, m.last_failover_ms, m.max_failover_ms, runner.longest_gap_ms());
+        std::printf(
+            "  multipath: paths=%zu failovers=%llu commands_moved=%llu resends=%llu last_failover_ms=%.1f "
+            "max_failover_ms=%.1f longest_io_gap_ms=%.1f\n",
+            m.paths.size(), (unsigned long long)m.failovers, (unsigned long long)m.commands_moved,
+            (unsigned long long)m.resends, m.last_failover_ms, m.max_failover_ms, runner.longest_gap_ms());
         for (const std::string& line : mp->describe_paths()) std::printf("  path %s\n", line.c_str());
     }
     if (c.verify) std::printf("  verify: %llu blocks read back and matched\n", (unsigned long long)checked);

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 #include "rbio/initiator/session.hpp"
@@ -131,7 +131,8 @@ NodeStoreResult store_node_record(const std::string& target, const std::string& 
     std::string address = address_tpgt.substr(0, address_tpgt.rfind(','));
     initiator::Portal portal = initiator::Portal::parse(address);
     for (const NodeRecord& r : existing)
-        if (r.target == target && r.address == portal.host && r.port == portal.port) return NodeStoreResult::Kept;
+        if (r.target == target && r.address == portal.host && r.port == portal.port)
+            return NodeStoreResult::Kept;
     std::string output;
     int rc = run_captured({"iscsiadm", "-m", "node", "-o", "new", "-T", target, "-p", address_tpgt}, output);
     if (rc < 0) return NodeStoreResult::NoIscsiadm;

@@ -8,9 +8,10 @@
 namespace rbio::cli {
 
 const std::vector<std::string> kSessionKeys = {
-    "--initiator-name", "--chap-user",       "--chap-secret",   "--header-digest",
-    "--data-digest",    "--connect-timeout", "--login-timeout", "--log-level",
-    "--chap-user-in", "--chap-secret-in", "--replacement-timeout", "--abort-timeout", "--lu-reset-timeout", "--noop-out-interval", "--noop-out-timeout", "--transport"};
+    "--initiator-name",   "--chap-user",         "--chap-secret",         "--header-digest",
+    "--data-digest",      "--connect-timeout",   "--login-timeout",       "--log-level",
+    "--chap-user-in",     "--chap-secret-in",    "--replacement-timeout", "--abort-timeout",
+    "--lu-reset-timeout", "--noop-out-interval", "--noop-out-timeout",    "--transport"};
 
 Args::Args(int argc, char** argv, int first, const std::vector<std::string>& flags) {
     static const std::map<std::string, std::string> kShort = {{"-p", "--portal"}, {"-T", "--target"}};
@@ -54,8 +55,8 @@ uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo
     errno = 0;
     unsigned long long v = std::strtoull(text.c_str(), &end, 10);
     if (text.empty() || *end || errno || v < lo || v > hi || text[0] == '-')
-        throw UsageError(key + " " + text + ": expected a number from " + std::to_string(lo) +
-                         " to " + std::to_string(hi));
+        throw UsageError(key + " " + text + ": expected a number from " + std::to_string(lo) + " to " +
+                         std::to_string(hi));
     return v;
 }
 
@@ -64,10 +65,13 @@ uint64_t parse_size(const std::string& key, const std::string& text) {
     uint64_t mult = 1;
     std::string digits = text;
     switch (text.back()) {
-    case 'k': case 'K': mult = 1ull << 10; break;
-    case 'm': case 'M': mult = 1ull << 20; break;
-    case 'g': case 'G': mult = 1ull << 30; break;
-    default: break;
+        case 'k':
+        case 'K': mult = 1ull << 10; break;
+        case 'm':
+        case 'M': mult = 1ull << 20; break;
+        case 'g':
+        case 'G': mult = 1ull << 30; break;
+        default: break;
     }
     if (mult != 1) digits.pop_back();
     return parse_uint(key, digits, 1, (1ull << 50) / mult) * mult;

@@ -39,62 +39,65 @@ int parse_vpd_page(const std::string& text) {
     char* end = nullptr;
     unsigned long v = digits.empty() ? 256 : std::strtoul(digits.c_str(), &end, 16);
     if (digits.empty() || *end || v > 0xff)
-        throw UsageError("--vpd " + text + ": a page code (hex, e.g. 0xb0) or all, supported, serial, "
+        throw UsageError("--vpd " + text +
+                         ": a page code (hex, e.g. 0xb0) or all, supported, serial, "
                          "devid, limits, lbp");
     return int(v);
 }
 
-std::string limit(uint64_t v) { return v == 0 ? "not reported" : v == 0xffffffffu ? "no limit" : std::to_string(v); }
+std::string limit(uint64_t v) {
+    return v == 0 ? "not reported" : v == 0xffffffffu ? "no limit" : std::to_string(v);
+}
 
 void print_page(Session& s, uint64_t lun, uint8_t page, std::ostream& out) {
     switch (page) {
-    case 0x00: {
-        out << "VPD 0x00 supported pages:";
-        for (uint8_t p : supported_vpd_pages(s, lun)) out << " " << hex2(p);
-        out << "\n";
-        break;
-    }
-    case 0x80:
-        out << "VPD 0x80 unit serial number: " << unit_serial_number(s, lun) << "\n";
-        break;
-    case 0x83:
-        out << "VPD 0x83 device identification:\n";
-        for (const Designator& d : device_identification(s, lun)) out << "  " << d.to_string() << "\n";
-        break;
-    case 0xb0: {
-        BlockLimits l = block_limits(s, lun);
-        out << "VPD 0xb0 block limits (in logical blocks):\n"
-            << "  maximum transfer length: " << limit(l.max_transfer_length) << "\n"
-            << "  optimal transfer length: " << limit(l.optimal_transfer_length) << "\n"
-            << "  optimal transfer length granularity: " << limit(l.optimal_transfer_granularity) << "\n"
-            << "  maximum unmap LBA count: " << limit(l.max_unmap_lba_count) << "\n"
-            << "  maximum unmap block descriptor count: " << limit(l.max_unmap_descriptor_count) << "\n"
-            << "  optimal unmap granularity: " << limit(l.optimal_unmap_granularity) << "\n"
-            << "  unmap granularity alignment: "
-            << (l.unmap_granularity_alignment_valid ? std::to_string(l.unmap_granularity_alignment) : "not reported")
-            << "\n"
-            << "  maximum write same length: " << limit(l.max_write_same_length) << "\n"
-            << "  UNMAP: " << (l.unmap_supported() ? "supported" : "not supported") << "\n";
-        break;
-    }
-    case 0xb2: {
-        LogicalBlockProvisioning p = logical_block_provisioning(s, lun);
-        static constexpr const char* kTypes[8] = {"full", "resource", "thin", "3", "4", "5", "6", "7"};
-        out << "VPD 0xb2 logical block provisioning:\n"
-            << "  LBPU (UNMAP): " << p.lbpu << "\n"
-            << "  LBPWS (WRITE SAME(16) with UNMAP): " << p.lbpws << "\n"
-            << "  LBPWS10 (WRITE SAME(10) with UNMAP): " << p.lbpws10 << "\n"
-            << "  LBPRZ (unmapped blocks read as zeros): " << unsigned(p.lbprz) << "\n"
-            << "  provisioning type: " << kTypes[p.provisioning_type & 7] << "\n";
-        break;
-    }
-    default: {
-        // A page without a decoder: its payload in hex.
-        std::vector<uint8_t> raw = inquiry_vpd(s, lun, page);
-        out << "VPD " << hex2(page) << " (" << raw.size() - 4 << " bytes):";
-        for (size_t i = 4; i < raw.size(); ++i) out << (i % 16 == 4 ? "\n  " : " ") << hex2(raw[i]).substr(2);
-        out << "\n";
-    }
+        case 0x00: {
+            out << "VPD 0x00 supported pages:";
+            for (uint8_t p : supported_vpd_pages(s, lun)) out << " " << hex2(p);
+            out << "\n";
+            break;
+        }
+        case 0x80: out << "VPD 0x80 unit serial number: " << unit_serial_number(s, lun) << "\n"; break;
+        case 0x83:
+            out << "VPD 0x83 device identification:\n";
+            for (const Designator& d : device_identification(s, lun)) out << "  " << d.to_string() << "\n";
+            break;
+        case 0xb0: {
+            BlockLimits l = block_limits(s, lun);
+            out << "VPD 0xb0 block limits (in logical blocks):\n"
+                << "  maximum transfer length: " << limit(l.max_transfer_length) << "\n"
+                << "  optimal transfer length: " << limit(l.optimal_transfer_length) << "\n"
+                << "  optimal transfer length granularity: " << limit(l.optimal_transfer_granularity) << "\n"
+                << "  maximum unmap LBA count: " << limit(l.max_unmap_lba_count) << "\n"
+                << "  maximum unmap block descriptor count: " << limit(l.max_unmap_descriptor_count) << "\n"
+                << "  optimal unmap granularity: " << limit(l.optimal_unmap_granularity) << "\n"
+                << "  unmap granularity alignment: "
+                << (l.unmap_granularity_alignment_valid ? std::to_string(l.unmap_granularity_alignment)
+                                                        : "not reported")
+                << "\n"
+                << "  maximum write same length: " << limit(l.max_write_same_length) << "\n"
+                << "  UNMAP: " << (l.unmap_supported() ? "supported" : "not supported") << "\n";
+            break;
+        }
+        case 0xb2: {
+            LogicalBlockProvisioning p = logical_block_provisioning(s, lun);
+            static constexpr const char* kTypes[8] = {"full", "resource", "thin", "3", "4", "5", "6", "7"};
+            out << "VPD 0xb2 logical block provisioning:\n"
+                << "  LBPU (UNMAP): " << p.lbpu << "\n"
+                << "  LBPWS (WRITE SAME(16) with UNMAP): " << p.lbpws << "\n"
+                << "  LBPWS10 (WRITE SAME(10) with UNMAP): " << p.lbpws10 << "\n"
+                << "  LBPRZ (unmapped blocks read as zeros): " << unsigned(p.lbprz) << "\n"
+                << "  provisioning type: " << kTypes[p.provisioning_type & 7] << "\n";
+            break;
+        }
+        default: {
+            // A page without a decoder: its payload in hex.
+            std::vector<uint8_t> raw = inquiry_vpd(s, lun, page);
+            out << "VPD " << hex2(page) << " (" << raw.size() - 4 << " bytes):";
+            for (size_t i = 4; i < raw.size(); ++i)
+                out << (i % 16 == 4 ? "\n  " : " ") << hex2(raw[i]).substr(2);
+            out << "\n";
+        }
     }
 }
 
@@ -131,7 +134,8 @@ int inquiry_main(int argc, char** argv) {
         print_page(*session, lun, 0x00, out);
     } else if (page == -1) {
         for (uint8_t p : supported_vpd_pages(*session, lun))
-            if (p == 0x00 || p == 0x80 || p == 0x83 || p == 0xb0 || p == 0xb2) print_page(*session, lun, p, out);
+            if (p == 0x00 || p == 0x80 || p == 0x83 || p == 0xb0 || p == 0xb2)
+                print_page(*session, lun, p, out);
     } else {
         print_page(*session, lun, uint8_t(page), out);
     }
@@ -161,14 +165,15 @@ int discard_main(int argc, char** argv) {
     size_t commands;
     if (write_same) {
         std::vector<uint8_t> zero(cap.block_size, 0);
-        commands = write_same16(*session, lun, offset / cap.block_size, length / cap.block_size, zero, true, limits);
+        commands =
+            write_same16(*session, lun, offset / cap.block_size, length / cap.block_size, zero, true, limits);
     } else {
         commands = unmap(*session, lun, offset / cap.block_size, length / cap.block_size, limits);
     }
     session->logout();
     std::cout << "discarded " << length << " bytes at " << offset << " of LUN " << lun << " with " << commands
-              << (write_same ? " WRITE SAME(16) UNMAP" : " UNMAP") << (commands == 1 ? " command" : " commands")
-              << "\n";
+              << (write_same ? " WRITE SAME(16) UNMAP" : " UNMAP")
+              << (commands == 1 ? " command" : " commands") << "\n";
     return kExitOk;
 }
 

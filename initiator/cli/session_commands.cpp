@@ -42,8 +42,7 @@ initiator::Portal login_portal(const Args& args, const std::string& target,
     std::optional<initiator::Portal> wanted;
     if (args.has("--portal")) wanted = portal_option(args);
     for (const NodeRecord& n : nodes) {
-        if (n.target != target || (wanted && (n.address != wanted->host || n.port != wanted->port)))
-            continue;
+        if (n.target != target || (wanted && (n.address != wanted->host || n.port != wanted->port))) continue;
         if (!options.chap && n.chap) {
             options.chap = n.chap;
             if (!options.chap_in) options.chap_in = n.chap_in;
@@ -62,7 +61,8 @@ initiator::Portal login_portal(const Args& args, const std::string& target,
 std::vector<SessionRecord> selected(const Args& args, const std::string& dir) {
     if (!args.has("--target")) return list_records(dir);
     auto r = read_record(dir, state_key(args.get("--target")));
-    if (!r) throw CommandError(kExitNoSession, "no session for " + args.get("--target") + " (in " + dir + ")");
+    if (!r)
+        throw CommandError(kExitNoSession, "no session for " + args.get("--target") + " (in " + dir + ")");
     return {*r};
 }
 
@@ -91,7 +91,8 @@ void detach(const std::string& log, int keep) {
     if (::chdir("/") != 0) std::perror("chdir /");
     UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
     UniqueFd logfd;
-    if (log != kJournalLog) logfd = UniqueFd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (log != kJournalLog)
+        logfd = UniqueFd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (null.get() >= 0) {
         ::dup2(null.get(), 0);
         ::dup2(null.get(), 1);
@@ -138,8 +139,9 @@ int login_main(int argc, char** argv) {
     }
     if (auto r = read_record(c.state_dir, c.key)) {
         if (process_alive(r->pid))
-            throw CommandError(kExitBusy, "already logged in to " + target + " (pid " + std::to_string(r->pid) +
-                                              "; rbio session, rbio logout -T " + target + ")");
+            throw CommandError(kExitBusy, "already logged in to " + target + " (pid " +
+                                              std::to_string(r->pid) + "; rbio session, rbio logout -T " +
+                                              target + ")");
         remove_record(c.state_dir, c.key);
     }
 
@@ -180,8 +182,7 @@ int login_main(int argc, char** argv) {
     uint64_t size = 0;
     std::string at;
     for (const initiator::Portal& p : c.portals) at += (at.empty() ? "" : ",") + p.to_string();
-    std::cout << "rbio: logged in to " << target << " at " << at << " (session process " << pid
-              << ")\n";
+    std::cout << "rbio: logged in to " << target << " at " << at << " (session process " << pid << ")\n";
     while (lines >> path >> size) {
         struct stat st;
         if (::stat(path.c_str(), &st) != 0 || uint64_t(st.st_size) != size)
@@ -211,7 +212,8 @@ int logout_main(int argc, char** argv) {
             }
         }
         if (err) {
-            std::cerr << "rbio: " << r.target << ": control socket " << r.socket << ": " << std::strerror(err) << "\n";
+            std::cerr << "rbio: " << r.target << ": control socket " << r.socket << ": " << std::strerror(err)
+                      << "\n";
             if (rc == kExitOk) rc = kExitInternal;
             continue;
         }
@@ -245,9 +247,9 @@ int session_main(int argc, char** argv) {
         int err = control_request(r.socket, "stats", reply, 5000);
         if (err) {
             std::cout << r.target << "\n  portal " << r.portal << "  pid " << r.pid << "  state "
-                      << (process_alive(r.pid) ? "not answering (" + std::string(std::strerror(err)) + ")"
-                                               : std::string("ended (stale; rbio logout -T " + r.target +
-                                                             " removes it)"))
+                      << (process_alive(r.pid)
+                              ? "not answering (" + std::string(std::strerror(err)) + ")"
+                              : std::string("ended (stale; rbio logout -T " + r.target + " removes it)"))
                       << "\n";
             continue;
         }

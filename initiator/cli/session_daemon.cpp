@@ -17,11 +17,11 @@
 
 #include "../fuse/fuse_export.hpp"
 #include "../fuse/lun_io.hpp"
+#include "options.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
 #include "rbio/initiator/multipath.hpp"
 #include "rbio/initiator/scsi.hpp"
-#include "options.hpp"
 #include "session_state.hpp"
 
 namespace rbio::cli {
@@ -49,7 +49,8 @@ std::vector<fuse::LunInfo> disk_luns(initiator::IoSession& s) {
     for (uint64_t lun : initiator::report_luns(s)) {
         initiator::InquiryData inq = initiator::inquiry(s, lun);
         if (inq.peripheral_type != kDirectAccessBlockDevice) {
-            RBIO_LOG(Info, "LUN " << lun << ": peripheral type " << int(inq.peripheral_type) << ", not exported");
+            RBIO_LOG(Info,
+                     "LUN " << lun << ": peripheral type " << int(inq.peripheral_type) << ", not exported");
             continue;
         }
         initiator::test_unit_ready(s, lun);
@@ -97,8 +98,8 @@ uint64_t first_disk_lun(const DaemonConfig& c, initiator::SessionOptions opts) {
             errors += (errors.empty() ? "" : "; ") + p.to_string() + ": " + e.what();
         }
     }
-    initiator::fail(initiator::ErrorKind::Unreachable, "no portal of " + std::to_string(c.portals.size()) +
-                                                           " logged in: " + errors);
+    initiator::fail(initiator::ErrorKind::Unreachable,
+                    "no portal of " + std::to_string(c.portals.size()) + " logged in: " + errors);
 }
 
 std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
@@ -109,14 +110,15 @@ std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
       << "  initiator " << rec.initiator << "\n"
       << "  mount " << (rec.mount.empty() ? "(none)" : rec.mount) << "\n";
     for (const auto& l : io.luns())
-        o << "  " << l.name << ": " << (rec.mount.empty() ? std::string("-") : rec.mount + "/" + l.name) << "  "
-          << l.blocks << " blocks of " << l.block_size << " bytes (" << l.bytes() << " bytes)\n";
+        o << "  " << l.name << ": " << (rec.mount.empty() ? std::string("-") : rec.mount + "/" + l.name)
+          << "  " << l.blocks << " blocks of " << l.block_size << " bytes (" << l.bytes() << " bytes)\n";
     o << "  negotiated " << initiator::describe(s.params) << "\n";
     const fuse::IoCounters& c = s.io;
     o << "  io reads=" << c.reads << " writes=" << c.writes << " syncs=" << c.syncs
       << " read_bytes=" << c.read_bytes << " written_bytes=" << c.written_bytes << " rmw=" << c.rmw
       << " unaligned_reads=" << c.unaligned_reads << " ordered_waits=" << c.ordered_waits
-      << " errors=" << c.errors << " in_flight=" << s.in_flight << " max_in_flight=" << c.max_in_flight << "\n";
+      << " errors=" << c.errors << " in_flight=" << s.in_flight << " max_in_flight=" << c.max_in_flight
+      << "\n";
     const auto& t = s.session.transport;
     o << "  transport pdus_out=" << t[iser::Counter::PdusOut] << " pdus_in=" << t[iser::Counter::PdusIn]
       << " send_calls=" << t[iser::Counter::SendCalls] << " recv_calls=" << t[iser::Counter::RecvCalls]
@@ -171,7 +173,8 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
     rec.key = c.key;
     rec.pid = ::getpid();
     rec.target = c.options.target_name;
-    for (const initiator::Portal& p : c.portals) rec.portal += (rec.portal.empty() ? "" : ",") + p.to_string();
+    for (const initiator::Portal& p : c.portals)
+        rec.portal += (rec.portal.empty() ? "" : ",") + p.to_string();
     rec.initiator = c.options.initiator_name;
     rec.mount = c.mount;
     rec.socket = state_path(c.state_dir, c.key, ".sock");
@@ -210,11 +213,12 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
             throw std::runtime_error(std::string("signalfd/eventfd: ") + std::strerror(errno));
         io->start();
         int efd = end_fd.get();
-        if (fx) fx->start([efd] {
-            uint64_t one = 1;
-            ssize_t n = ::write(efd, &one, sizeof one);
-            (void)n;
-        });
+        if (fx)
+            fx->start([efd] {
+                uint64_t one = 1;
+                ssize_t n = ::write(efd, &one, sizeof one);
+                (void)n;
+            });
         write_record(c.state_dir, rec);
     } catch (const initiator::InitiatorError& e) {
         return report_failure(e.exit_code(), std::string(initiator::to_string(e.kind())) + ": " + e.what());
@@ -239,8 +243,9 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
         if (fx) {
             int err = fx->unmount(lazy);
             if (err == EBUSY)
-                return std::make_pair(kExitBusy, c.mount + " is in use (a file is open, e.g. by a loop device: "
-                                                           "losetup -d it first)");
+                return std::make_pair(kExitBusy, c.mount +
+                                                     " is in use (a file is open, e.g. by a loop device: "
+                                                     "losetup -d it first)");
             if (err) return std::make_pair(kExitMount, "umount " + c.mount + ": " + std::strerror(err));
             if (!lazy) fx->stop();
         }
@@ -292,7 +297,8 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
                     write_all(client.get(), "error " + std::to_string(r->first) + " " + r->second + "\n");
                     continue;  // still logged in and mounted
                 }
-                write_all(client.get(), r ? "error " + std::to_string(r->first) + " " + r->second + "\n" : "ok\n");
+                write_all(client.get(),
+                          r ? "error " + std::to_string(r->first) + " " + r->second + "\n" : "ok\n");
                 last_client = std::move(client);
                 return r ? r->first : kExitOk;
             } else {

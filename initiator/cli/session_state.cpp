@@ -124,7 +124,8 @@ int control_request(const std::string& socket_path, const std::string& request, 
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     char buf[4096];
     for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                          std::chrono::steady_clock::now());
         if (left.count() <= 0) return ETIMEDOUT;
         pollfd p{fd.get(), POLLIN, 0};
         int n = ::poll(&p, 1, int(left.count()));

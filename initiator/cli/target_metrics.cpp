@@ -50,11 +50,12 @@ int target_metrics_main(int argc, char** argv) {
                                                " (is tgtd running with rbio's module?)");
     std::ostringstream text;
     text << in.rdbuf();
-    if (text.str().empty()) throw CommandError(kExitNoMetrics, "no metrics in " + path + ": the file is empty");
+    if (text.str().empty())
+        throw CommandError(kExitNoMetrics, "no metrics in " + path + ": the file is empty");
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && std::time(nullptr) - st.st_mtime > kStaleSeconds)
-        std::cerr << "rbio: warning: " << path << " was last written "
-                  << std::time(nullptr) - st.st_mtime << " s ago: has tgtd stopped?\n";
+        std::cerr << "rbio: warning: " << path << " was last written " << std::time(nullptr) - st.st_mtime
+                  << " s ago: has tgtd stopped?\n";
     std::cout << text.str();
     return kExitOk;
 }

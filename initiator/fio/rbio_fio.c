@@ -47,8 +47,10 @@ static struct fio_option options[] = {
 		.lname = "rbio iSCSI portal",
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct rbio_fio_options, portal),
-		.help = "iSCSI portal HOST[:PORT] (port 3260 by default); several portals of one LU "
-			"separated by commas or spaces: multipath with ALUA, failover and fail back",
+		.help = "iSCSI portal HOST[:PORT] (port 3260 by default); several portals of one "
+			"LU "
+			"separated by commas or spaces: multipath with ALUA, failover and fail "
+			"back",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
 	},
@@ -122,7 +124,8 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct rbio_fio_options, timeout_ms),
 		.def = "30000",
-		.help = "milliseconds a command may take before it is aborted (ABORT TASK) and sent again",
+		.help = "milliseconds a command may take before it is aborted (ABORT TASK) and "
+			"sent again",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
 	},
@@ -132,7 +135,8 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct rbio_fio_options, replacement_timeout_ms),
 		.def = "120000",
-		.help = "milliseconds a lost session is reinstated for before its I/Os fail (0: no recovery); "
+		.help = "milliseconds a lost session is reinstated for before its I/Os fail (0: no "
+			"recovery); "
 			"with several portals: how long I/Os wait while no path serves them",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
@@ -286,7 +290,7 @@ static int eng_commit(struct thread_data *td)
 }
 
 static int eng_getevents(struct thread_data *td, unsigned int min, unsigned int max,
-			      const struct timespec *t)
+			 const struct timespec *t)
 {
 	struct rbio_fio_conn *c = td->io_ops_data;
 	int64_t timeout_ns = t ? (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec : -1;

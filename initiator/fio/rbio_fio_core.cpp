@@ -57,14 +57,14 @@ std::vector<Portal> parse_portals(const std::string& text) {
 struct rbio_fio_conn {
     std::unique_ptr<IoSession> session;
     MultipathSession* multipath = nullptr;  // session, when several portals
-    std::string where;  // "target IQN at HOST:PORT lun N"
+    std::string where;                      // "target IQN at HOST:PORT lun N"
     uint64_t lun = 0;
     Capacity capacity;
     std::chrono::milliseconds timeout{30000};
     std::unordered_set<void*> in_flight;
-    std::deque<Completion> done;      // completed, not handed to fio yet
-    std::vector<Completion> batch;    // the last reap's
-    std::string failure;              // why the session ended
+    std::deque<Completion> done;    // completed, not handed to fio yet
+    std::vector<Completion> batch;  // the last reap's
+    std::string failure;            // why the session ended
 
     // Drops the session after an error: every command in flight completes
     // with EIO, so fio sees each one end.
@@ -80,9 +80,9 @@ struct rbio_fio_conn {
         uint32_t bs = capacity.block_size;
         ScsiCommand cmd;
         switch (op) {
-        case RBIO_FIO_READ: cmd = make_read16(lun, lba, uint32_t(buf.size() / bs), buf); break;
-        case RBIO_FIO_WRITE: cmd = make_write16(lun, lba, uint32_t(buf.size() / bs), buf); break;
-        case RBIO_FIO_SYNC: cmd = make_synchronize_cache10(lun); break;
+            case RBIO_FIO_READ: cmd = make_read16(lun, lba, uint32_t(buf.size() / bs), buf); break;
+            case RBIO_FIO_WRITE: cmd = make_write16(lun, lba, uint32_t(buf.size() / bs), buf); break;
+            case RBIO_FIO_SYNC: cmd = make_synchronize_cache10(lun); break;
         }
         cmd.timeout = timeout;
         cmd.done = [this, op, buf, lba, cookie, retries](const ScsiOutcome& o) {
@@ -93,8 +93,10 @@ struct rbio_fio_conn {
             }
             in_flight.erase(cookie);
             if (!o.good()) {
-                std::fprintf(stderr, "rbio fio engine: %s: %s at LBA %llu failed: %s\n",
-                             where.c_str(), op == RBIO_FIO_READ ? "read" : op == RBIO_FIO_WRITE ? "write" : "sync",
+                std::fprintf(stderr, "rbio fio engine: %s: %s at LBA %llu failed: %s\n", where.c_str(),
+                             op == RBIO_FIO_READ    ? "read"
+                             : op == RBIO_FIO_WRITE ? "write"
+                                                    : "sync",
                              (unsigned long long)lba, describe(o).c_str());
                 done.push_back({cookie, EIO, 0});
                 return;
@@ -120,11 +122,9 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
         if (s->header_digest && *s->header_digest &&
             !parse_digest_policy(s->header_digest, opts.offer.header_digest))
             throw std::invalid_argument("header_digest: none, accept, prefer or crc32c");
-        if (s->data_digest && *s->data_digest &&
-            !parse_digest_policy(s->data_digest, opts.offer.data_digest))
+        if (s->data_digest && *s->data_digest && !parse_digest_policy(s->data_digest, opts.offer.data_digest))
             throw std::invalid_argument("data_digest: none, accept, prefer or crc32c");
-        opts.offer.max_recv_data_segment_length =
-            std::clamp<uint32_t>(s->max_io_bytes, 65536, 256u << 10);
+        opts.offer.max_recv_data_segment_length = std::clamp<uint32_t>(s->max_io_bytes, 65536, 256u << 10);
         opts.rx_buffer_bytes =
             std::max<size_t>(1u << 20, 4 * size_t(opts.offer.max_recv_data_segment_length));
         opts.replacement_timeout = std::chrono::milliseconds(s->replacement_timeout_ms);
@@ -173,16 +173,15 @@ void rbio_fio_disconnect(struct rbio_fio_conn* c) {
 uint64_t rbio_fio_capacity_bytes(const struct rbio_fio_conn* c) { return c->capacity.bytes(); }
 uint32_t rbio_fio_block_size(const struct rbio_fio_conn* c) { return c->capacity.block_size; }
 
-int rbio_fio_queue(struct rbio_fio_conn* c, enum rbio_fio_op op, void* buf, uint64_t len,
-                   uint64_t offset, void* cookie, char* err, size_t errlen) {
+int rbio_fio_queue(struct rbio_fio_conn* c, enum rbio_fio_op op, void* buf, uint64_t len, uint64_t offset,
+                   void* cookie, char* err, size_t errlen) {
     if (!c->session) {
         put_error(err, errlen, c->where + ": session ended: " + c->failure);
         return EIO;
     }
     uint32_t bs = c->capacity.block_size;
     if (op != RBIO_FIO_SYNC &&
-        (offset % bs || len % bs || len == 0 || len > UINT32_MAX ||
-         offset + len > c->capacity.bytes())) {
+        (offset % bs || len % bs || len == 0 || len > UINT32_MAX || offset + len > c->capacity.bytes())) {
         put_error(err, errlen,
                   c->where + ": I/O of " + std::to_string(len) + " bytes at offset " +
                       std::to_string(offset) + " is not whole blocks of " + std::to_string(bs) +
@@ -213,8 +212,8 @@ int rbio_fio_commit(struct rbio_fio_conn* c, char* err, size_t errlen) {
     }
 }
 
-int rbio_fio_reap(struct rbio_fio_conn* c, unsigned int min, unsigned int max, int64_t timeout_ns,
-                  char* err, size_t errlen) {
+int rbio_fio_reap(struct rbio_fio_conn* c, unsigned int min, unsigned int max, int64_t timeout_ns, char* err,
+                  size_t errlen) {
     c->batch.clear();
     int rc = 0;
     try {
@@ -231,10 +230,8 @@ int rbio_fio_reap(struct rbio_fio_conn* c, unsigned int min, unsigned int max, i
                                               std::max(left, std::chrono::nanoseconds(0))));
                 }
             }
-            if (wait.count() == 0)
-                c->session->run_nowait();
-            else
-                c->session->run_once(wait);
+            if (wait.count() == 0) c->session->run_nowait();
+            else c->session->run_once(wait);
             first = false;
         }
     } catch (const std::exception& e) {
@@ -265,11 +262,10 @@ void rbio_fio_describe_stats(const struct rbio_fio_conn* c, char* out, size_t ou
     SessionStats s = c->session->stats();
     using rbio::iser::Counter;
     uint64_t sends = s.transport[Counter::SendCalls], recvs = s.transport[Counter::RecvCalls];
-    std::snprintf(out, outlen,
-                  "commands=%llu send_calls=%llu recv_calls=%llu poll_calls=%llu syscalls_per_cmd=%.2f",
-                  (unsigned long long)s.commands, (unsigned long long)sends,
-                  (unsigned long long)recvs, (unsigned long long)s.poll_calls,
-                  s.commands ? double(s.syscalls()) / double(s.commands) : 0.0);
+    std::snprintf(
+        out, outlen, "commands=%llu send_calls=%llu recv_calls=%llu poll_calls=%llu syscalls_per_cmd=%.2f",
+        (unsigned long long)s.commands, (unsigned long long)sends, (unsigned long long)recvs,
+        (unsigned long long)s.poll_calls, s.commands ? double(s.syscalls()) / double(s.commands) : 0.0);
     if (c->multipath) {
         MultipathStats m = c->multipath->multipath_stats();
         std::string more = " multipath: failovers=" + std::to_string(m.failovers) +

@@ -98,11 +98,11 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
     std::vector<char> buf(size);
     size_t used = 0;
     for (size_t i = size_t(off); i < names.size(); ++i) {
-        struct stat st{};
+        struct stat st {};
         st.st_ino = names[i].second;
         st.st_mode = names[i].second == FUSE_ROOT_ID ? S_IFDIR : S_IFREG;
-        size_t n = fuse_add_direntry(req, buf.data() + used, size - used, names[i].first.c_str(), &st,
-                                     off_t(i + 1));
+        size_t n =
+            fuse_add_direntry(req, buf.data() + used, size - used, names[i].first.c_str(), &st, off_t(i + 1));
         if (n > size - used) break;
         used += n;
     }
@@ -132,7 +132,8 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_
     long i = lun_index(fx, ino);
     if (i < 0 || off < 0) return void(fuse_reply_err(req, EINVAL));
     // libfuse reuses its buffer once we return: the bytes are copied.
-    std::vector<uint8_t> data(reinterpret_cast<const uint8_t*>(buf), reinterpret_cast<const uint8_t*>(buf) + size);
+    std::vector<uint8_t> data(reinterpret_cast<const uint8_t*>(buf),
+                              reinterpret_cast<const uint8_t*>(buf) + size);
     fx.io().write(size_t(i), uint64_t(off), std::move(data), [req, size](int err) {
         if (err) fuse_reply_err(req, err);
         else fuse_reply_write(req, size);

@@ -39,7 +39,9 @@ initiator::UniqueFd LunIo::make_wake_fd() {
 
 LunIo::LunIo(std::unique_ptr<initiator::IoSession> session, initiator::UniqueFd wake_fd,
              std::vector<LunInfo> luns, std::function<std::vector<std::string>()> describe_paths)
-    : session_(std::move(session)), wake_fd_(std::move(wake_fd)), describe_paths_(std::move(describe_paths)),
+    : session_(std::move(session)),
+      wake_fd_(std::move(wake_fd)),
+      describe_paths_(std::move(describe_paths)),
       luns_(std::move(luns)) {
     snapshot_.params = session_->params();
     snapshot_.session = session_->stats();
@@ -49,7 +51,9 @@ LunIo::~LunIo() {
     if (thread_.joinable()) shutdown();
 }
 
-void LunIo::start() { thread_ = std::thread([this] { thread_main(); }); }
+void LunIo::start() {
+    thread_ = std::thread([this] { thread_main(); });
+}
 
 void LunIo::wake() {
     // One eventfd write per batch of requests: later ones see the flag set.
@@ -122,7 +126,8 @@ IoSnapshot LunIo::snapshot() const {
 void LunIo::publish(const std::string& state) {
     std::vector<std::string> paths;
     const auto now = std::chrono::steady_clock::now();
-    const bool refresh_paths = describe_paths_ && session_ && now - paths_published_ >= std::chrono::milliseconds(500);
+    const bool refresh_paths =
+        describe_paths_ && session_ && now - paths_published_ >= std::chrono::milliseconds(500);
     if (refresh_paths) {
         paths = describe_paths_();
         paths_published_ = now;
@@ -283,8 +288,8 @@ void LunIo::begin_write(Op& o) {
         if (err && !x.err) x.err = err;
         if (--x.pending > 0) return;
         if (!x.err)
-            std::memcpy(x.buf.data() + (x.offset - x.first_lba * luns_.at(x.index).block_size),
-                        x.data.data(), x.size);
+            std::memcpy(x.buf.data() + (x.offset - x.first_lba * luns_.at(x.index).block_size), x.data.data(),
+                        x.size);
         write_all(x, x.err);
     };
     for (uint64_t lba : edges) {
@@ -323,27 +328,28 @@ void LunIo::finish(uint64_t id, int err) {
     ops_.erase(it);
     if (err) counters_.errors++;
     switch (op->kind) {
-    case Kind::Read:
-        if (!err) {
-            counters_.reads++;
-            counters_.read_bytes += op->size;
-        }
-        op->read_done(err, err ? std::span<const uint8_t>()
-                               : std::span<const uint8_t>(op->buf).subspan(
-                                     op->offset - op->first_lba * luns_.at(op->index).block_size, op->size));
-        return;
-    case Kind::Write:
-        if (!err) {
-            counters_.writes++;
-            counters_.written_bytes += op->size;
-        }
-        op->done(err);
-        release_writes(*op);
-        return;
-    case Kind::Sync:
-        if (!err) counters_.syncs++;
-        op->done(err);
-        return;
+        case Kind::Read:
+            if (!err) {
+                counters_.reads++;
+                counters_.read_bytes += op->size;
+            }
+            op->read_done(err,
+                          err ? std::span<const uint8_t>()
+                              : std::span<const uint8_t>(op->buf).subspan(
+                                    op->offset - op->first_lba * luns_.at(op->index).block_size, op->size));
+            return;
+        case Kind::Write:
+            if (!err) {
+                counters_.writes++;
+                counters_.written_bytes += op->size;
+            }
+            op->done(err);
+            release_writes(*op);
+            return;
+        case Kind::Sync:
+            if (!err) counters_.syncs++;
+            op->done(err);
+            return;
     }
 }
 

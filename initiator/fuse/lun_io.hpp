@@ -47,10 +47,10 @@ struct LunInfo {
 struct IoCounters {
     uint64_t reads = 0, writes = 0, syncs = 0;
     uint64_t read_bytes = 0, written_bytes = 0;
-    uint64_t rmw = 0;          // writes that needed read-modify-write
+    uint64_t rmw = 0;  // writes that needed read-modify-write
     uint64_t unaligned_reads = 0;
     uint64_t ordered_waits = 0;  // writes that waited for an overlapping one
-    uint64_t errors = 0;       // requests answered with an error
+    uint64_t errors = 0;         // requests answered with an error
     uint64_t max_in_flight = 0;
 };
 
@@ -109,9 +109,9 @@ private:
         uint64_t offset = 0;
         size_t size = 0;
         uint64_t first_lba = 0, end_lba = 0;  // the blocks covered
-        std::vector<uint8_t> buf;   // the covered blocks
-        std::vector<uint8_t> data;  // a write's bytes (unaligned writes)
-        int pending = 0;            // RMW reads outstanding
+        std::vector<uint8_t> buf;             // the covered blocks
+        std::vector<uint8_t> data;            // a write's bytes (unaligned writes)
+        int pending = 0;                      // RMW reads outstanding
         int err = 0;
         ReadDone read_done;
         Done done;

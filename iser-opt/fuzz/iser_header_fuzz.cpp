@@ -27,8 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto again = IserHeader::decode(out, again_error);
         FUZZ_CHECK(again.has_value());
         FUZZ_CHECK(again->opcode == h->opcode);
-        FUZZ_CHECK(again->write_stag_valid == h->write_stag_valid && again->read_stag_valid == h->read_stag_valid);
-        FUZZ_CHECK(!h->write_stag_valid || (again->write_stag == h->write_stag && again->write_va == h->write_va));
+        FUZZ_CHECK(again->write_stag_valid == h->write_stag_valid &&
+                   again->read_stag_valid == h->read_stag_valid);
+        FUZZ_CHECK(!h->write_stag_valid ||
+                   (again->write_stag == h->write_stag && again->write_va == h->write_va));
         FUZZ_CHECK(!h->read_stag_valid || (again->read_stag == h->read_stag && again->read_va == h->read_va));
     }
 

@@ -41,8 +41,7 @@ Settings settings_from(const uint8_t* s) {
     c.limits.max_ahs_length = uint32_t(s[1]) * 4;
     // Small limits most of the time, so lengths from the stream hit them.
     c.limits.max_recv_data_segment_length =
-        (s[0] & 16) ? (uint32_t(s[2]) << 16 | uint32_t(s[3]) << 8 | s[4])
-                    : (uint32_t(s[3]) << 8 | s[4]);
+        (s[0] & 16) ? (uint32_t(s[2]) << 16 | uint32_t(s[3]) << 8 | s[4]) : (uint32_t(s[3]) << 8 | s[4]);
     c.capacity = RxBuffer::min_capacity(c.limits) + (uint32_t(s[5]) << 8 | s[6]) % 16384;
     c.direct_data_threshold = (s[0] & 32) ? (uint32_t(s[7]) << 8 | s[8]) : UINT32_MAX;
     st.repair_digests = s[0] & 64;
@@ -148,8 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < kSettingsBytes) return 0;
     Settings st = settings_from(data);
     std::vector<uint8_t> stream(data + kSettingsBytes, data + size);
-    if (st.repair_digests)
-        repair(stream, st.config.limits.header_digest, st.config.limits.data_digest);
+    if (st.repair_digests) repair(stream, st.config.limits.header_digest, st.config.limits.data_digest);
     data = stream.data();
     size = stream.size();
 

@@ -38,8 +38,7 @@ ibv_qp_init_attr qp_attr(const EndpointConfig& c, ibv_cq* cq) {
     return a;
 }
 
-CmQp make_qp(rdma_cm_id* id, ibv_pd* pd, const EndpointConfig& c, ibv_cq* cq,
-             SendConfig& send_out) {
+CmQp make_qp(rdma_cm_id* id, ibv_pd* pd, const EndpointConfig& c, ibv_cq* cq, SendConfig& send_out) {
     ibv_qp_init_attr a = qp_attr(c, cq);
     CmQp qp(id, pd, a);
     // The provider may round the capabilities: the queues use what it gave.
@@ -51,8 +50,8 @@ CmQp make_qp(rdma_cm_id* id, ibv_pd* pd, const EndpointConfig& c, ibv_cq* cq,
 
 }  // namespace
 
-IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
-                           ConnectionCounters& counters, TokenRelease release)
+IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config, ConnectionCounters& counters,
+                           TokenRelease release)
     : config_(config),
       counters_(counters),
       release_(std::move(release)),
@@ -63,9 +62,9 @@ IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
       qp_(make_qp(id_.get(), pd, config, poller_.cq(), config_.send)),
       send_poster_(qp_.get()),
       recv_poster_(qp_.get()),
-      sq_(config_.send, send_poster_,
-          [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); },
-          counters) {
+      sq_(
+          config_.send, send_poster_,
+          [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); }, counters) {
     if (config.srq) {
         if (config.srq->slot_size() < recv_slot_size(config))
             throw std::invalid_argument("the shared receive queue's slots are smaller than a message");
@@ -148,8 +147,7 @@ bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
     // Some senders pad the data segment to a word; nothing else may follow.
     if (bytes < need || bytes > pad4(need)) {
         char m[160];
-        std::snprintf(m, sizeof m,
-                      "iSER message of %u bytes does not match its PDU (%s, AHS %zu, data %zu)",
+        std::snprintf(m, sizeof m, "iSER message of %u bytes does not match its PDU (%s, AHS %zu, data %zu)",
                       bytes, opcode_name(rx.bhs.opcode_byte()), ahs, dsl);
         fail(m);
         return false;
@@ -200,14 +198,12 @@ bool IserEndpoint::send_pdu_registered(const IserHeader& iser, std::span<const u
     return queue_send(iser, header, {}, &data, token);
 }
 
-bool IserEndpoint::rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
-                              uint64_t token) {
+bool IserEndpoint::rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token) {
     if (failed_ || !sq_.has_room()) return false;
     return sq_.push({WrKind::RdmaWrite, {&local, 1}, remote_va, rkey, token, kNoSlot});
 }
 
-bool IserEndpoint::rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
-                             uint64_t token) {
+bool IserEndpoint::rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token) {
     if (failed_ || !sq_.has_room()) return false;
     if (!sq_.push({WrKind::RdmaRead, {&local, 1}, remote_va, rkey, token, kNoSlot})) return false;
     counters_[Counter::RdmaReads] += 1;

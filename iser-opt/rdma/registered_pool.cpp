@@ -14,8 +14,7 @@ RegisteredPool::RegisteredPool(ibv_pd* pd, size_t slot_size, uint32_t slot_count
     if (slot_size == 0 || slot_count == 0)
         throw std::invalid_argument("registered pool: slot size and count must be positive");
     void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        throw_rdma("registered pool: mmap of " + std::to_string(bytes_) + " bytes");
+    if (m == MAP_FAILED) throw_rdma("registered pool: mmap of " + std::to_string(bytes_) + " bytes");
     base_ = static_cast<uint8_t*>(m);
     mr_.reset(ibv_reg_mr(pd, base_, bytes_, access));
     if (!mr_) {

@@ -87,7 +87,10 @@ int SendQueue::flush() {
         end = first;
         if (bad) {
             for (uint64_t s = first; s < next_; ++s)
-                if (&at(s).wr == bad) { end = s; break; }
+                if (&at(s).wr == bad) {
+                    end = s;
+                    break;
+                }
         }
     }
     for (uint64_t s = first; s < end; ++s)
@@ -147,8 +150,7 @@ void SendQueue::cancel_all(int status) {
     last_signaled_ = completed_;
 }
 
-RecvQueue::RecvQueue(RecvPoster& poster, uint32_t capacity, ConnectionCounters& counters,
-                     bool batch)
+RecvQueue::RecvQueue(RecvPoster& poster, uint32_t capacity, ConnectionCounters& counters, bool batch)
     : poster_(poster), counters_(counters), batch_(batch), wrs_(capacity), sges_(capacity) {
     if (capacity == 0) throw std::invalid_argument("receive queue: capacity must be positive");
 }

@@ -64,7 +64,8 @@ int fs_getattr(const char* path, struct stat* st, fuse_file_info*) {
     return 0;
 }
 
-int fs_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_info*, fuse_readdir_flags) {
+int fs_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_info*,
+               fuse_readdir_flags) {
     if (std::strcmp(path, "/") != 0) return -ENOENT;
     fill(buf, ".", nullptr, 0, fuse_fill_dir_flags(0));
     fill(buf, "..", nullptr, 0, fuse_fill_dir_flags(0));
@@ -100,15 +101,18 @@ int fs_fsync(const char*, int datasync, fuse_file_info*) {
     return (datasync ? ::fdatasync(disk.fd) : ::fsync(disk.fd)) == 0 ? 0 : -errno;
 }
 
-int fs_truncate(const char*, off_t size, fuse_file_info*) { return ::ftruncate(disk.fd, size) == 0 ? 0 : -errno; }
+int fs_truncate(const char*, off_t size, fuse_file_info*) {
+    return ::ftruncate(disk.fd, size) == 0 ? 0 : -errno;
+}
 
 int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
     return ::fallocate(disk.fd, mode, off, len) == 0 ? 0 : -errno;
 }
 
 [[noreturn]] void usage(const std::string& why) {
-    std::fprintf(stderr, "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--block N]\n",
-                 why.c_str());
+    std::fprintf(
+        stderr, "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--block N]\n",
+        why.c_str());
     std::exit(2);
 }
 

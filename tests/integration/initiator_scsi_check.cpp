@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
         // UNIT ATTENTION: the first command after login sees the power-on UA
         // and the helper retries it.
         ScsiOutcome first = s->execute(make_test_unit_ready(lun));
-        check("first TEST UNIT READY reports the login's UNIT ATTENTION", !first.good() &&
-              decode_sense(first.sense).key == kSenseUnitAttention, describe(first));
+        check("first TEST UNIT READY reports the login's UNIT ATTENTION",
+              !first.good() && decode_sense(first.sense).key == kSenseUnitAttention, describe(first));
         test_unit_ready(*s, lun);
         check("TEST UNIT READY", true);
 
@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
         auto has = [&](uint8_t p) { return std::find(pages.begin(), pages.end(), p) != pages.end(); };
         std::string list;
         for (uint8_t p : pages) list += hex(p) + " ";
-        check("VPD 00h lists 00h 80h 83h B0h B2h", has(0) && has(0x80) && has(0x83) && has(0xb0) && has(0xb2), list);
+        check("VPD 00h lists 00h 80h 83h B0h B2h", has(0) && has(0x80) && has(0x83) && has(0xb0) && has(0xb2),
+              list);
 
         std::string serial = unit_serial_number(*s, lun);
         check("VPD 80h: a serial number", !serial.empty(), serial);
@@ -191,7 +192,8 @@ int main(int argc, char** argv) {
         std::vector<uint8_t> ws(256 * bs);
         read16(*s, lun, (3 << 20) / bs, bs, ws);
         bool same = n == 1;
-        for (size_t i = 0; i < 256; ++i) same = same && std::equal(one.begin(), one.end(), ws.begin() + std::ptrdiff_t(i * bs));
+        for (size_t i = 0; i < 256; ++i)
+            same = same && std::equal(one.begin(), one.end(), ws.begin() + std::ptrdiff_t(i * bs));
         check("WRITE SAME(16): 256 blocks read back as the block sent", same);
         check("WRITE SAME(16): the backing file holds it", file_bytes(file, 3 << 20, ws.size()) == ws);
 
@@ -208,7 +210,8 @@ int main(int argc, char** argv) {
             read16(*s, lun, off / bs, bs, back);
             check(what + ": allocated blocks shrink by the range", before >= after + region,
                   std::to_string(before) + " -> " + std::to_string(after) + " bytes");
-            check(what + ": the range reads back as zeros", all_zero(back) && all_zero(file_bytes(file, off, region)));
+            check(what + ": the range reads back as zeros",
+                  all_zero(back) && all_zero(file_bytes(file, off, region)));
         };
         if (thin) {
             fill(8 << 20);
@@ -235,7 +238,8 @@ int main(int argc, char** argv) {
 
             // Data written next to an unmapped range stays.
             read10(*s, lun, (3 << 20) / bs, bs, std::span(r).first(bs));
-            check("blocks outside the unmapped ranges unchanged", std::equal(one.begin(), one.end(), r.begin()));
+            check("blocks outside the unmapped ranges unchanged",
+                  std::equal(one.begin(), one.end(), r.begin()));
             if (mode == "rbio") {
                 // More descriptors than advertised: refused with a decoded sense.
                 std::vector<LbaRange> many(limits.max_unmap_descriptor_count + 1);
@@ -267,7 +271,8 @@ int main(int argc, char** argv) {
         s->lun_reset(lun);
         ScsiOutcome ua = s->execute(make_test_unit_ready(lun));
         check("after LOGICAL UNIT RESET: UNIT ATTENTION asc 29h",
-              decode_sense(ua.sense).key == kSenseUnitAttention && decode_sense(ua.sense).asc == 0x29, describe(ua));
+              decode_sense(ua.sense).key == kSenseUnitAttention && decode_sense(ua.sense).asc == 0x29,
+              describe(ua));
         s->lun_reset(lun);
         read10(*s, lun, (1 << 20) / bs, bs, r);
         check("READ(10) through a pending UNIT ATTENTION: retried, same data", r == a);

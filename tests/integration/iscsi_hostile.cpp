@@ -49,12 +49,12 @@
 // idle and flood print a line containing "holding" once they hold the
 // connection, so a script can start its other work then.
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <linux/sockios.h>
 
 #include <algorithm>
 #include <array>
@@ -206,7 +206,8 @@ public:
     // Reads exactly n bytes; throws on EOF, error or timeout.
     void recv_exact(uint8_t* out, size_t n, Clock::time_point deadline, const std::string& what) {
         while (n > 0) {
-            int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+            int left =
+                int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
             if (left <= 0) throw SetupError("timed out waiting for " + what);
             pollfd p{fd_.get(), POLLIN, 0};
             int rc = ::poll(&p, 1, left);
@@ -231,7 +232,8 @@ public:
         BhsView v(bhs.data());
         Bytes rest(v.ahs_length() + pad4(v.data_segment_length()));
         if (!rest.empty()) recv_exact(rest.data(), rest.size(), deadline, what);
-        Bytes data(rest.begin() + long(v.ahs_length()), rest.begin() + long(v.ahs_length() + v.data_segment_length()));
+        Bytes data(rest.begin() + long(v.ahs_length()),
+                   rest.begin() + long(v.ahs_length() + v.data_segment_length()));
         return {bhs, std::move(data)};
     }
 
@@ -268,8 +270,10 @@ public:
                 BhsView v(pending.data());
                 size_t total = kBhsLength + v.ahs_length() + pad4(v.data_segment_length());
                 if (pending.size() < total) break;
-                if (r.pdus.size() < 8) r.pdus.push_back(describe_pdu(pending.data(), std::span(pending).subspan(kBhsLength + v.ahs_length(),
-                                                                              v.data_segment_length())));
+                if (r.pdus.size() < 8)
+                    r.pdus.push_back(describe_pdu(
+                        pending.data(),
+                        std::span(pending).subspan(kBhsLength + v.ahs_length(), v.data_segment_length())));
                 pending.erase(pending.begin(), pending.begin() + long(total));
             }
         }
@@ -331,7 +335,9 @@ std::map<std::string, std::string> parse_keys(const Bytes& data) {
 Bytes encode(const Bhs& bhs, std::span<const uint8_t> data = {}) {
     Bytes out(encoded_size(bhs.bytes(), data.size(), false, false));
     size_t n = encode_pdu(out, bhs.bytes(), data, false, false);
-    if (n != out.size()) throw SetupError("encode_pdu wrote " + std::to_string(n) + " of " + std::to_string(out.size()) + " bytes");
+    if (n != out.size())
+        throw SetupError("encode_pdu wrote " + std::to_string(n) + " of " + std::to_string(out.size()) +
+                         " bytes");
     return out;
 }
 
@@ -358,9 +364,10 @@ Session login(const Options& o) {
     const uint32_t isid_low = rd();
     const std::string where = "login to 127.0.0.1:" + std::to_string(o.port) + " (" + o.target + ")";
 
-    const std::vector<std::pair<std::string, std::string>> security = {
-        {"InitiatorName", kInitiatorName}, {"SessionType", "Normal"},
-        {"TargetName", o.target},           {"AuthMethod", "None"}};
+    const std::vector<std::pair<std::string, std::string>> security = {{"InitiatorName", kInitiatorName},
+                                                                       {"SessionType", "Normal"},
+                                                                       {"TargetName", o.target},
+                                                                       {"AuthMethod", "None"}};
     const std::vector<std::pair<std::string, std::string>> operational = {
         {"HeaderDigest", "None"},
         {"DataDigest", "None"},
@@ -406,7 +413,8 @@ Session login(const Options& o) {
         if (v.opcode() != Opcode::LoginResponse)
             throw SetupError(where + ": expected a Login-Response, got " + describe_pdu(bhs.data(), rdata));
         if (bhs[36] != 0)
-            throw SetupError(where + ": refused with status class " + hex(bhs[36]) + " detail " + hex(bhs[37]));
+            throw SetupError(where + ": refused with status class " + hex(bhs[36]) + " detail " +
+                             hex(bhs[37]));
         s.exp_stat_sn = v.stat_sn() + 1;
         s.cmd_sn = v.exp_cmd_sn();
         s.max_cmd_sn = v.max_cmd_sn();
@@ -467,8 +475,8 @@ Bhs scsi_command(Session& s, const Options& o, std::span<const uint8_t> cdb, boo
 }
 
 std::array<uint8_t, 10> cdb10(uint8_t op, uint32_t lba, uint16_t blocks) {
-    return {op, 0, uint8_t(lba >> 24), uint8_t(lba >> 16), uint8_t(lba >> 8), uint8_t(lba), 0,
-            uint8_t(blocks >> 8), uint8_t(blocks), 0};
+    return {op,           0, uint8_t(lba >> 24),   uint8_t(lba >> 16), uint8_t(lba >> 8),
+            uint8_t(lba), 0, uint8_t(blocks >> 8), uint8_t(blocks),    0};
 }
 
 Bytes pattern(size_t n) {
@@ -481,8 +489,8 @@ Bytes pattern(size_t n) {
 int report(const Options& o, const std::string& what, const Reaction& r) {
     std::printf("%s: %s: %s\n", o.test_case.c_str(), what.c_str(), r.describe().c_str());
     if (o.expect_close && r.peer == Peer::Open) {
-        std::printf("%s: FAIL: expected the target to close the connection within %d ms\n", o.test_case.c_str(),
-                    o.wait_ms);
+        std::printf("%s: FAIL: expected the target to close the connection within %d ms\n",
+                    o.test_case.c_str(), o.wait_ms);
         return 1;
     }
     return 0;
@@ -521,10 +529,11 @@ int case_random(const Options& o) {
             open_lengths += std::to_string(lengths[i]);
         }
     }
-    std::printf("random: %zu connections, %zu random bytes (seed %llu), %zu cut short by the target; "
-                "after %d ms: %u closed by the target, %u reset, still open: %s\n",
-                conns.size(), sent_bytes, (unsigned long long)o.seed, cut_short, ms_since(t0), closed, reset,
-                open_lengths.empty() ? "none" : ("those that sent " + open_lengths + " bytes").c_str());
+    std::printf(
+        "random: %zu connections, %zu random bytes (seed %llu), %zu cut short by the target; "
+        "after %d ms: %u closed by the target, %u reset, still open: %s\n",
+        conns.size(), sent_bytes, (unsigned long long)o.seed, cut_short, ms_since(t0), closed, reset,
+        open_lengths.empty() ? "none" : ("those that sent " + open_lengths + " bytes").c_str());
     return 0;  // the target cannot tell short junk from a slow sender: no expectation
 }
 
@@ -556,7 +565,8 @@ int case_over_mrdsl(const Options& o) {
     const Bytes data = pattern(dsl);
     s.conn.send_or_throw(encode(b, data), "the over-long WRITE(10)");
     return report(o,
-                  "WRITE(10) with " + std::to_string(dsl) + " bytes of immediate data, target's MaxRecvDataSegmentLength " +
+                  "WRITE(10) with " + std::to_string(dsl) +
+                      " bytes of immediate data, target's MaxRecvDataSegmentLength " +
                       std::to_string(s.target_mrdsl),
                   s.conn.watch(o.wait_ms));
 }
@@ -571,7 +581,8 @@ int case_max_dsl(const Options& o) {
     int e = s.conn.send_all(b.bytes());
     if (e == 0) e = s.conn.send_all(data);
     const std::string sent = e == 0 ? "sent" : errno_text("cut short", e);
-    return report(o, "WRITE(10) with DataSegmentLength 0xffffff, 64 KiB of it " + sent, s.conn.watch(o.wait_ms));
+    return report(o, "WRITE(10) with DataSegmentLength 0xffffff, 64 KiB of it " + sent,
+                  s.conn.watch(o.wait_ms));
 }
 
 int case_truncate(const Options& o, bool reset) {
@@ -586,10 +597,11 @@ int case_truncate(const Options& o, bool reset) {
         Reaction r = s.conn.watch(std::min(o.wait_ms, 300));
         if (reset) s.conn.reset();
         else s.conn.close();
-        std::printf("%s: %zu of %zu bytes of a WRITE(10) PDU (cut inside the %s), then %s; before that the "
-                    "connection was %s\n",
-                    o.test_case.c_str(), cut, pdu.size(), variant == 0 ? "BHS" : "data segment",
-                    reset ? "a TCP reset" : "close", r.describe().c_str());
+        std::printf(
+            "%s: %zu of %zu bytes of a WRITE(10) PDU (cut inside the %s), then %s; before that the "
+            "connection was %s\n",
+            o.test_case.c_str(), cut, pdu.size(), variant == 0 ? "BHS" : "data segment",
+            reset ? "a TCP reset" : "close", r.describe().c_str());
     }
     return 0;
 }
@@ -645,8 +657,9 @@ int case_flood(const Options& o) {
     }
     s.conn.send_or_throw(burst, "the READ(10) burst");
     const auto t0 = Clock::now();
-    std::printf("flood: %u READ(10) of %u KiB sent (the target's window allowed %u), reading nothing; holding\n", n,
-                o.kib, window);
+    std::printf(
+        "flood: %u READ(10) of %u KiB sent (the target's window allowed %u), reading nothing; holding\n", n,
+        o.kib, window);
     std::fflush(stdout);
     hold(o);
     const int unread = s.conn.unread_bytes();
@@ -658,7 +671,8 @@ int case_flood(const Options& o) {
 
 [[noreturn]] void usage(int status) {
     std::fprintf(status ? stderr : stdout,
-                 "usage: iscsi_hostile random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood\n"
+                 "usage: iscsi_hostile "
+                 "random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood\n"
                  "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
                  "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
                  "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N]\n"

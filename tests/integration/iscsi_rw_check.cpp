@@ -131,7 +131,8 @@ int run(iscsi_context* ctx, int lun, uint32_t bs, std::vector<Io>& ios, size_t i
 int main(int argc, char** argv) {
     if (argc < 2) die("usage: iscsi_rw_check URL [--inflight N] [--rounds N] [--seed N] [--max-blocks N]");
     std::string url_s = argv[1];
-    std::string mode = argc > 2 && (std::string(argv[2]) == "--scan" || std::string(argv[2]) == "--fill") ? argv[2] : "";
+    std::string mode =
+        argc > 2 && (std::string(argv[2]) == "--scan" || std::string(argv[2]) == "--fill") ? argv[2] : "";
     size_t inflight = 32;
     unsigned rounds = 4, seed = 1;
     uint32_t max_blocks = 2048;
@@ -158,13 +159,15 @@ int main(int argc, char** argv) {
     const int lun = s.url->lun;
 
     scsi_task* cap = iscsi_readcapacity16_sync(s.ctx, lun);
-    if (!cap || cap->status != SCSI_STATUS_GOOD) die(std::string("READ CAPACITY(16) failed: ") + iscsi_get_error(s.ctx));
+    if (!cap || cap->status != SCSI_STATUS_GOOD)
+        die(std::string("READ CAPACITY(16) failed: ") + iscsi_get_error(s.ctx));
     auto* rc16 = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(cap));
     if (!rc16) die("cannot decode READ CAPACITY(16)");
     const uint32_t bs = rc16->block_length;
     const uint64_t nblocks = rc16->returned_lba + 1;
     scsi_free_scsi_task(cap);
-    if (uint64_t(nblocks) * bs > (1ull << 31)) die("LUN larger than 2 GiB: the shadow copy would not fit; use a smaller LUN");
+    if (uint64_t(nblocks) * bs > (1ull << 31))
+        die("LUN larger than 2 GiB: the shadow copy would not fit; use a smaller LUN");
     std::printf("LUN: %llu blocks of %u bytes, %zu in flight, %u rounds\n", (unsigned long long)nblocks, bs,
                 inflight, rounds);
 
@@ -208,13 +211,14 @@ int main(int argc, char** argv) {
             uint32_t n = std::min<uint32_t>(sizes[rng() % std::size(sizes)], max_blocks);
             uint64_t lba;
             switch (k % 4) {
-                case 0: lba = rng() % (nblocks - n + 1); break;                  // anywhere
-                case 1: lba = (rng() % (nblocks / 8 - n / 8 - 1)) * 8; break;    // 4 KiB aligned
-                case 2: lba = (rng() % (nblocks / 8 - n / 8 - 1)) * 8 + 1; break; // just off
-                default: lba = nblocks - n - (rng() % 4); break;                 // near the end
+                case 0: lba = rng() % (nblocks - n + 1); break;                    // anywhere
+                case 1: lba = (rng() % (nblocks / 8 - n / 8 - 1)) * 8; break;      // 4 KiB aligned
+                case 2: lba = (rng() % (nblocks / 8 - n / 8 - 1)) * 8 + 1; break;  // just off
+                default: lba = nblocks - n - (rng() % 4); break;                   // near the end
             }
             if (lba + n > nblocks) continue;
-            if (std::any_of(taken.begin() + long(lba), taken.begin() + long(lba + n), [](char c) { return c; }))
+            if (std::any_of(taken.begin() + long(lba), taken.begin() + long(lba + n),
+                            [](char c) { return c; }))
                 continue;
             std::fill(taken.begin() + long(lba), taken.begin() + long(lba + n), 1);
             Io io(lba, n, true, std::vector<unsigned char>(size_t(n) * bs));
@@ -226,7 +230,8 @@ int main(int argc, char** argv) {
         uint64_t base = (rng() % (nblocks / 2)) & ~uint64_t(7);
         for (uint32_t j = 0; j < 32 && base + (j + 1) * 8 <= nblocks; ++j) {
             uint64_t lba = base + j * 8;
-            if (std::any_of(taken.begin() + long(lba), taken.begin() + long(lba + 8), [](char c) { return c; }))
+            if (std::any_of(taken.begin() + long(lba), taken.begin() + long(lba + 8),
+                            [](char c) { return c; }))
                 continue;
             std::fill(taken.begin() + long(lba), taken.begin() + long(lba + 8), 1);
             Io io(lba, 8, true, std::vector<unsigned char>(8 * bs));
@@ -240,7 +245,8 @@ int main(int argc, char** argv) {
         // unwritten blocks.
         std::vector<Io> reads;
         reads.reserve(writes.size());
-        for (auto& w : writes) reads.emplace_back(w.lba, w.blocks, false, std::vector<unsigned char>(w.data.size()));
+        for (auto& w : writes)
+            reads.emplace_back(w.lba, w.blocks, false, std::vector<unsigned char>(w.data.size()));
         for (int k = 0; k < 200; ++k) {
             uint32_t n = std::min<uint32_t>(sizes[rng() % std::size(sizes)], max_blocks);
             uint64_t lba = rng() % (nblocks - n + 1);
@@ -254,13 +260,13 @@ int main(int argc, char** argv) {
                 size_t i = 0;
                 while (rd.data[i] == shadow[rd.lba * bs + i]) ++i;
                 if (failures++ < 5)
-                    std::fprintf(stderr, "mismatch: read of %u blocks at LBA %llu differs at byte %zu (LBA %llu)\n",
-                                 rd.blocks, (unsigned long long)rd.lba, i,
-                                 (unsigned long long)rd.lba + i / bs);
+                    std::fprintf(
+                        stderr, "mismatch: read of %u blocks at LBA %llu differs at byte %zu (LBA %llu)\n",
+                        rd.blocks, (unsigned long long)rd.lba, i, (unsigned long long)rd.lba + i / bs);
             }
         }
-        std::printf("round %u: %zu writes, %zu reads, %d failures so far\n", r + 1, writes.size(), reads.size(),
-                    failures);
+        std::printf("round %u: %zu writes, %zu reads, %d failures so far\n", r + 1, writes.size(),
+                    reads.size(), failures);
     }
     std::printf("%llu bytes compared, %d failures\n", (unsigned long long)bytes_checked, failures);
     return failures ? 1 : 0;

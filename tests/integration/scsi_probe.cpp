@@ -73,7 +73,8 @@ struct Result {
 Result run(Session& s, std::vector<unsigned char> cdb, int dir, std::vector<unsigned char> out = {},
            int in_len = 0) {
     Result r;
-    scsi_task* t = scsi_create_task(int(cdb.size()), cdb.data(), dir, dir == SCSI_XFER_WRITE ? int(out.size()) : in_len);
+    scsi_task* t =
+        scsi_create_task(int(cdb.size()), cdb.data(), dir, dir == SCSI_XFER_WRITE ? int(out.size()) : in_len);
     if (!t) die("cannot create a SCSI task");
     iscsi_data d{out.size(), out.data()};
     scsi_task* done = iscsi_scsi_command_sync(s.ctx, s.lun, t, dir == SCSI_XFER_WRITE ? &d : nullptr);
@@ -129,7 +130,8 @@ constexpr uint32_t block = 512;
 std::vector<unsigned char> pattern(uint64_t lba, uint32_t seed) {
     std::vector<unsigned char> b(block);
     for (uint32_t i = 0; i < block; i += 16)
-        std::snprintf(reinterpret_cast<char*>(&b[i]), 16, "%08llx%07x", (unsigned long long)lba, seed & 0xfffffff);
+        std::snprintf(reinterpret_cast<char*>(&b[i]), 16, "%08llx%07x", (unsigned long long)lba,
+                      seed & 0xfffffff);
     return b;
 }
 
@@ -152,7 +154,8 @@ bool verify_block(Session& s, uint64_t lba, uint32_t seed) {
         return false;
     }
     if (r.data != pattern(lba, seed)) {
-        std::fprintf(stderr, "LBA %llu does not hold what was written (seed %u)\n", (unsigned long long)lba, seed);
+        std::fprintf(stderr, "LBA %llu does not hold what was written (seed %u)\n", (unsigned long long)lba,
+                     seed);
         return false;
     }
     return true;
@@ -184,9 +187,10 @@ int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
     for (uint64_t i = 0; i < count; ++i) {
         p[i].lba = lba + i;
         data[i] = pattern(lba + i, 2);
-        scsi_task* t = write ? iscsi_write16_task(s.ctx, s.lun, lba + i, data[i].data(), block, block, 0, 0, 0, 0, 0,
-                                                  on_pending, &p[i])
-                             : iscsi_read16_task(s.ctx, s.lun, lba + i, block, block, 0, 0, 0, 0, 0, on_pending, &p[i]);
+        scsi_task* t =
+            write ? iscsi_write16_task(s.ctx, s.lun, lba + i, data[i].data(), block, block, 0, 0, 0, 0, 0,
+                                       on_pending, &p[i])
+                  : iscsi_read16_task(s.ctx, s.lun, lba + i, block, block, 0, 0, 0, 0, 0, on_pending, &p[i]);
         if (!t) die(std::string("cannot queue a command: ") + iscsi_get_error(s.ctx));
     }
     for (;;) {
@@ -195,7 +199,8 @@ int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
         if (all) break;
         pollfd pfd{iscsi_get_fd(s.ctx), short(iscsi_which_events(s.ctx)), 0};
         if (::poll(&pfd, 1, 15000) <= 0) die("no answer within 15 s", 1);
-        if (iscsi_service(s.ctx, pfd.revents) < 0) die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
+        if (iscsi_service(s.ctx, pfd.revents) < 0)
+            die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
     }
     for (const auto& x : p) std::printf("%llu %s\n", (unsigned long long)x.lba, describe(x.result).c_str());
     return 0;
@@ -211,7 +216,9 @@ unsigned long number(const char* s, int base = 10) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 3) die("usage: scsi_probe URL inquiry|serial|designators|rtpg|cdb|wait-ua|write-log|verify-log|write|verify ...");
+    if (argc < 3)
+        die("usage: scsi_probe URL "
+            "inquiry|serial|designators|rtpg|cdb|wait-ua|write-log|verify-log|write|verify ...");
     const std::string what = argv[2];
     Session s;
     s.ctx = iscsi_create_context("iqn.2026-11.io.rbio:scsi-probe");
@@ -234,13 +241,15 @@ int main(int argc, char** argv) {
     const char* tmo = std::getenv("SCSI_PROBE_TIMEOUT");
     iscsi_set_timeout(s.ctx, tmo && std::atoi(tmo) > 0 ? std::atoi(tmo) : 15);
     const std::vector<unsigned char> tur(6, 0);
-    for (int i = 0; i < 16 && run(s, tur, SCSI_XFER_NONE).key == SCSI_SENSE_UNIT_ATTENTION; ++i) {}
+    for (int i = 0; i < 16 && run(s, tur, SCSI_XFER_NONE).key == SCSI_SENSE_UNIT_ATTENTION; ++i) {
+    }
 
     if (what == "inquiry") {
         Result r = inquiry(s, false, 0);
         must_be_good(r, "INQUIRY");
         if (r.data.size() < 36) die("short INQUIRY data", 1);
-        std::printf("tpgs=%u vendor=%.8s product=%.16s\n", unsigned((r.data[5] >> 4) & 3), &r.data[8], &r.data[16]);
+        std::printf("tpgs=%u vendor=%.8s product=%.16s\n", unsigned((r.data[5] >> 4) & 3), &r.data[8],
+                    &r.data[16]);
     } else if (what == "serial") {
         Result r = inquiry(s, true, 0x80);
         must_be_good(r, "INQUIRY VPD 0x80");
@@ -262,23 +271,39 @@ int main(int argc, char** argv) {
         }
     } else if (what == "rtpg") {
         const bool ext = argc > 3 && std::string(argv[3]) == "--extended";
-        Result r = run(s, {0xa3, uint8_t(0x0a | (ext ? 0x20 : 0)), 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}, SCSI_XFER_READ, {}, 4096);
+        Result r = run(s, {0xa3, uint8_t(0x0a | (ext ? 0x20 : 0)), 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0},
+                       SCSI_XFER_READ, {}, 4096);
         must_be_good(r, "REPORT TARGET PORT GROUPS");
         if (r.data.size() < 4) die("short RTPG data", 1);
         size_t len = 4 + ((size_t(r.data[0]) << 24) | (r.data[1] << 16) | (r.data[2] << 8) | r.data[3]);
         size_t p = 4;
         if (ext) {
-            if (r.data.size() < 8 || (r.data[4] & 0x70) != 0x10) die("no extended header in the RTPG data", 1);
+            if (r.data.size() < 8 || (r.data[4] & 0x70) != 0x10)
+                die("no extended header in the RTPG data", 1);
             std::printf("transition_time=%u\n", unsigned(r.data[5]));
             p = 8;
         }
         if (len > r.data.size()) die("RTPG data longer than returned", 1);
-        static const char* names[16] = {"active/optimized", "active/non-optimized", "standby", "unavailable",
-                                        "lba-dependent", "5", "6", "7", "8", "9", "a", "b", "c", "d", "offline",
+        static const char* names[16] = {"active/optimized",
+                                        "active/non-optimized",
+                                        "standby",
+                                        "unavailable",
+                                        "lba-dependent",
+                                        "5",
+                                        "6",
+                                        "7",
+                                        "8",
+                                        "9",
+                                        "a",
+                                        "b",
+                                        "c",
+                                        "d",
+                                        "offline",
                                         "transitioning"};
         while (p + 8 <= len) {
             unsigned ports = r.data[p + 7];
-            std::printf("group %u %s ports", unsigned((r.data[p + 2] << 8) | r.data[p + 3]), names[r.data[p] & 0xf]);
+            std::printf("group %u %s ports", unsigned((r.data[p + 2] << 8) | r.data[p + 3]),
+                        names[r.data[p] & 0xf]);
             for (unsigned i = 0; i < ports && p + 8 + 4 * i + 4 <= len; ++i)
                 std::printf(" %u", unsigned((r.data[p + 8 + 4 * i + 2] << 8) | r.data[p + 8 + 4 * i + 3]));
             std::printf("\n");
@@ -344,7 +369,8 @@ int main(int argc, char** argv) {
         for (uint64_t b = lba; b < lba + count; ++b) {
             if (what == "write") {
                 Result r = write_block(s, b, seed);
-                if (r.status != SCSI_STATUS_GOOD) die("write of LBA " + std::to_string(b) + ": " + describe(r), 1);
+                if (r.status != SCSI_STATUS_GOOD)
+                    die("write of LBA " + std::to_string(b) + ": " + describe(r), 1);
             } else if (!verify_block(s, b, seed)) {
                 return 1;
             }

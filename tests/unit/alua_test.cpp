@@ -1,16 +1,16 @@
 // ALUA: the groups file, which commands each state lets through (SPC-4
 // 5.16.2.4), REPORT TARGET PORT GROUPS and VPD 0x83 bytes (SPC-4 6.37,
 // 7.8.6), the settings, and a gateway re-reading its groups file.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include "rbio/bs/alua.h"
@@ -53,8 +53,18 @@ struct TempDir {
 };
 
 std::array<uint8_t, 12> rtpg_cdb(uint8_t format, uint32_t alloc) {
-    return {0xa3, uint8_t(0x0a | format << 5), 0, 0, 0, 0, uint8_t(alloc >> 24), uint8_t(alloc >> 16),
-            uint8_t(alloc >> 8), uint8_t(alloc), 0, 0};
+    return {0xa3,
+            uint8_t(0x0a | format << 5),
+            0,
+            0,
+            0,
+            0,
+            uint8_t(alloc >> 24),
+            uint8_t(alloc >> 16),
+            uint8_t(alloc >> 8),
+            uint8_t(alloc),
+            0,
+            0};
 }
 
 TEST(AluaGroups, ParsesEveryStateSortedById) {
@@ -139,7 +149,8 @@ TEST(AluaAccess, StandbyRefusesIoWithNotReady040B) {
 }
 
 TEST(AluaAccess, UnavailableAndTransitioningAnswerOnlyWhereTheHostIs) {
-    for (auto [state, asc] : {std::pair{State::unavailable, 0x040c}, std::pair{State::transitioning, 0x040a}}) {
+    for (auto [state, asc] :
+         {std::pair{State::unavailable, 0x040c}, std::pair{State::transitioning, 0x040a}}) {
         for (uint8_t op : {0x00, 0x28, 0x2a, 0x1a, 0x35}) {
             auto r = check_access(state, std::array<uint8_t, 1>{op});
             ASSERT_TRUE(r) << int(op);
@@ -160,9 +171,9 @@ TEST(AluaRtpg, LengthOnlyFormatListsEachGroupWithItsPort) {
     ASSERT_TRUE(n);
     ASSERT_EQ(*n, 4u + 2 * 12);
     const std::vector<uint8_t> want = {
-        0, 0, 0, 24,                                             // RETURN DATA LENGTH
-        0x00, 0x8f, 0, 1, 0, 0x00, 0, 1, 0, 0, 0, 1,              // group 1 active/optimized, port 1
-        0x02, 0x8f, 0, 2, 0, 0x00, 0, 1, 0, 0, 0, 2,              // group 2 standby, port 2
+        0,    0,    0, 24,                             // RETURN DATA LENGTH
+        0x00, 0x8f, 0, 1,  0, 0x00, 0, 1, 0, 0, 0, 1,  // group 1 active/optimized, port 1
+        0x02, 0x8f, 0, 2,  0, 0x00, 0, 1, 0, 0, 0, 2,  // group 2 standby, port 2
     };
     EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + long(*n)), want);
 }
@@ -174,8 +185,9 @@ TEST(AluaRtpg, ExtendedHeaderAndImplicitChangeStatus) {
     auto n = report_target_port_groups(t, cdb, true, out);
     ASSERT_TRUE(n);
     ASSERT_EQ(*n, 8u + 12);
-    const std::vector<uint8_t> want = {0, 0, 0, 16, 0x10, implicit_transition_seconds, 0, 0,
-                                       0x0f, 0x8f, 0x12, 0x34, 0, 0x02, 0, 1, 0, 0, 0x12, 0x34};
+    const std::vector<uint8_t> want = {
+        0, 0, 0, 16,   0x10, implicit_transition_seconds, 0, 0, 0x0f, 0x8f, 0x12, 0x34, 0, 0x02, 0,
+        1, 0, 0, 0x12, 0x34};
     EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + long(*n)), want);
 }
 
@@ -238,7 +250,9 @@ TEST(AluaSettings, BadValuesNameTheirSource) {
     EXPECT_EQ(error_of(), conf + ":1: port_group: '70000' is not a port group from 1 to 65535 (0: no ALUA)");
     ::setenv("RBIO_CONFIG", d.file("ok.conf", "").c_str(), 1);
     ::setenv("RBIO_PORT_GROUP", "two", 1);
-    EXPECT_EQ(error_of(), "environment RBIO_PORT_GROUP: port_group: 'two' is not a port group from 1 to 65535 (0: no ALUA)");
+    EXPECT_EQ(
+        error_of(),
+        "environment RBIO_PORT_GROUP: port_group: 'two' is not a port group from 1 to 65535 (0: no ALUA)");
     ::unsetenv("RBIO_PORT_GROUP");
     ::setenv("RBIO_ALUA_GROUPS", "/etc/rbio/groups", 1);
     EXPECT_NE(error_of().find("alua_groups_file is set but port_group is not"), std::string::npos);
@@ -250,7 +264,8 @@ TEST(AluaSettings, BadValuesNameTheirSource) {
 TEST(AluaSettings, TheTransportSettingsAcceptAluaKeys) {
     Env env;
     TempDir d;
-    ::setenv("RBIO_CONFIG", d.file("t.conf", "port_group = 2\nalua_groups_file = /x\ncoalesce = off\n").c_str(), 1);
+    ::setenv("RBIO_CONFIG",
+             d.file("t.conf", "port_group = 2\nalua_groups_file = /x\ncoalesce = off\n").c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
     ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;

@@ -162,7 +162,8 @@ TEST_F(DmLogTest, AWriteOutsideTheImageIsRefused) {
 }
 
 TEST_F(DmLogTest, MalformedLogsAreRefusedWithTheReason) {
-    EXPECT_NE(error_of(LogBuilder().entry(0, 1, 0).build(0x1234)).find("not a dm-log-writes log"), std::string::npos);
+    EXPECT_NE(error_of(LogBuilder().entry(0, 1, 0).build(0x1234)).find("not a dm-log-writes log"),
+              std::string::npos);
     EXPECT_NE(error_of(LogBuilder().entry(0, 1, 0).build(kLogMagic, 1000)).find("claims 1000 entries"),
               std::string::npos);
     EXPECT_NE(error_of(LogBuilder().entry(0, 1, 1u << 9).build()).find("unknown flags"), std::string::npos);

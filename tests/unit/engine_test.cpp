@@ -97,8 +97,8 @@ protected:
 
     // Queues one command the way the glue would after tgt's SBC layer set
     // offset and transfer length.
-    void submit(const Cdb& cdb, uint64_t lba, uint64_t blocks, uint8_t* in, uint32_t in_len,
-                uint8_t* out, uint32_t out_len, bool wce = true) {
+    void submit(const Cdb& cdb, uint64_t lba, uint64_t blocks, uint8_t* in, uint32_t in_len, uint8_t* out,
+                uint32_t out_len, bool wce = true) {
         auto keep = std::make_unique<Cdb>(cdb);
         rbio_bs_cmd c{};
         c.cmd = reinterpret_cast<void*>(uintptr_t(++next_id_));
@@ -121,7 +121,8 @@ protected:
         submit(cdb10(kRead10, uint32_t(lba), uint16_t(blocks)), lba, blocks, buf, blocks * kBs, nullptr, 0);
     }
     void write(uint64_t lba, uint8_t* buf, uint32_t blocks, uint8_t flags = 0) {
-        submit(cdb10(kWrite10, uint32_t(lba), uint16_t(blocks), flags), lba, blocks, nullptr, 0, buf, blocks * kBs);
+        submit(cdb10(kWrite10, uint32_t(lba), uint16_t(blocks), flags), lba, blocks, nullptr, 0, buf,
+               blocks * kBs);
     }
 
     // Ends the event-loop pass, then serves eventfd wake-ups until `n`
@@ -153,7 +154,8 @@ protected:
         return v;
     }
     void all_good() {
-        for (auto& d : done_) EXPECT_EQ(d.r.status, kGood) << "cmd " << d.cmd << " asc " << std::hex << d.r.asc;
+        for (auto& d : done_)
+            EXPECT_EQ(d.r.status, kGood) << "cmd " << d.cmd << " asc " << std::hex << d.r.asc;
     }
 
     struct Done {
@@ -291,11 +293,11 @@ TEST_F(EngineTest, CoalescingStopsAtDirectionFuaAndSizeLimit) {
     make(o);
     std::vector<uint8_t> a(4096), b(4096), c(4096), d(4096);
     write(0, a.data(), 8);
-    write(8, b.data(), 8);           // merges with a (8 KiB total)
-    write(16, c.data(), 8);          // over the 8 KiB limit
-    write(24, d.data(), 8, 0x08);    // FUA: never rides with non-FUA
+    write(8, b.data(), 8);         // merges with a (8 KiB total)
+    write(16, c.data(), 8);        // over the 8 KiB limit
+    write(24, d.data(), 8, 0x08);  // FUA: never rides with non-FUA
     std::vector<uint8_t> r(4096);
-    read(32, r.data(), 8);           // other direction
+    read(32, r.data(), 8);  // other direction
     complete_all(5);
     all_good();
     EXPECT_EQ(engine_->counters().ios, 4u);
@@ -446,7 +448,8 @@ TEST_F(EngineTest, UnmapPunchesHolesThatReadAsZeros) {
     EXPECT_TRUE(is_hole(path_, 1024 * kBs, 512 * kBs));
     EXPECT_FALSE(is_hole(path_, 256 * kBs, 768 * kBs));
     EXPECT_EQ(file_bytes(0, 4096), std::vector<uint8_t>(4096, 0));
-    EXPECT_EQ(file_bytes(300 * kBs, 4096), std::vector<uint8_t>(data.begin() + 300 * kBs, data.begin() + 300 * kBs + 4096));
+    EXPECT_EQ(file_bytes(300 * kBs, 4096),
+              std::vector<uint8_t>(data.begin() + 300 * kBs, data.begin() + 300 * kBs + 4096));
 }
 
 TEST_F(EngineTest, UnmapBeyondTheEndIsRefusedBeforeAnythingIsPunched) {
@@ -493,7 +496,8 @@ TEST_F(EngineTest, WriteSameUnmapPunchesWhateverTheData) {
     all_good();
     EXPECT_TRUE(is_hole(path_, 0, 512 * kBs));
     EXPECT_EQ(file_bytes(1024 * kBs, 8 * kBs), std::vector<uint8_t>(8 * kBs, 0));
-    EXPECT_EQ(file_bytes(1032 * kBs, kBs), std::vector<uint8_t>(data.begin() + 1032 * kBs, data.begin() + 1033 * kBs));
+    EXPECT_EQ(file_bytes(1032 * kBs, kBs),
+              std::vector<uint8_t>(data.begin() + 1032 * kBs, data.begin() + 1033 * kBs));
 }
 
 TEST_F(EngineTest, WriteSameUnmapWritesWhenNotThin) {
@@ -674,7 +678,8 @@ TEST_F(EngineTest, EventFdStaysReadableUntilOnEventResetsIt) {
     EXPECT_TRUE(done_.empty());
     engine_->on_event();
     ASSERT_EQ(done_.size(), 1u);
-    EXPECT_FALSE(event_readable(0)) << "on_event() left the eventfd readable: a level-triggered watch would spin";
+    EXPECT_FALSE(event_readable(0))
+        << "on_event() left the eventfd readable: a level-triggered watch would spin";
     // A completion posted after the reset makes it readable again.
     write(128, b.data(), 64);
     engine_->flush();
@@ -714,7 +719,7 @@ TEST_F(EngineTest, InlineIoServesSmallRequestsWithoutTheRing) {
     for (uint32_t i = 0; i < 8; ++i) bufs.push_back(pattern(4096, 200 + i));
     for (uint32_t i = 0; i < 8; ++i) write(i * 8, bufs[i].data(), 8);  // one coalesced pwritev
     auto big = pattern(128 * 1024, 300);
-    write(4096, big.data(), 256);                                      // over the limit: io_uring
+    write(4096, big.data(), 256);  // over the limit: io_uring
     complete_all(9);
     all_good();
     EXPECT_EQ(engine_->counters().inline_ios, 1u);
@@ -786,30 +791,31 @@ TEST_F(EngineTest, EveryWriteToAFullFileSystemCompletesThroughTheEventfd) {
     std::string mnt = dir_ + "/small";
     ASSERT_EQ(::mkdir(mnt.c_str(), 0700), 0);
     auto scenario = [&] {
-            if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-                ::mount("rbio-unit", mnt.c_str(), "tmpfs", 0, "size=4m") != 0)
-                ::_exit(10);
-            path_ = mnt + "/thin.img";
-            int fd = ::open(path_.c_str(), O_CREAT | O_RDWR, 0600);
-            if (fd < 0 || ::ftruncate(fd, off_t(kSize)) != 0) ::_exit(11);
-            ::close(fd);
-            Options o;
-            o.inline_io = Options::Inline::Off;
-            make(o);
-            // As tgtd delivers them over TCP: one 1 MiB write per pass.
-            std::vector<std::vector<uint8_t>> bufs(16, pattern(1 << 20, 77));
-            for (uint32_t i = 0; i < 16; ++i) {
-                write(i * 2048, bufs[i].data(), 2048);
-                engine_->flush();
-            }
-            while (done_.size() < 16) {
-                if (!event_readable(5000)) ::_exit(12);  // a command hung
-                engine_->on_event();
-            }
-            int nospace = 0;
-            for (auto& d : done_)
-                if (d.r.sense_key == kDataProtect && d.r.asc == kAscSpaceAllocationFailedWriteProtect) ++nospace;
-            ::_exit(nospace > 0 ? 0 : 14);
+        if (::unshare(CLONE_NEWNS) != 0 ||
+            ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("rbio-unit", mnt.c_str(), "tmpfs", 0, "size=4m") != 0)
+            ::_exit(10);
+        path_ = mnt + "/thin.img";
+        int fd = ::open(path_.c_str(), O_CREAT | O_RDWR, 0600);
+        if (fd < 0 || ::ftruncate(fd, off_t(kSize)) != 0) ::_exit(11);
+        ::close(fd);
+        Options o;
+        o.inline_io = Options::Inline::Off;
+        make(o);
+        // As tgtd delivers them over TCP: one 1 MiB write per pass.
+        std::vector<std::vector<uint8_t>> bufs(16, pattern(1 << 20, 77));
+        for (uint32_t i = 0; i < 16; ++i) {
+            write(i * 2048, bufs[i].data(), 2048);
+            engine_->flush();
+        }
+        while (done_.size() < 16) {
+            if (!event_readable(5000)) ::_exit(12);  // a command hung
+            engine_->on_event();
+        }
+        int nospace = 0;
+        for (auto& d : done_)
+            if (d.r.sense_key == kDataProtect && d.r.asc == kAscSpaceAllocationFailedWriteProtect) ++nospace;
+        ::_exit(nospace > 0 ? 0 : 14);
     };
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     EXPECT_EXIT(scenario(), ::testing::ExitedWithCode(0), "");

@@ -22,8 +22,7 @@ TEST(InitiatorChap, Md5ResponseVectors) {
               "0xa83701debd260d87e2eb67083314c2a7");
     std::string s2 = "secret";
     std::vector<uint8_t> c2 = {1, 2, 3, 4, 5};
-    EXPECT_EQ(encode_hex_value(chap_md5_response(0, bytes_of(s2), c2)),
-              "0x2f405eb9c21089ded1f07d717ba4f01c");
+    EXPECT_EQ(encode_hex_value(chap_md5_response(0, bytes_of(s2), c2)), "0x2f405eb9c21089ded1f07d717ba4f01c");
 }
 
 TEST(InitiatorChap, ChallengeAsTheTargetSendsIt) {

@@ -74,11 +74,20 @@ TEST(InitiatorNegotiation, ExchangeWithTgtLikeAnswers) {
     o.header_digest = DigestPolicy::Accept;
     Negotiation n(o, false);
     KeyValues replies;
-    n.apply({{"HeaderDigest", "CRC32C"}, {"DataDigest", "None"}, {"MaxRecvDataSegmentLength", "8192"},
-             {"MaxBurstLength", "262144"}, {"FirstBurstLength", "65536"}, {"ImmediateData", "Yes"},
-             {"InitialR2T", "Yes"}, {"MaxOutstandingR2T", "1"}, {"DataPDUInOrder", "Yes"},
-             {"DataSequenceInOrder", "Yes"}, {"ErrorRecoveryLevel", "0"}, {"MaxConnections", "1"},
-             {"TargetAlias", "x"}, {"X-vendor-key", "1"}},
+    n.apply({{"HeaderDigest", "CRC32C"},
+             {"DataDigest", "None"},
+             {"MaxRecvDataSegmentLength", "8192"},
+             {"MaxBurstLength", "262144"},
+             {"FirstBurstLength", "65536"},
+             {"ImmediateData", "Yes"},
+             {"InitialR2T", "Yes"},
+             {"MaxOutstandingR2T", "1"},
+             {"DataPDUInOrder", "Yes"},
+             {"DataSequenceInOrder", "Yes"},
+             {"ErrorRecoveryLevel", "0"},
+             {"MaxConnections", "1"},
+             {"TargetAlias", "x"},
+             {"X-vendor-key", "1"}},
             replies);
     const NegotiatedParams& p = n.finish();
     EXPECT_TRUE(p.header_digest);
@@ -118,9 +127,13 @@ TEST(InitiatorNegotiation, IserKeys) {  // RFC 7145 §6.3
     {  // tgt-like answers: the iSER lengths replace MaxRecvDataSegmentLength
         Negotiation n(o, false);
         KeyValues replies;
-        n.apply({{"RDMAExtensions", "Yes"}, {"HeaderDigest", "None"}, {"DataDigest", "None"},
-                 {"TargetRecvDataSegmentLength", "4096"}, {"InitiatorRecvDataSegmentLength", "8192"},
-                 {"MaxRecvDataSegmentLength", "262144"}, {"MaxOutstandingUnexpectedPDUs", "0"}},
+        n.apply({{"RDMAExtensions", "Yes"},
+                 {"HeaderDigest", "None"},
+                 {"DataDigest", "None"},
+                 {"TargetRecvDataSegmentLength", "4096"},
+                 {"InitiatorRecvDataSegmentLength", "8192"},
+                 {"MaxRecvDataSegmentLength", "262144"},
+                 {"MaxOutstandingUnexpectedPDUs", "0"}},
                 replies);
         const NegotiatedParams& p = n.finish();
         EXPECT_TRUE(p.rdma_extensions);
@@ -157,7 +170,9 @@ TEST(InitiatorNegotiation, IserKeys) {  // RFC 7145 §6.3
 TEST(InitiatorNegotiation, BadAnswersEndTheLogin) {
     LoginOffer o;
     KeyValues replies;
-    EXPECT_TRUE(throws_protocol([&] { Negotiation(o, false).apply({{"ErrorRecoveryLevel", "1"}}, replies); }));
+    EXPECT_TRUE(throws_protocol([&] {
+        Negotiation(o, false).apply({{"ErrorRecoveryLevel", "1"}}, replies);
+    }));
     EXPECT_TRUE(throws_protocol([&] { Negotiation(o, false).apply({{"MaxConnections", "2"}}, replies); }));
     EXPECT_TRUE(throws_protocol([&] {
         Negotiation(o, false).apply({{"ImmediateData", "Yes"}, {"ImmediateData", "No"}}, replies);

@@ -55,7 +55,8 @@ TEST(InitiatorScsiCdb, InquiryVpd) {
 TEST(InitiatorScsiCdb, WriteSame16) {
     std::vector<uint8_t> block(4096);
     ScsiCommand c = make_write_same16(2, 0x0102030405060708ull, 0x0a0b0c0d, false, block);
-    EXPECT_EQ(cdb_of(c), (std::vector<uint8_t>{0x93, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0}));
+    EXPECT_EQ(cdb_of(c),
+              (std::vector<uint8_t>{0x93, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0}));
     EXPECT_EQ(c.direction, DataDirection::Write);
     EXPECT_EQ(c.buffer.size(), 4096u);
     ScsiCommand u = make_write_same16(2, 16, 32, true, block);
@@ -67,9 +68,10 @@ TEST(InitiatorScsiCdb, WriteSame16) {
 TEST(InitiatorScsiCdb, Unmap) {
     std::vector<LbaRange> ranges = {{0x1122334455667788ull, 0x99aabbcc}, {8, 16}};
     std::vector<uint8_t> p = unmap_parameter_list(ranges);
-    std::vector<uint8_t> want = {0x00, 0x26, 0x00, 0x20, 0, 0, 0, 0,
-                                 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0, 0, 0, 0,
-                                 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 16, 0, 0, 0, 0};
+    std::vector<uint8_t> want = {0x00, 0x26, 0x00, 0x20, 0,    0,    0,    0,    0x11, 0x22,
+                                 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc,
+                                 0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+                                 0,    8,    0,    0,    0,    16,   0,    0,    0,    0};
     EXPECT_EQ(p, want);
     ScsiCommand c = make_unmap(4, p);
     EXPECT_EQ(cdb_of(c), (std::vector<uint8_t>{0x42, 0, 0, 0, 0, 0, 0, 0x00, 0x28, 0}));
@@ -161,16 +163,16 @@ TEST(InitiatorScsiVpd, BlockLimits) {
     std::vector<uint8_t> page(64, 0);
     page[1] = 0xb0;
     page[3] = 0x3c;
-    page[4] = 0x01;                                                   // WSNZ
-    page[5] = 0x10;                                                   // max COMPARE AND WRITE
-    page[6] = 0x00, page[7] = 0x08;                                   // optimal granularity
-    page[8] = 0x00, page[9] = 0x00, page[10] = 0x40, page[11] = 0x00; // max transfer 16384
-    page[12] = 0x00, page[13] = 0x00, page[14] = 0x04, page[15] = 0x00; // optimal 1024
-    page[20] = 0x00, page[21] = 0x40, page[22] = 0x00, page[23] = 0x00; // max unmap LBAs 0x400000
-    page[24] = 0x00, page[25] = 0x00, page[26] = 0x01, page[27] = 0x00; // 256 descriptors
-    page[28] = 0x00, page[29] = 0x00, page[30] = 0x00, page[31] = 0x08; // granularity 8
-    page[32] = 0x80, page[33] = 0x00, page[34] = 0x00, page[35] = 0x02; // UGAVALID, alignment 2
-    page[42] = 0x12, page[43] = 0x34;                                 // max WRITE SAME 0x1234
+    page[4] = 0x01;                                                      // WSNZ
+    page[5] = 0x10;                                                      // max COMPARE AND WRITE
+    page[6] = 0x00, page[7] = 0x08;                                      // optimal granularity
+    page[8] = 0x00, page[9] = 0x00, page[10] = 0x40, page[11] = 0x00;    // max transfer 16384
+    page[12] = 0x00, page[13] = 0x00, page[14] = 0x04, page[15] = 0x00;  // optimal 1024
+    page[20] = 0x00, page[21] = 0x40, page[22] = 0x00, page[23] = 0x00;  // max unmap LBAs 0x400000
+    page[24] = 0x00, page[25] = 0x00, page[26] = 0x01, page[27] = 0x00;  // 256 descriptors
+    page[28] = 0x00, page[29] = 0x00, page[30] = 0x00, page[31] = 0x08;  // granularity 8
+    page[32] = 0x80, page[33] = 0x00, page[34] = 0x00, page[35] = 0x02;  // UGAVALID, alignment 2
+    page[42] = 0x12, page[43] = 0x34;                                    // max WRITE SAME 0x1234
     BlockLimits l = decode_block_limits(page);
     EXPECT_TRUE(l.wsnz);
     EXPECT_EQ(l.max_compare_and_write_length, 0x10);

@@ -1,7 +1,7 @@
 // PDU framing: BHS fields (RFC 7143 §11.2.1), AHS (§11.2.2), padding and
 // digests (§11.1, §13.1), and the checks on what the wire says.
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include "iser_opt_test_pdus.hpp"
 #include "rbio/iser/crc32c.hpp"
@@ -57,8 +57,13 @@ TEST(IserBhs, FieldsRoundTripThroughTheirBytes) {
 
 TEST(IserBhs, TargetFieldsAndCdb) {
     Bhs b(Opcode::DataIn);
-    b.set_ttt(0xffffffff).set_stat_sn(1).set_exp_cmd_sn(2).set_max_cmd_sn(3).set_data_sn(4)
-        .set_buffer_offset(8192).set_residual_count(5);
+    b.set_ttt(0xffffffff)
+        .set_stat_sn(1)
+        .set_exp_cmd_sn(2)
+        .set_max_cmd_sn(3)
+        .set_data_sn(4)
+        .set_buffer_offset(8192)
+        .set_residual_count(5);
     BhsView v = b.view();
     EXPECT_FALSE(v.immediate());
     EXPECT_EQ(v.ttt(), 0xffffffffu);

@@ -49,7 +49,13 @@ public:
 };
 
 struct Fixture {
-    explicit Fixture(SendConfig c = {}) : q(c, poster, [this](uint64_t t, uint32_t, int s) { released.push_back({t, s}); }, counters) {}
+    explicit Fixture(SendConfig c = {})
+        : q(
+              c, poster,
+              [this](uint64_t t, uint32_t, int s) {
+                  released.push_back({t, s});
+              },
+              counters) {}
     void push_sends(int n, uint64_t first_token = 1) {
         static const ibv_sge sge{0x1000, 512, 7};
         for (int i = 0; i < n; ++i)

@@ -45,7 +45,8 @@ TEST_P(RxDigests, OneReadYieldsEveryPduInIt) {
     auto pdus = varied_pdus(200, 300);
     Bytes stream = concat(pdus, hd, dd);
     ConnectionCounters c;
-    Received r = feed(config(hd, dd, stream.size()), stream, [] { return SIZE_MAX; }, &c);
+    Received r = feed(
+        config(hd, dd, stream.size()), stream, [] { return SIZE_MAX; }, &c);
     EXPECT_FALSE(r.failed) << r.message;
     EXPECT_EQ(r.pdus, pdus);
     EXPECT_EQ(r.reads, 1u);
@@ -234,8 +235,7 @@ TEST(RxBuffer, UnknownOpcodeAndAhsBeyondLimitFail) {
 
     RxConfig cfg = config(false, false);
     cfg.limits.max_ahs_length = 8;
-    r = feed(cfg, encode(make_pdu(Opcode::ScsiCommand, 1, 3, 0), false, false),
-             [] { return SIZE_MAX; });
+    r = feed(cfg, encode(make_pdu(Opcode::ScsiCommand, 1, 3, 0), false, false), [] { return SIZE_MAX; });
     EXPECT_TRUE(r.failed);
     EXPECT_EQ(r.error, PduErrc::AhsTooLong);
 
@@ -252,8 +252,7 @@ TEST(RxBuffer, HeaderDigestMismatchNamesBothValues) {
     Received r = feed(config(true, true), stream, [] { return SIZE_MAX; });
     ASSERT_TRUE(r.failed);
     EXPECT_EQ(r.error, PduErrc::HeaderDigestMismatch);
-    EXPECT_THAT(r.message,
-                MatchesRegex("header digest mismatch: got 0x[0-9a-f]{8} expected 0x[0-9a-f]{8}"));
+    EXPECT_THAT(r.message, MatchesRegex("header digest mismatch: got 0x[0-9a-f]{8} expected 0x[0-9a-f]{8}"));
 }
 
 TEST(RxBuffer, DataDigestMismatchInBufferAndOnTheDirectPath) {
@@ -277,8 +276,7 @@ TEST(RxBuffer, DataDigestMismatchInBufferAndOnTheDirectPath) {
 TEST(RxBuffer, BatchingOffSwitchReadsOnePduPartAtATime) {
     RxConfig cfg = config(true, true);
     cfg.batch_reads = false;
-    std::vector<Parts> pdus = {make_pdu(Opcode::ScsiCommand, 1, 2, 0),
-                               make_pdu(Opcode::DataOut, 2, 0, 4096),
+    std::vector<Parts> pdus = {make_pdu(Opcode::ScsiCommand, 1, 2, 0), make_pdu(Opcode::DataOut, 2, 0, 4096),
                                make_pdu(Opcode::NopOut, 3, 0, 5)};
     Bytes stream = concat(pdus, true, true);
     ConnectionCounters c;
@@ -347,8 +345,7 @@ TEST(RxBuffer, MinimalBufferStillCarriesMaximalAhsAndHugeData) {
     RxConfig cfg = config(true, true, 0, kMaxDataSegmentLength);
     cfg.capacity = RxBuffer::min_capacity(cfg.limits);
     std::vector<Parts> pdus = {make_pdu(Opcode::ScsiCommand, 1, 255, 70001),
-                               make_pdu(Opcode::ScsiCommand, 2, 255, 0),
-                               make_pdu(Opcode::DataOut, 3, 0, 3)};
+                               make_pdu(Opcode::ScsiCommand, 2, 255, 0), make_pdu(Opcode::DataOut, 3, 0, 3)};
     Bytes stream = concat(pdus, true, true);
     std::mt19937 rng(3);
     Received r = feed(cfg, stream, [&] { return 1 + rng() % 2000; });

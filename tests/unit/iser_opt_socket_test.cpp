@@ -22,8 +22,7 @@ using namespace rbio::iser::test;
 struct SocketPair {
     int fd[2] = {-1, -1};
     SocketPair() {
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fd) != 0)
-            fd[0] = fd[1] = -1;
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fd) != 0) fd[0] = fd[1] = -1;
     }
     ~SocketPair() {
         for (int f : fd)
@@ -47,8 +46,8 @@ TEST(IserSocketPair, ThousandsOfPdusArriveWithEveryByteIntact) {
     std::vector<Parts> pdus;
     for (size_t i = 0; i < kPdus; ++i) {
         uint32_t len = i % 97 == 0 ? 50000 + uint32_t(i) : uint32_t(rng() % 2100);
-        pdus.push_back(make_pdu(i % 2 ? Opcode::DataOut : Opcode::ScsiCommand, uint32_t(i),
-                                i % 13 == 0 ? 2 : 0, len));
+        pdus.push_back(
+            make_pdu(i % 2 ? Opcode::DataOut : Opcode::ScsiCommand, uint32_t(i), i % 13 == 0 ? 2 : 0, len));
     }
 
     ConnectionCounters tx_counters, rx_counters;
@@ -58,12 +57,13 @@ TEST(IserSocketPair, ThousandsOfPdusArriveWithEveryByteIntact) {
     TxConfig tcfg;
     tcfg.header_digest = tcfg.data_digest = true;
     tcfg.max_queued_pdus = 256;
-    TxQueue tx(tcfg, writer,
-               [&](uint64_t ud, int st) {
-                   in_order = in_order && ud == completed && st == 0;
-                   ++completed;
-               },
-               tx_counters);
+    TxQueue tx(
+        tcfg, writer,
+        [&](uint64_t ud, int st) {
+            in_order = in_order && ud == completed && st == 0;
+            ++completed;
+        },
+        tx_counters);
 
     RxConfig rcfg;
     rcfg.capacity = 24 * 1024;  // the 50 KB segments go direct
@@ -77,8 +77,7 @@ TEST(IserSocketPair, ThousandsOfPdusArriveWithEveryByteIntact) {
         // One pass of the sender: queue a burst, flush once.
         if (tx.state() != TxState::Blocked) {
             for (size_t k = 0; k < 64 && sent < kPdus; ++k, ++sent)
-                if (tx.enqueue({pdus[sent].header, pdus[sent].data, sent}) != TxAccept::Queued)
-                    break;
+                if (tx.enqueue({pdus[sent].header, pdus[sent].data, sent}) != TxAccept::Queued) break;
             ASSERT_NE(tx.flush(), TxState::Failed) << tx.error();
         }
         pollfd p[2] = {{sp.fd[0], short(tx.state() == TxState::Blocked ? POLLOUT : 0), 0},
@@ -140,7 +139,8 @@ TEST(IserSocketPair, EndOfStreamAndBrokenPipeAreReported) {
     sp2.close_end(1);
     SocketWriter w(sp2.fd[0]);
     std::vector<int> statuses;
-    TxQueue tx(TxConfig{}, w, [&](uint64_t, int st) { statuses.push_back(st); }, c);
+    TxQueue tx(
+        TxConfig{}, w, [&](uint64_t, int st) { statuses.push_back(st); }, c);
     Parts p = make_pdu(Opcode::NopOut, 1, 0, 4);
     tx.enqueue({p.header, p.data, 1});
     EXPECT_EQ(tx.flush(), TxState::Failed);  // EPIPE, and no SIGPIPE killed us

@@ -28,8 +28,7 @@ struct Parts {
 // the DataSegmentLength of `data_length`.
 inline Bytes make_header(Opcode op, uint32_t itt, uint8_t ahs_words, uint32_t data_length) {
     Bhs bhs(op);
-    bhs.set_final(true).set_itt(itt).set_total_ahs_words(ahs_words).set_data_segment_length(
-        data_length);
+    bhs.set_final(true).set_itt(itt).set_total_ahs_words(ahs_words).set_data_segment_length(data_length);
     Bytes h(bhs.bytes().begin(), bhs.bytes().end());
     if (ahs_words > 0) {
         // One AHS filling all the words: AHSLength = words*4 - 3.
@@ -133,8 +132,7 @@ inline size_t scatter(std::span<const iovec> iov, const uint8_t* src, size_t n) 
 
 // Feeds `stream` into a new RxBuffer; each read takes at most next_read()
 // bytes (and what the buffer offers), as a socket read would.
-inline Received feed(const RxConfig& cfg, const Bytes& stream,
-                     const std::function<size_t()>& next_read,
+inline Received feed(const RxConfig& cfg, const Bytes& stream, const std::function<size_t()>& next_read,
                      ConnectionCounters* counters_out = nullptr) {
     ConnectionCounters counters;
     RxBuffer rx(cfg, counters);

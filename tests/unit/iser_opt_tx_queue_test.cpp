@@ -51,8 +51,8 @@ struct Harness {
     std::vector<std::pair<uint64_t, int>> completed;
     TxQueue tx;
     explicit Harness(const TxConfig& cfg)
-        : tx(cfg, writer, [this](uint64_t ud, int st) { completed.emplace_back(ud, st); },
-             counters) {}
+        : tx(
+              cfg, writer, [this](uint64_t ud, int st) { completed.emplace_back(ud, st); }, counters) {}
     void enqueue_all(const std::vector<Parts>& pdus) {
         for (size_t i = 0; i < pdus.size(); ++i)
             ASSERT_EQ(tx.enqueue({pdus[i].header, pdus[i].data, i}), TxAccept::Queued);
@@ -244,12 +244,13 @@ TEST(TxQueue, CompletionMayQueueTheNextPduOfTheSameFlush) {
     auto pdus = varied_pdus(4, 10);
     std::vector<uint64_t> order;
     TxQueue* txp = nullptr;
-    TxQueue tx(TxConfig{}, writer,
-               [&](uint64_t ud, int) {
-                   order.push_back(ud);
-                   if (ud < 3) txp->enqueue({pdus[ud + 1].header, pdus[ud + 1].data, ud + 1});
-               },
-               counters);
+    TxQueue tx(
+        TxConfig{}, writer,
+        [&](uint64_t ud, int) {
+            order.push_back(ud);
+            if (ud < 3) txp->enqueue({pdus[ud + 1].header, pdus[ud + 1].data, ud + 1});
+        },
+        counters);
     txp = &tx;
     tx.enqueue({pdus[0].header, pdus[0].data, 0});
     EXPECT_EQ(tx.flush(), TxState::Idle);

@@ -20,8 +20,7 @@ constexpr Family kLevel{"test_level_bytes", MetricType::Gauge, "A level"};
 TEST(MetricsFormat, MetricAndLabelNames) {
     for (const char* ok : {"rbio_lu_commands_total", "a", "_x", "ns:sub_metric", "A9"})
         EXPECT_TRUE(valid_metric_name(ok)) << ok;
-    for (const char* bad : {"", "9a", "a-b", "a b", "a.b", "é"})
-        EXPECT_FALSE(valid_metric_name(bad)) << bad;
+    for (const char* bad : {"", "9a", "a-b", "a b", "a.b", "é"}) EXPECT_FALSE(valid_metric_name(bad)) << bad;
     for (const char* ok : {"target", "_x", "lun2"}) EXPECT_TRUE(valid_label_name(ok)) << ok;
     for (const char* bad : {"", "__name__", "__x", "a:b", "1x", "a-b"})
         EXPECT_FALSE(valid_label_name(bad)) << bad;
@@ -37,14 +36,17 @@ TEST(MetricsFormat, LabelValuesAreEscaped) {
 TEST(MetricsFormat, LabelValuesBecomeValidUtf8) {
     const std::string fffd = "\xEF\xBF\xBD";
     // Valid sequences of 2, 3 and 4 bytes stay.
-    EXPECT_EQ(escape_label_value("\xC3\xA9\xE2\x82\xAC\xF0\x90\x8D\x88"), "\xC3\xA9\xE2\x82\xAC\xF0\x90\x8D\x88");
-    EXPECT_EQ(escape_label_value("a\xFF" "b"), "a" + fffd + "b");
-    EXPECT_EQ(escape_label_value("\xC0\xAF"), fffd + fffd);                 // overlong '/'
-    EXPECT_EQ(escape_label_value("\xE0\x80\xAF"), fffd + fffd + fffd);      // overlong, 3 bytes
-    EXPECT_EQ(escape_label_value("\xED\xA0\x80"), fffd + fffd + fffd);      // a surrogate
+    EXPECT_EQ(escape_label_value("\xC3\xA9\xE2\x82\xAC\xF0\x90\x8D\x88"),
+              "\xC3\xA9\xE2\x82\xAC\xF0\x90\x8D\x88");
+    EXPECT_EQ(escape_label_value("a\xFF"
+                                 "b"),
+              "a" + fffd + "b");
+    EXPECT_EQ(escape_label_value("\xC0\xAF"), fffd + fffd);                        // overlong '/'
+    EXPECT_EQ(escape_label_value("\xE0\x80\xAF"), fffd + fffd + fffd);             // overlong, 3 bytes
+    EXPECT_EQ(escape_label_value("\xED\xA0\x80"), fffd + fffd + fffd);             // a surrogate
     EXPECT_EQ(escape_label_value("\xF4\x90\x80\x80"), fffd + fffd + fffd + fffd);  // > U+10FFFF
-    EXPECT_EQ(escape_label_value("x\xE2\x82"), "x" + fffd + fffd);          // cut short
-    EXPECT_EQ(escape_label_value("\x80\""), fffd + "\\\"");                 // stray continuation
+    EXPECT_EQ(escape_label_value("x\xE2\x82"), "x" + fffd + fffd);                 // cut short
+    EXPECT_EQ(escape_label_value("\x80\""), fffd + "\\\"");                        // stray continuation
 }
 
 TEST(MetricsFormat, HelpIsEscaped) {

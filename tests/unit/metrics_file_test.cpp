@@ -98,7 +98,8 @@ TEST(MetricsSettings, BadPathsNameWhereTheyCameFrom) {
         load_settings();
         FAIL() << "no error";
     } catch (const rbio::bs::ConfigError& e) {
-        EXPECT_EQ(std::string(e.what()), conf + ":2: metrics_file: 'rbio.prom' is not an absolute path (or none)");
+        EXPECT_EQ(std::string(e.what()),
+                  conf + ":2: metrics_file: 'rbio.prom' is not an absolute path (or none)");
     }
     std::ofstream(conf) << "";
     ::setenv("RBIO_METRICS_FILE", "/var/lib/", 1);

@@ -32,7 +32,8 @@ TEST(Options, EmptyMeansDefaults) {
 }
 
 TEST(Options, ParsesEveryKeyWithSpacesAndEmptyItems) {
-    Options o = parse_options(" queue_depth=64 ; batch=off;;coalesce=no;coalesce_max_kib=256;inline_reap=0;thin=false ;");
+    Options o = parse_options(
+        " queue_depth=64 ; batch=off;;coalesce=no;coalesce_max_kib=256;inline_reap=0;thin=false ;");
     EXPECT_EQ(o.queue_depth, 64u);
     EXPECT_FALSE(o.batch);
     EXPECT_FALSE(o.coalesce);

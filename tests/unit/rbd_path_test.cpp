@@ -72,8 +72,9 @@ TEST(RbdOptions, Defaults) {
 }
 
 TEST(RbdOptions, AllKeys) {
-    auto o = parse_options("rbd_conf=/etc/ceph/b.conf:rbd_id=iscsi-gw1:rbd_keyring=/etc/ceph/gw.keyring:"
-                           "rbd_cluster=b:rbd_timeout=30:queue_depth=64");
+    auto o = parse_options(
+        "rbd_conf=/etc/ceph/b.conf:rbd_id=iscsi-gw1:rbd_keyring=/etc/ceph/gw.keyring:"
+        "rbd_cluster=b:rbd_timeout=30:queue_depth=64");
     EXPECT_EQ(o.rbd.conf, "/etc/ceph/b.conf");
     EXPECT_EQ(o.rbd.id, "iscsi-gw1");
     EXPECT_EQ(o.rbd.keyring, "/etc/ceph/gw.keyring");

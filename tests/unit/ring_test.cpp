@@ -18,7 +18,8 @@ TEST(Ring, ManySqesLeaveWithOneSubmitAndAreReapedInBulk) {
     EXPECT_EQ(ring.submit(), 40);
     EXPECT_EQ(ring.enter_calls(), 1u);
     uintptr_t sum = 0;
-    unsigned n = ring.reap([&](const io_uring_cqe& c) { sum += reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(&c)); });
+    unsigned n = ring.reap(
+        [&](const io_uring_cqe& c) { sum += reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(&c)); });
     EXPECT_EQ(n, 40u);
     EXPECT_EQ(sum, 40u * 41u / 2u);
     EXPECT_EQ(ring.reap([](const io_uring_cqe&) {}), 0u);

@@ -74,13 +74,15 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
                      "reaped=\"event\"} 5\n"),
               std::string::npos);
 
-    const std::string tcp = "{transport=\"tcp\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"127.0.0.1:3260\","
-                            "peer=\"127.0.0.1:50000\"}";
+    const std::string tcp =
+        "{transport=\"tcp\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"127.0.0.1:3260\","
+        "peer=\"127.0.0.1:50000\"}";
     EXPECT_NE(x.find("rbio_connection_received_pdus_total" + tcp + " 12\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + tcp + " 4096\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_epoll_ctl_calls_total" + tcp), std::string::npos);
-    const std::string iser = "{transport=\"iser\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"10.0.0.1:3260\","
-                             "peer=\"10.0.0.2:40000\"}";
+    const std::string iser =
+        "{transport=\"iser\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"10.0.0.1:3260\","
+        "peer=\"10.0.0.2:40000\"}";
     EXPECT_NE(x.find("rbio_connection_received_pdus_total" + iser + " 12\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + iser + " 0\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_rdma_completions_total" + iser + " 0\n"), std::string::npos);
@@ -108,7 +110,9 @@ TEST(MetricsCAbi, GatherAndWrite) {
     rbio_metrics_lu lu{"iqn.t", 2, "rbio", nullptr, 512};
     rbio_metrics_add_lu(m, &lu, &k);
     uint64_t c[RBIO_METRICS_CONN_COUNTERS] = {5};
-    rbio_metrics_conn conn{RBIO_METRICS_TCP, nullptr, "iqn.i", "127.0.0.1:3260", "127.0.0.1:1", };
+    rbio_metrics_conn conn{
+        RBIO_METRICS_TCP, nullptr, "iqn.i", "127.0.0.1:3260", "127.0.0.1:1",
+    };
     rbio_metrics_add_connection(m, &conn, c, rbio::iser::kCounterCount);
     rbio_metrics_set_accepted(m, 1);
     char err[256] = "";

@@ -180,14 +180,15 @@ void run_target(const Options& o) {
     if (rdma_create_id(ch.get(), &raw, nullptr, RDMA_PS_TCP)) throw_rdma("rdma_create_id");
     CmIdPtr listen_id(raw);
     sockaddr_in a = address(o);
-    if (rdma_bind_addr(listen_id.get(), reinterpret_cast<sockaddr*>(&a))) throw_rdma("rdma_bind_addr " + o.addr);
+    if (rdma_bind_addr(listen_id.get(), reinterpret_cast<sockaddr*>(&a)))
+        throw_rdma("rdma_bind_addr " + o.addr);
     if (rdma_listen(listen_id.get(), 4)) throw_rdma("rdma_listen");
     target_ready = true;
 
     CmEvent req = expect_event(ch.get(), RDMA_CM_EVENT_CONNECT_REQUEST);
     CmIdPtr id(req->id);
-    auto cm = IserCmRequest::decode({static_cast<const uint8_t*>(req->param.conn.private_data),
-                                     req->param.conn.private_data_len});
+    auto cm = IserCmRequest::decode(
+        {static_cast<const uint8_t*>(req->param.conn.private_data), req->param.conn.private_data_len});
     if (!cm.zbva_not_supported) die("target: the initiator did not send its iSER CM flags");
     PdPtr pd(ibv_alloc_pd(id->verbs));
     if (!pd) throw_rdma("ibv_alloc_pd");
@@ -212,7 +213,8 @@ void run_target(const Options& o) {
         }
         data.release(slot);
     };
-    IserEndpoint ep(std::move(id), pd.get(), endpoint_config(o, PduSender::Initiator), target_counters, release);
+    IserEndpoint ep(std::move(id), pd.get(), endpoint_config(o, PduSender::Initiator), target_counters,
+                    release);
     self = &ep;
     ep.post_receives();
     rdma_conn_param p{};
@@ -293,7 +295,8 @@ int run_hostile(const Options& o) {
     } else {
         die("unknown --hostile case " + o.hostile);
     }
-    if (o.hostile != "length" && o.hostile != "truncated") login.set_data_segment_length(uint32_t(data.size()));
+    if (o.hostile != "length" && o.hostile != "truncated")
+        login.set_data_segment_length(uint32_t(data.size()));
     if (!ep.send_pdu(ih, login.bytes(), data, 0)) die("hostile: cannot queue the message");
     ep.flush();
     // The target's answer is to disconnect; nothing else is acceptable.
@@ -323,7 +326,10 @@ int main(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        auto val = [&]() -> std::string { if (i + 1 >= argc) die(a + " needs a value"); return argv[++i]; };
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) die(a + " needs a value");
+            return argv[++i];
+        };
         if (a == "--addr") o.addr = val();
         else if (a == "--port") o.port = std::stoi(val());
         else if (a == "--ios") o.ios = uint32_t(std::stoul(val()));
@@ -362,7 +368,8 @@ int main(int argc, char** argv) {
         RegisteredPool data(r.pd.get(), o.size, o.depth,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
         ConnectionCounters counters;
-        IserEndpoint ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
+        IserEndpoint ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters,
+                        nullptr);
         connect_endpoint(ep, r.ch.get());
 
         std::vector<uint32_t> seq_of(o.depth);
@@ -411,18 +418,22 @@ int main(int argc, char** argv) {
         std::printf("%s %u x %u B, depth %u, batch %s, signal_every %u: %.0f IOPS, %.1f MB/s\n",
                     o.write ? "write" : "read", o.ios, o.size, o.depth, o.batch ? "on" : "off",
                     o.signal_every, ios / secs, ios * o.size / secs / 1e6);
-        std::printf("target: wrs_per_post=%.2f signaled_per_io=%.3f completions_per_poll=%.2f "
-                    "wakeups_per_io=%.3f recv_per_post=%.2f\n",
-                    t.wrs_per_post(), double(t[Counter::Signaled]) / ios, t.completions_per_poll(),
-                    double(t[Counter::ChannelWakeups]) / ios,
-                    t[Counter::RecvPostCalls] ? double(t[Counter::RecvRequests]) / double(t[Counter::RecvPostCalls]) : 0.0);
-        std::printf("initiator: wrs_per_post=%.2f signaled_per_io=%.3f completions_per_poll=%.2f wakeups_per_io=%.3f\n",
-                    counters.wrs_per_post(), double(counters[Counter::Signaled]) / ios,
-                    counters.completions_per_poll(), double(counters[Counter::ChannelWakeups]) / ios);
+        std::printf(
+            "target: wrs_per_post=%.2f signaled_per_io=%.3f completions_per_poll=%.2f "
+            "wakeups_per_io=%.3f recv_per_post=%.2f\n",
+            t.wrs_per_post(), double(t[Counter::Signaled]) / ios, t.completions_per_poll(),
+            double(t[Counter::ChannelWakeups]) / ios,
+            t[Counter::RecvPostCalls] ? double(t[Counter::RecvRequests]) / double(t[Counter::RecvPostCalls])
+                                      : 0.0);
+        std::printf(
+            "initiator: wrs_per_post=%.2f signaled_per_io=%.3f completions_per_poll=%.2f "
+            "wakeups_per_io=%.3f\n",
+            counters.wrs_per_post(), double(counters[Counter::Signaled]) / ios,
+            counters.completions_per_poll(), double(counters[Counter::ChannelWakeups]) / ios);
         if (bad) die(std::to_string(bad) + " of " + std::to_string(o.ios) + " I/Os had wrong data or status");
         if (o.expect_wrs_per_post > 0 && t.wrs_per_post() < o.expect_wrs_per_post)
-            die("target posted " + std::to_string(t.wrs_per_post()) + " work requests per call, expected >= " +
-                std::to_string(o.expect_wrs_per_post));
+            die("target posted " + std::to_string(t.wrs_per_post()) +
+                " work requests per call, expected >= " + std::to_string(o.expect_wrs_per_post));
         if (o.expect_signaled_per_io > 0 && double(t[Counter::Signaled]) / ios > o.expect_signaled_per_io)
             die("target signalled " + std::to_string(double(t[Counter::Signaled]) / ios) +
                 " sends per I/O, expected <= " + std::to_string(o.expect_signaled_per_io));

@@ -49,9 +49,9 @@ enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, char* msg, size_t msglen) {
     using Poll = rbio::bs::alua::Gateway::Poll;
     try {
         switch (a->gateway.poll()) {
-        case Poll::unchanged: return RBIO_ALUA_UNCHANGED;
-        case Poll::changed: return RBIO_ALUA_CHANGED;
-        case Poll::bad: put_msg(msg, msglen, a->gateway.message().c_str()); return RBIO_ALUA_BAD;
+            case Poll::unchanged: return RBIO_ALUA_UNCHANGED;
+            case Poll::changed: return RBIO_ALUA_CHANGED;
+            case Poll::bad: put_msg(msg, msglen, a->gateway.message().c_str()); return RBIO_ALUA_BAD;
         }
     } catch (const std::exception& e) {
         put_msg(msg, msglen, e.what());
@@ -61,8 +61,8 @@ enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, char* msg, size_t msglen) {
     return RBIO_ALUA_BAD;
 }
 
-int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int atomic_caw,
-                    uint8_t* key, uint16_t* asc) {
+int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int atomic_caw, uint8_t* key,
+                    uint16_t* asc) {
     auto r = rbio::bs::alua::check_access(a->gateway.own_state(), {cdb, cdb_len}, atomic_caw != 0);
     if (!r) return 0;
     *key = r->key;
@@ -74,10 +74,9 @@ int rbio_alua_is_rtpg(const uint8_t* cdb, uint32_t cdb_len) {
     return rbio::bs::alua::is_report_target_port_groups({cdb, cdb_len}) ? 1 : 0;
 }
 
-long rbio_alua_rtpg(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, uint8_t* buf,
-                    size_t len) {
-    auto n = rbio::bs::alua::report_target_port_groups(
-        a->gateway.groups(), {cdb, cdb_len}, a->gateway.changed_implicitly(), {buf, len});
+long rbio_alua_rtpg(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, uint8_t* buf, size_t len) {
+    auto n = rbio::bs::alua::report_target_port_groups(a->gateway.groups(), {cdb, cdb_len},
+                                                       a->gateway.changed_implicitly(), {buf, len});
     return n ? long(*n) : -1;
 }
 

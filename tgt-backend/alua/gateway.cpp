@@ -1,10 +1,10 @@
 #include "rbio/bs/alua_gateway.hpp"
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "rbio/bs/config_file.hpp"
 

@@ -55,15 +55,18 @@ GroupTable parse_groups(std::string_view text, const std::string& where) {
         const std::string at = where + ":" + std::to_string(no);
 
         auto gap = line.find_first_of(" \t");
-        if (gap == line.npos) throw ConfigError(at + ": expected 'ID STATE', got '" + std::string(line) + "'");
+        if (gap == line.npos)
+            throw ConfigError(at + ": expected 'ID STATE', got '" + std::string(line) + "'");
         std::string_view id_text = line.substr(0, gap), state_text = trim(line.substr(gap));
         unsigned id = 0;
         auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
         if (ec != std::errc{} || end != id_text.data() + id_text.size() || id < 1 || id > 65535)
-            throw ConfigError(at + ": port group '" + std::string(id_text) + "' is not a number from 1 to 65535");
+            throw ConfigError(at + ": port group '" + std::string(id_text) +
+                              "' is not a number from 1 to 65535");
         auto state = parse_state(state_text);
         if (!state)
-            throw ConfigError(at + ": unknown state '" + std::string(state_text) + "' (known: " + known_states() + ")");
+            throw ConfigError(at + ": unknown state '" + std::string(state_text) +
+                              "' (known: " + known_states() + ")");
         if (std::any_of(t.begin(), t.end(), [&](const Group& g) { return g.id == id; }))
             throw ConfigError(at + ": port group " + std::to_string(id) + " is listed twice");
         if (t.size() == max_groups)

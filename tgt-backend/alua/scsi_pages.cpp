@@ -27,10 +27,8 @@ uint8_t lo(uint32_t v) { return uint8_t(v); }
 
 }  // namespace
 
-std::optional<size_t> report_target_port_groups(const GroupTable& groups,
-                                                std::span<const uint8_t> cdb,
-                                                bool changed_implicitly,
-                                                std::span<uint8_t> out) {
+std::optional<size_t> report_target_port_groups(const GroupTable& groups, std::span<const uint8_t> cdb,
+                                                bool changed_implicitly, std::span<uint8_t> out) {
     if (!is_report_target_port_groups(cdb)) return std::nullopt;
     const uint8_t format = cdb[1] >> 5;
     if (format > 1) return std::nullopt;  // 000b: length only, 001b: extended header
@@ -42,10 +40,11 @@ std::optional<size_t> report_target_port_groups(const GroupTable& groups,
     if (format == 1) put(out, 4, {0x10, implicit_transition_seconds, 0, 0});
     size_t pos = header;
     for (const Group& g : groups) {
-        put(out, pos, {uint8_t(g.state), supported_states, hi(g.id), lo(g.id), 0,
-                       changed_implicitly ? status_implicit : uint8_t(0), 0, 1,
-                       // the group's one target port: its relative target port id is the group id
-                       0, 0, hi(g.id), lo(g.id)});
+        put(out, pos,
+            {uint8_t(g.state), supported_states, hi(g.id), lo(g.id), 0,
+             changed_implicitly ? status_implicit : uint8_t(0), 0, 1,
+             // the group's one target port: its relative target port id is the group id
+             0, 0, hi(g.id), lo(g.id)});
         pos += descriptor_size;
     }
     return total;

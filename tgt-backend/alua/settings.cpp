@@ -12,16 +12,15 @@ uint16_t parse_group(std::string_view v, const std::string& where) {
     unsigned n = 0;
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
     if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || n > 65535)
-        throw ConfigError(where + ": '" + std::string(v) + "' is not a port group from 1 to 65535 (0: no ALUA)");
+        throw ConfigError(where + ": '" + std::string(v) +
+                          "' is not a port group from 1 to 65535 (0: no ALUA)");
     return uint16_t(n);
 }
 
 void apply(Settings& s, std::string_view key, std::string_view value, const std::string& where) {
     const std::string w = where + ": " + std::string(key);
-    if (key == "port_group")
-        s.port_group = parse_group(value, w);
-    else if (key == "alua_groups_file")
-        s.groups_file = value == "none" ? "" : std::string(value);
+    if (key == "port_group") s.port_group = parse_group(value, w);
+    else if (key == "alua_groups_file") s.groups_file = value == "none" ? "" : std::string(value);
 }
 
 }  // namespace
@@ -42,7 +41,8 @@ Settings load_settings() {
     if (!env_used.empty()) s.source += " + " + env_used;
 
     if (!s.groups_file.empty() && !s.enabled())
-        throw ConfigError(s.source + ": alua_groups_file is set but port_group is not: "
+        throw ConfigError(s.source +
+                          ": alua_groups_file is set but port_group is not: "
                           "which group is this gateway?");
     if (!s.groups_file.empty() && s.groups_file.front() != '/')
         throw ConfigError(s.source + ": alua_groups_file '" + s.groups_file + "' is not an absolute path");

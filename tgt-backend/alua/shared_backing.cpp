@@ -19,9 +19,8 @@ struct NetworkFs {
     const char* name;
 };
 constexpr NetworkFs network_fs[] = {
-    {0x6969, "NFS"},           {0x517b, "SMB"},      {long(0xff534d42), "CIFS"},
-    {long(0xfe534d42), "SMB2"}, {0x00c36400, "CephFS"}, {0x01021997, "9P"},
-    {0x65735546, "FUSE"},
+    {0x6969, "NFS"},        {0x517b, "SMB"},    {long(0xff534d42), "CIFS"}, {long(0xfe534d42), "SMB2"},
+    {0x00c36400, "CephFS"}, {0x01021997, "9P"}, {0x65735546, "FUSE"},
 };
 
 }  // namespace
@@ -31,10 +30,12 @@ std::optional<std::string> shared_backing_problem(int fd, int oflags) {
     struct stat st {};
     if (::fstat(fd, &st) != 0) return std::string("cannot stat the backing store: ") + std::strerror(errno);
     if (S_ISBLK(st.st_mode))
-        return std::string("a block device served by several gateways needs O_DIRECT (bsoflags direct): "
-                           "gateways on other boxes would not see writes held in this box's page cache");
+        return std::string(
+            "a block device served by several gateways needs O_DIRECT (bsoflags direct): "
+            "gateways on other boxes would not see writes held in this box's page cache");
     struct statfs sfs {};
-    if (::fstatfs(fd, &sfs) != 0) return std::string("cannot statfs the backing store: ") + std::strerror(errno);
+    if (::fstatfs(fd, &sfs) != 0)
+        return std::string("cannot statfs the backing store: ") + std::strerror(errno);
     for (const auto& n : network_fs)
         if (long(sfs.f_type) == n.magic)
             return std::string("a file on ") + n.name +

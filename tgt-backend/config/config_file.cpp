@@ -11,14 +11,12 @@ namespace rbio::bs {
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-        s.remove_suffix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
     return s;
 }
 
 bool read_config(const std::string& path, bool must_exist,
-                 const std::function<void(std::string_view, std::string_view,
-                                          const std::string&)>& apply) {
+                 const std::function<void(std::string_view, std::string_view, const std::string&)>& apply) {
     std::ifstream in(path);
     if (!in) {
         if (!must_exist && errno == ENOENT) return false;
@@ -38,9 +36,9 @@ bool read_config(const std::string& path, bool must_exist,
     return true;
 }
 
-std::string apply_environment(std::initializer_list<EnvOverride> overrides,
-                              const std::function<void(std::string_view, std::string_view,
-                                                       const std::string&)>& apply) {
+std::string apply_environment(
+    std::initializer_list<EnvOverride> overrides,
+    const std::function<void(std::string_view, std::string_view, const std::string&)>& apply) {
     std::string used;
     for (const auto& o : overrides) {
         if (const char* v = std::getenv(o.variable)) {

@@ -60,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)check_access(state, {cdb, size_t(data[14] % 13)});
     uint8_t desig[port_designators_size + 1];
     FUZZ_CHECK(port_designators(uint16_t(data[12] << 8 | data[13]), {desig, out_size % (sizeof desig + 1)}) %
-                   port_designators_size == 0);
+                   port_designators_size ==
+               0);
     return 0;
 }

@@ -28,10 +28,10 @@
 
 #define ASC_ASYMMETRIC_ACCESS_STATE_CHANGED 0x2a06
 
-static struct rbio_alua *gateway;      /* NULL: ALUA off */
-static int settings_bad;               /* refuse rbio LUs: which group they are in is unknown */
+static struct rbio_alua *gateway; /* NULL: ALUA off */
+static int settings_bad;          /* refuse rbio LUs: which group they are in is unknown */
 static char settings_error[1024];
-static struct rbio_alua_lu *lus;        /* rbio LUs with ALUA, for unit attentions */
+static struct rbio_alua_lu *lus; /* rbio LUs with ALUA, for unit attentions */
 static struct tgt_work poll_work;
 
 static void raise_state_changed(void)
@@ -71,7 +71,8 @@ void rbio_alua_glue_start(void)
 	if (rbio_alua_create(&gateway, settings_error, sizeof(settings_error))) {
 		settings_bad = 1;
 		log_error("rbio: alua: bad settings, rbio LUs are refused until they are fixed "
-			  "and tgtd restarted: %s\n", settings_error);
+			  "and tgtd restarted: %s\n",
+			  settings_error);
 		return;
 	}
 	if (!gateway)
@@ -100,7 +101,8 @@ static int report_target_port_groups(struct scsi_cmd *cmd)
 
 	if (alloc > room)
 		alloc = room;
-	n = rbio_alua_rtpg(gateway, cmd->scb, (uint32_t)cmd->scb_len, scsi_get_in_buffer(cmd), alloc);
+	n = rbio_alua_rtpg(gateway, cmd->scb, (uint32_t)cmd->scb_len, scsi_get_in_buffer(cmd),
+			   alloc);
 	if (n < 0)
 		return refuse(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_CDB);
 	scsi_set_in_resid_by_actual(cmd, (uint32_t)n < alloc ? (uint32_t)n : alloc);
@@ -153,8 +155,7 @@ static int alua_cmd_perform(int host_no, struct scsi_cmd *cmd)
 	uint8_t op = cmd->scb[0], key;
 	uint16_t asc;
 
-	if (rbio_alua_check(gateway, cmd->scb, (uint32_t)cmd->scb_len, al->atomic_caw, &key,
-			    &asc))
+	if (rbio_alua_check(gateway, cmd->scb, (uint32_t)cmd->scb_len, al->atomic_caw, &key, &asc))
 		return refuse(cmd, key, asc);
 	if (op == INQUIRY)
 		return inquiry(host_no, cmd, al);

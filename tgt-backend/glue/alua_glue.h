@@ -7,7 +7,7 @@ struct scsi_cmd;
 
 /* Per-LU ALUA state, kept in the LU's rbio private area. */
 struct rbio_alua_lu {
-	struct rbio_alua_lu *next;               /* LUs of this gateway, for unit attentions */
+	struct rbio_alua_lu *next; /* LUs of this gateway, for unit attentions */
 	struct scsi_lu *lu;
 	int (*orig[256])(int host_no, struct scsi_cmd *cmd); /* tgt's ops, wrapped */
 	int attached;

@@ -1,7 +1,7 @@
 /*
  * The rbio backing store as tgtd sees it: a backingstore_template named
- * "rbio" (and "rbio_rbd", see below) registered from register_bs_module(), which tgtd calls after it
- * dlopen()s every module in its backing-store folder.
+ * "rbio" (and "rbio_rbd", see below) registered from register_bs_module(), which tgtd calls after
+ * it dlopen()s every module in its backing-store folder.
  *
  * This is one of the few files that include tgt's (version-specific, C)
  * headers. It only translates: scsi_cmd -> rbio_bs_cmd on the way in,
@@ -232,7 +232,8 @@ void rbio_bs_glue_metrics(struct rbio_metrics *m)
 	struct rbio_lu_priv *priv;
 	struct rbio_bs_counters counters;
 
-	list_for_each_entry(priv, &rbio_lus, siblings) {
+	list_for_each_entry(priv, &rbio_lus, siblings)
+	{
 		struct rbio_metrics_lu lu = {
 			.target = priv->lu->tgt->name,
 			.lun = priv->lu->lun,
@@ -253,8 +254,8 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 	uint32_t blksize = 0;
 	int readonly = 0;
 
-	if (rbio_bs_lu_open(priv->engine, path, lu->bsoflags, fd, size, &blksize, &readonly,
-			    err, sizeof(err))) {
+	if (rbio_bs_lu_open(priv->engine, path, lu->bsoflags, fd, size, &blksize, &readonly, err,
+			    sizeof(err))) {
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
 		return -1;
 	}
@@ -314,13 +315,9 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 	return 0;
 }
 
-#define RBIO_BST_OPS							\
-	.bs_datasize = sizeof(struct rbio_lu_priv),			\
-	.bs_open = rbio_open,						\
-	.bs_close = rbio_close,						\
-	.bs_init = rbio_init,						\
-	.bs_exit = rbio_exit,						\
-	.bs_cmd_submit = rbio_cmd_submit,				\
+#define RBIO_BST_OPS                                                                               \
+	.bs_datasize = sizeof(struct rbio_lu_priv), .bs_open = rbio_open, .bs_close = rbio_close,  \
+	.bs_init = rbio_init, .bs_exit = rbio_exit, .bs_cmd_submit = rbio_cmd_submit,              \
 	.bs_oflags_supported = O_SYNC | O_DIRECT
 
 static struct backingstore_template rbio_bst = {
@@ -342,16 +339,48 @@ RBIO_EXPORT void register_bs_module(void)
 	/* The SBC opcodes tgt routes to a file-backed store: the same set as
 	 * stock rdwr, so an rbio LU behaves like an rdwr one to initiators. */
 	static unsigned char opcodes[] = {
-		ALLOW_MEDIUM_REMOVAL, COMPARE_AND_WRITE, FORMAT_UNIT, INQUIRY,
-		MAINT_PROTOCOL_IN, MODE_SELECT, MODE_SELECT_10, MODE_SENSE,
-		MODE_SENSE_10, ORWRITE_16, PERSISTENT_RESERVE_IN,
-		PERSISTENT_RESERVE_OUT, PRE_FETCH_10, PRE_FETCH_16, READ_6, READ_10,
-		READ_12, READ_16, READ_CAPACITY, RELEASE, REPORT_LUNS,
-		REQUEST_SENSE, RESERVE, SEND_DIAGNOSTIC, SERVICE_ACTION_IN,
-		START_STOP, SYNCHRONIZE_CACHE, SYNCHRONIZE_CACHE_16,
-		TEST_UNIT_READY, UNMAP, VERIFY_10, VERIFY_12, VERIFY_16, WRITE_6,
-		WRITE_10, WRITE_12, WRITE_16, WRITE_SAME, WRITE_SAME_16,
-		WRITE_VERIFY, WRITE_VERIFY_12, WRITE_VERIFY_16,
+		ALLOW_MEDIUM_REMOVAL,
+		COMPARE_AND_WRITE,
+		FORMAT_UNIT,
+		INQUIRY,
+		MAINT_PROTOCOL_IN,
+		MODE_SELECT,
+		MODE_SELECT_10,
+		MODE_SENSE,
+		MODE_SENSE_10,
+		ORWRITE_16,
+		PERSISTENT_RESERVE_IN,
+		PERSISTENT_RESERVE_OUT,
+		PRE_FETCH_10,
+		PRE_FETCH_16,
+		READ_6,
+		READ_10,
+		READ_12,
+		READ_16,
+		READ_CAPACITY,
+		RELEASE,
+		REPORT_LUNS,
+		REQUEST_SENSE,
+		RESERVE,
+		SEND_DIAGNOSTIC,
+		SERVICE_ACTION_IN,
+		START_STOP,
+		SYNCHRONIZE_CACHE,
+		SYNCHRONIZE_CACHE_16,
+		TEST_UNIT_READY,
+		UNMAP,
+		VERIFY_10,
+		VERIFY_12,
+		VERIFY_16,
+		WRITE_6,
+		WRITE_10,
+		WRITE_12,
+		WRITE_16,
+		WRITE_SAME,
+		WRITE_SAME_16,
+		WRITE_VERIFY,
+		WRITE_VERIFY_12,
+		WRITE_VERIFY_16,
 	};
 
 	bs_create_opcode_map(&rbio_bst, opcodes, (int)sizeof(opcodes));

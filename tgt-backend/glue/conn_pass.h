@@ -26,12 +26,12 @@ struct rbio_pass {
 	struct event_data ev;   /* a pass outside the connection's own event */
 	void (*run)(void *ctx); /* the transport's pass, without the close */
 	void *ctx;
-	int in_pass;            /* the core's handlers are running in a pass */
-	int tx_wanted;          /* the core has responses to send */
-	uint64_t tx_parts;      /* ep_write_begin and ep_write_end calls: the
-				 * core's send handler may stop after any
-				 * part of a PDU, or end one writing nothing,
-				 * and wants calling again */
+	int in_pass;       /* the core's handlers are running in a pass */
+	int tx_wanted;     /* the core has responses to send */
+	uint64_t tx_parts; /* ep_write_begin and ep_write_end calls: the
+			    * core's send handler may stop after any
+			    * part of a PDU, or end one writing nothing,
+			    * and wants calling again */
 };
 
 void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*run)(void *ctx),

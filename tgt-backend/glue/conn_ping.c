@@ -13,7 +13,8 @@ void rbio_ping_login_complete(struct rbio_ping *p, const struct iscsi_connection
 {
 	struct iscsi_target *target;
 
-	list_for_each_entry(target, &iscsi_targets_list, tlist) {
+	list_for_each_entry(target, &iscsi_targets_list, tlist)
+	{
 		if (target->tid != conn->tid)
 			continue;
 		p->count = target->nop_count;

@@ -46,7 +46,8 @@ int rbio_tgtd_build_matches(const char *tag, const char *what)
 
 	if (!RBIO_TGTD_BUILD_ID[0]) {
 		log_error("rbio: %s: the module was built without tgtd's build-id; "
-			  "%s stay with tgt's transport\n", tag, what);
+			  "%s stay with tgt's transport\n",
+			  tag, what);
 		return 0;
 	}
 	if (rbio_tp_running_build_id(running, sizeof(running))) {

@@ -76,7 +76,7 @@ struct iser_task_prefix {
 	int read_valid, write_valid;
 	uint32_t read_stag, write_stag;
 	uint64_t read_va, write_va;
-	int read_slot; /* 1 + index of its RDMA READ in flight, or 0 */
+	int read_slot;          /* 1 + index of its RDMA READ in flight, or 0 */
 } __attribute__((aligned(16))); /* so is the task that follows */
 
 struct read_op {
@@ -184,8 +184,8 @@ struct login_override {
 	unsigned int trdsl;
 };
 
-static void login_override_apply(struct login_override *o, const uint8_t *bhs,
-				 const uint8_t *data, uint32_t len)
+static void login_override_apply(struct login_override *o, const uint8_t *bhs, const uint8_t *data,
+				 uint32_t len)
 {
 	const char key[] = "TargetName=";
 	uint32_t i = 0;
@@ -207,7 +207,8 @@ static void login_override_apply(struct login_override *o, const uint8_t *bhs,
 			o->trdsl = t->session_param[ISCSI_PARAM_TARGET_RDSL].val;
 			t->rdma = 0;
 			if (o->trdsl > RBIO_ISER_RECV_DATA_MAX)
-				t->session_param[ISCSI_PARAM_TARGET_RDSL].val = RBIO_ISER_RECV_DATA_MAX;
+				t->session_param[ISCSI_PARAM_TARGET_RDSL].val =
+					RBIO_ISER_RECV_DATA_MAX;
 			return;
 		}
 		i += (uint32_t)n + 1;
@@ -385,13 +386,13 @@ static int send_status_of(struct rbio_iser_conn *rc, const uint8_t *din)
 	memset(r, 0, sizeof(r));
 	r[0] = ISCSI_OP_SCSI_CMD_RSP;
 	/* F, and the Data-In's overflow/underflow bits, which are the same */
-	r[1] = (uint8_t)(ISCSI_FLAG_CMD_FINAL | (din[1] & (ISCSI_FLAG_CMD_OVERFLOW |
-							    ISCSI_FLAG_CMD_UNDERFLOW)));
-	r[3] = din[3]; /* status */
-	memcpy(r + 16, din + 16, 4);  /* ITT */
-	memcpy(r + 24, din + 24, 12); /* StatSN, ExpCmdSN, MaxCmdSN */
+	r[1] = (uint8_t)(ISCSI_FLAG_CMD_FINAL |
+			 (din[1] & (ISCSI_FLAG_CMD_OVERFLOW | ISCSI_FLAG_CMD_UNDERFLOW)));
+	r[3] = din[3];                            /* status */
+	memcpy(r + 16, din + 16, 4);              /* ITT */
+	memcpy(r + 24, din + 24, 12);             /* StatSN, ExpCmdSN, MaxCmdSN */
 	put_be32(r + 36, get_be32(din + 36) + 1); /* ExpDataSN: Data-Ins so far */
-	memcpy(r + 44, din + 44, 4);  /* residual count */
+	memcpy(r + 44, din + 44, 4);              /* residual count */
 	return rbio_iser_ep_send(rc->ep, r, BHS_SIZE, NULL, 0);
 }
 
@@ -546,8 +547,8 @@ static void tp_release(struct iscsi_connection *conn)
 
 static int sockaddr_copy(const struct sockaddr *src, struct sockaddr *sa, socklen_t *len)
 {
-	socklen_t n = src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-						  sizeof(struct sockaddr_in);
+	socklen_t n = src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						 : sizeof(struct sockaddr_in);
 
 	if (*len < n)
 		n = *len;
@@ -572,8 +573,9 @@ static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
 	char host[INET6_ADDRSTRLEN];
 	int n;
 
-	if (getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-							sizeof(struct sockaddr_in),
+	if (getnameinfo(sa,
+			sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						  : sizeof(struct sockaddr_in),
 			host, sizeof(host), NULL, 0, NI_NUMERICHOST))
 		return 0;
 	n = snprintf(buf, rest, "RDMA IP Address: %s", host);
@@ -635,8 +637,7 @@ static void tp_nop_reply(long ttt)
 {
 	struct rbio_iser_conn *rc;
 
-	list_for_each_entry(rc, &rbio_iser_conns, siblings)
-		rbio_ping_reply(&rc->ping, ttt);
+	list_for_each_entry(rc, &rbio_iser_conns, siblings) rbio_ping_reply(&rc->ping, ttt);
 }
 
 static struct iscsi_transport rbio_iser = {
@@ -667,8 +668,9 @@ static void describe_address(struct sockaddr *sa, uint16_t port, char *out, size
 {
 	char host[INET6_ADDRSTRLEN];
 
-	if (getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-							sizeof(struct sockaddr_in),
+	if (getnameinfo(sa,
+			sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						  : sizeof(struct sockaddr_in),
 			host, sizeof(host), NULL, 0, NI_NUMERICHOST))
 		snprintf(out, len, "unknown address");
 	else if (sa->sa_family == AF_INET6)
@@ -778,7 +780,8 @@ static int take_over_listeners(void)
 	struct iser_portal *p;
 	int flags, n = 0;
 
-	list_for_each_entry(p, &iser_portals_list, iser_portal_siblings) {
+	list_for_each_entry(p, &iser_portals_list, iser_portal_siblings)
+	{
 		if (!p->cma_listen_id || !p->cma_listen_id->channel)
 			continue;
 		if (!cm_channel)
@@ -849,8 +852,10 @@ static void tick(void *data)
 	char why[96];
 
 	(void)data;
-	list_for_each_entry(rc, &rbio_iser_conns, siblings) {
-		if (rbio_ping_tick(&rc->ping, &rc->iscsi_conn, why, sizeof(why)) == RBIO_PING_UNANSWERED) {
+	list_for_each_entry(rc, &rbio_iser_conns, siblings)
+	{
+		if (rbio_ping_tick(&rc->ping, &rc->iscsi_conn, why, sizeof(why)) ==
+		    RBIO_PING_UNANSWERED) {
 			/* a scheduled pass closes it: rc stays valid here */
 			conn_fail(rc, why);
 			rbio_pass_schedule_if_due(&rc->pass);
@@ -869,7 +874,8 @@ void rbio_iscsi_iser_metrics(struct rbio_metrics *m)
 	uint64_t counters[RBIO_METRICS_CONN_COUNTERS];
 	size_t n;
 
-	list_for_each_entry(rc, &rbio_iser_conns, siblings) {
+	list_for_each_entry(rc, &rbio_iser_conns, siblings)
+	{
 		n = rbio_iser_ep_counters(rc->ep, counters, RBIO_METRICS_CONN_COUNTERS);
 		rbio_metrics_add_iscsi_conn(m, &rc->iscsi_conn, RBIO_METRICS_ISER, rc->portal,
 					    rc->peer, counters, n);
@@ -897,7 +903,8 @@ void rbio_iscsi_iser_start(void)
 	if (!rbio_tgtd_build_matches("iser", "iSER portals"))
 		return;
 	if (get_driver_index("iser") < 0 || get_driver_index("iscsi") < 0) {
-		log_error("rbio: iser: tgt's iser or iscsi driver not found; iSER stays with tgt\n");
+		log_error(
+			"rbio: iser: tgt's iser or iscsi driver not found; iSER stays with tgt\n");
 		return;
 	}
 	task_pool = rbio_pool_new(&task_pool_config, err, sizeof(err));

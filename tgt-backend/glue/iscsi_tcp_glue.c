@@ -74,15 +74,15 @@ static struct rbio_pool *data_pool, *task_pool;
 struct rbio_conn {
 	int fd;
 	struct rbio_tcp_conn *engine;
-	struct list_head siblings;     /* all rbio connections */
+	struct list_head siblings; /* all rbio connections */
 	struct rbio_pass pass;
-	int writable_event;            /* this pass runs for EPOLLOUT */
+	int writable_event; /* this pass runs for EPOLLOUT */
 	int epollout_armed;
-	uint64_t rx_served;            /* bytes ep_read handed to the core */
-	int bhs_have;                  /* bytes of the current BHS handed over */
+	uint64_t rx_served;                  /* bytes ep_read handed to the core */
+	int bhs_have;                        /* bytes of the current BHS handed over */
 	struct rbio_release_queue *releases; /* freed by the core, still being sent */
 	char peer[RBIO_PEER_LEN];
-	char portal[RBIO_PEER_LEN];    /* the local address it came in on */
+	char portal[RBIO_PEER_LEN]; /* the local address it came in on */
 	struct rbio_ping ping;
 
 	struct iscsi_connection iscsi_conn;
@@ -151,7 +151,7 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 	/* With send_inline off, responses wait for EPOLLOUT as in stock tgt. */
 	if (conn->state != STATE_CLOSE) /* else it is closed right after */
 		arm_epollout(rc, st == RBIO_TX_BLOCKED ||
-				 (!settings.send_inline && rc->pass.tx_wanted));
+					 (!settings.send_inline && rc->pass.tx_wanted));
 }
 
 /* Responses go out inline (send_inline), or in a pass that runs for
@@ -183,7 +183,8 @@ static void conn_pass(void *ctx)
 	rc->pass.in_pass = 1;
 	do {
 		progress = 0;
-		while (conn->state != STATE_CLOSE && !rbio_pass_awaiting_login_response(&rc->pass) &&
+		while (conn->state != STATE_CLOSE &&
+		       !rbio_pass_awaiting_login_response(&rc->pass) &&
 		       rbio_tcp_conn_rx_ready(rc->engine)) {
 			uint64_t before = rc->rx_served;
 
@@ -261,9 +262,10 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 		rc->bhs_have = (int)((char *)buf + n - bhs);
 		if (rc->bhs_have == BHS_SIZE) {
 			char why[192];
-			uint32_t max_data = conn->state == STATE_SCSI ?
-				conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val :
-				INCOMING_BUFSIZE;
+			uint32_t max_data =
+				conn->state == STATE_SCSI
+					? conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val
+					: INCOMING_BUFSIZE;
 
 			rc->bhs_have = 0;
 			if (rbio_tcp_conn_check_bhs(rc->engine, bhs, max_data, why, sizeof(why))) {
@@ -317,8 +319,9 @@ static void tp_write_end(struct iscsi_connection *conn)
 		dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C) != 0;
 	}
 	if (rbio_tcp_conn_tx_end(rc->engine, hd, dd)) {
-		conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED ?
-			       rbio_tcp_conn_tx_error(rc->engine) : "response not queued");
+		conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED
+					   ? rbio_tcp_conn_tx_error(rc->engine)
+					   : "response not queued");
 		conn->state = STATE_CLOSE;
 	}
 }
@@ -381,8 +384,7 @@ static int tp_show(struct iscsi_connection *conn, char *buf, int rest)
 	int n;
 
 	if (getpeername(rc->fd, (struct sockaddr *)&from, &len) ||
-	    getnameinfo((struct sockaddr *)&from, len, host, sizeof(host), NULL, 0,
-			NI_NUMERICHOST))
+	    getnameinfo((struct sockaddr *)&from, len, host, sizeof(host), NULL, 0, NI_NUMERICHOST))
 		return 0;
 	n = snprintf(buf, rest, "IP Address: %s", host);
 	return n > 0 ? (n < rest ? n : rest - 1) : 0;
@@ -434,8 +436,7 @@ static void tp_nop_reply(long ttt)
 {
 	struct rbio_conn *rc;
 
-	list_for_each_entry(rc, &rbio_conns, siblings)
-		rbio_ping_reply(&rc->ping, ttt);
+	list_for_each_entry(rc, &rbio_conns, siblings) rbio_ping_reply(&rc->ping, ttt);
 }
 
 static int tp_login_complete(struct iscsi_connection *conn)
@@ -552,7 +553,8 @@ static void accept_handler(int lfd, int events, void *data)
 	describe_peer(&from, len, portal, sizeof(portal));
 	if (peer_gone(fd)) {
 		log_error("rbio: tcp: %s: dropped: the peer closed it while it waited to be "
-			  "accepted\n", peer);
+			  "accepted\n",
+			  peer);
 		goto refuse;
 	}
 	set_socket_options(fd);
@@ -605,8 +607,10 @@ static void ping_connections(void)
 	struct rbio_conn *rc;
 	char why[96];
 
-	list_for_each_entry(rc, &rbio_conns, siblings) {
-		if (rbio_ping_tick(&rc->ping, &rc->iscsi_conn, why, sizeof(why)) != RBIO_PING_UNANSWERED)
+	list_for_each_entry(rc, &rbio_conns, siblings)
+	{
+		if (rbio_ping_tick(&rc->ping, &rc->iscsi_conn, why, sizeof(why)) !=
+		    RBIO_PING_UNANSWERED)
 			continue;
 		conn_log_close(rc, why);
 		/* closing may free rc: leave the loop, the rest wait a tick */
@@ -623,7 +627,8 @@ static size_t describe_conns(char *out, size_t size)
 	size_t used = 0;
 
 	out[0] = '\0';
-	list_for_each_entry(rc, &rbio_conns, siblings) {
+	list_for_each_entry(rc, &rbio_conns, siblings)
+	{
 		char line[512];
 		int n;
 
@@ -644,7 +649,8 @@ void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
 	uint64_t counters[RBIO_METRICS_CONN_COUNTERS];
 	size_t n;
 
-	list_for_each_entry(rc, &rbio_conns, siblings) {
+	list_for_each_entry(rc, &rbio_conns, siblings)
+	{
 		n = rbio_tcp_conn_counters(rc->engine, counters, RBIO_METRICS_CONN_COUNTERS);
 		rbio_metrics_add_iscsi_conn(m, &rc->iscsi_conn, RBIO_METRICS_TCP, rc->portal,
 					    rc->peer, counters, n);

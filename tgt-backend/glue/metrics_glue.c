@@ -29,7 +29,7 @@
 #endif
 
 static char metrics_path[4096];
-static pid_t metrics_pid;  /* tgtd's: its children's exit() must not remove the file */
+static pid_t metrics_pid; /* tgtd's: its children's exit() must not remove the file */
 static int write_failing; /* logged once until a write works again */
 static struct tgt_work metrics_work;
 

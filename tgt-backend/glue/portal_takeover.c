@@ -22,7 +22,7 @@
 struct taken_portal {
 	void *portal;
 	int fd;
-	int watched;   /* in tgtd's epoll set: accepting */
+	int watched; /* in tgtd's epoll set: accepting */
 };
 #define RBIO_MAX_PORTALS 64
 static struct taken_portal taken[RBIO_MAX_PORTALS];
@@ -74,9 +74,9 @@ static void forget_removed_portals(void)
 		struct iscsi_portal *p;
 		int present = 0;
 
-		list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings)
-			if ((void *)p == taken[i].portal && p->fd == taken[i].fd)
-				present = 1;
+		list_for_each_entry(p, &iscsi_portals_list,
+				    iscsi_portal_siblings) if ((void *)p == taken[i].portal &&
+							       p->fd == taken[i].fd) present = 1;
 		if (present)
 			i++;
 		else
@@ -106,11 +106,13 @@ void rbio_portals_take_over(const struct rbio_tp_settings *s, rbio_accept_fn acc
 
 	accept_handler = accept;
 	forget_removed_portals();
-	list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings) {
+	list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings)
+	{
 		if (p->fd < 0 || portal_taken(p) || !rbio_tp_portal_selected(s, p->addr, p->port))
 			continue;
 		if (nr_taken == RBIO_MAX_PORTALS) {
-			log_error("rbio: tcp: more than %d portals; %s:%d stays with tgt's transport\n",
+			log_error("rbio: tcp: more than %d portals; %s:%d stays with tgt's "
+				  "transport\n",
 				  RBIO_MAX_PORTALS, p->addr, p->port);
 			continue;
 		}

@@ -39,7 +39,6 @@
  */
 #define RBIO_READY_POLL_MS 100
 
-
 static int accepting_paused;
 static int ready_timer_fd = -1;
 
@@ -68,7 +67,8 @@ void rbio_gate_pause(void)
 	accepting_paused = 1;
 	arm_ready_timer(1);
 	log_error("rbio: tcp: tgtd is not ready (State %s, %s): new connections wait in the "
-		  "listen queue\n", is_system_available() ? "ready" : "offline",
+		  "listen queue\n",
+		  is_system_available() ? "ready" : "offline",
 		  list_empty(&iscsi_targets_list) ? "no target" : "targets present");
 }
 
@@ -79,7 +79,8 @@ static void resume_accepting(void)
 	accepting_paused = 0;
 	arm_ready_timer(0);
 	log_error("rbio: tcp: tgtd is ready: accepting connections (%u waited in the listen "
-		  "queue)\n", waiting);
+		  "queue)\n",
+		  waiting);
 }
 
 static void ready_timer_handler(int fd, int events, void *data)

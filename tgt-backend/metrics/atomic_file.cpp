@@ -18,8 +18,7 @@ UniqueFd create(const std::string& tmp, const std::string& path) {
     UniqueFd fd(::open(tmp.c_str(), flags, 0644));
     if (!fd && errno == ENOENT) {
         auto slash = path.rfind('/');
-        if (slash != std::string::npos && slash > 0)
-            ::mkdir(path.substr(0, slash).c_str(), 0755);
+        if (slash != std::string::npos && slash > 0) ::mkdir(path.substr(0, slash).c_str(), 0755);
         fd.reset(::open(tmp.c_str(), flags, 0644));
     }
     if (!fd) throw sys_error(tmp, errno);

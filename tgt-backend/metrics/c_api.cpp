@@ -80,8 +80,8 @@ void rbio_metrics_add_lu(rbio_metrics* m, const rbio_metrics_lu* lu, const rbio_
     });
 }
 
-void rbio_metrics_add_connection(rbio_metrics* m, const rbio_metrics_conn* c,
-                                 const uint64_t* counters, size_t n) {
+void rbio_metrics_add_connection(rbio_metrics* m, const rbio_metrics_conn* c, const uint64_t* counters,
+                                 size_t n) {
     using rbio::bs::metrics::Transport;
     guarded(m, [&] {
         m->target.add_connection({c->transport == RBIO_METRICS_ISER ? Transport::Iser : Transport::Tcp,

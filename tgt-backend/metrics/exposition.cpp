@@ -1,6 +1,5 @@
 #include "rbio/bs/metrics.hpp"
 
-
 namespace rbio::bs::metrics {
 
 namespace {
@@ -62,9 +61,7 @@ void check_family(const Family& f) {
 
 bool valid_metric_name(std::string_view name) { return valid_name(name, true); }
 
-bool valid_label_name(std::string_view name) {
-    return valid_name(name, false) && name.substr(0, 2) != "__";
-}
+bool valid_label_name(std::string_view name) { return valid_name(name, false) && name.substr(0, 2) != "__"; }
 
 std::string escape_label_value(std::string_view value) {
     std::string out;

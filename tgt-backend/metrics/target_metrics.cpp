@@ -18,8 +18,7 @@ constexpr MetricType G = MetricType::Gauge;
 
 constexpr Family kBuildInfo{"rbio_build_info", G,
                             "Always 1; labels: the tgt version the module was built against"};
-constexpr Family kOpen{"rbio_open_connections", G,
-                       "Connections open now on rbio's transport, per transport"};
+constexpr Family kOpen{"rbio_open_connections", G, "Connections open now on rbio's transport, per transport"};
 constexpr Family kAccepted{"rbio_connections_accepted_total", C,
                            "Connections accepted by rbio's transports since tgtd started"};
 
@@ -29,16 +28,13 @@ constexpr Family kLuInfo{"rbio_lu_info", G,
                          "Always 1; labels: the LU's backing store (rbio: a file, rbio_rbd: "
                          "a Ceph RBD image) and its path"};
 constexpr Family kLuSize{"rbio_lu_size_bytes", G, "Size of the logical unit"};
-constexpr Family kLuCommands{"rbio_lu_commands_total", C,
-                             "SCSI commands the rbio backing store took"};
+constexpr Family kLuCommands{"rbio_lu_commands_total", C, "SCSI commands the rbio backing store took"};
 constexpr Family kLuReads{"rbio_lu_reads_total", C, "READ commands taken"};
 constexpr Family kLuReadBytes{"rbio_lu_read_bytes_total", C, "Bytes addressed by READ commands"};
-constexpr Family kLuWrites{"rbio_lu_writes_total", C,
-                           "WRITE and WRITE AND VERIFY commands taken"};
+constexpr Family kLuWrites{"rbio_lu_writes_total", C, "WRITE and WRITE AND VERIFY commands taken"};
 constexpr Family kLuWrittenBytes{"rbio_lu_written_bytes_total", C,
                                  "Bytes addressed by WRITE and WRITE AND VERIFY commands"};
-constexpr Family kLuErrors{"rbio_lu_failed_commands_total", C,
-                           "Commands that ended in CHECK CONDITION"};
+constexpr Family kLuErrors{"rbio_lu_failed_commands_total", C, "Commands that ended in CHECK CONDITION"};
 constexpr Family kLuIos{"rbio_lu_ios_total", C,
                         "Reads, writes and flushes issued to the backing file, after coalescing"};
 constexpr Family kLuMerged{"rbio_lu_merged_commands_total", C,
@@ -51,10 +47,8 @@ constexpr Family kLuPasses{"rbio_lu_passes_total", C, "Event-loop passes that ha
 constexpr Family kLuReaped{"rbio_lu_reaped_completions_total", C,
                            "Completions reaped; reaped=inline: right after submitting, "
                            "reaped=event: on an eventfd wake-up"};
-constexpr Family kLuWakeups{"rbio_lu_eventfd_wakeups_total", C,
-                            "Eventfd wake-ups for completions"};
-constexpr Family kLuInFlight{"rbio_lu_ios_in_flight", G,
-                             "I/Os handed to io_uring and not yet complete"};
+constexpr Family kLuWakeups{"rbio_lu_eventfd_wakeups_total", C, "Eventfd wake-ups for completions"};
+constexpr Family kLuInFlight{"rbio_lu_ios_in_flight", G, "I/Os handed to io_uring and not yet complete"};
 
 // ---- one connection (rbio::iser::Counter)
 
@@ -77,8 +71,7 @@ ConnectionFamily connection_family(Counter c) {
             return {{"rbio_connection_receive_calls_total", C, "recv/read system calls"}, Applies::Tcp};
         case Counter::PdusOut:
             return {{"rbio_connection_sent_pdus_total", C, "iSCSI PDUs sent"}, Applies::Both};
-        case Counter::BytesOut:
-            return {{"rbio_connection_sent_bytes_total", C, "Bytes sent"}, Applies::Both};
+        case Counter::BytesOut: return {{"rbio_connection_sent_bytes_total", C, "Bytes sent"}, Applies::Both};
         case Counter::SendCalls:
             return {{"rbio_connection_send_calls_total", C, "sendmsg/writev system calls"}, Applies::Tcp};
         case Counter::WouldBlock:
@@ -94,28 +87,24 @@ ConnectionFamily connection_family(Counter c) {
                      "Send-queue work requests posted (SEND, RDMA WRITE, RDMA READ)"},
                     Applies::Iser};
         case Counter::PostCalls:
-            return {{"rbio_connection_rdma_post_send_calls_total", C, "ibv_post_send calls"},
-                    Applies::Iser};
+            return {{"rbio_connection_rdma_post_send_calls_total", C, "ibv_post_send calls"}, Applies::Iser};
         case Counter::RecvRequests:
             return {{"rbio_connection_rdma_receive_requests_total", C,
                      "Receive work requests posted by the connection (not by a shared receive queue)"},
                     Applies::Iser};
         case Counter::RecvPostCalls:
-            return {{"rbio_connection_rdma_post_receive_calls_total", C,
-                     "ibv_post_recv calls of the connection"},
-                    Applies::Iser};
+            return {
+                {"rbio_connection_rdma_post_receive_calls_total", C, "ibv_post_recv calls of the connection"},
+                Applies::Iser};
         case Counter::Signaled:
-            return {{"rbio_connection_rdma_signaled_requests_total", C,
-                     "Signalled send-queue work requests"},
+            return {{"rbio_connection_rdma_signaled_requests_total", C, "Signalled send-queue work requests"},
                     Applies::Iser};
         case Counter::Completions:
-            return {{"rbio_connection_rdma_completions_total", C, "Work completions reaped"},
-                    Applies::Iser};
+            return {{"rbio_connection_rdma_completions_total", C, "Work completions reaped"}, Applies::Iser};
         case Counter::PollCalls:
             return {{"rbio_connection_rdma_poll_calls_total", C, "ibv_poll_cq calls"}, Applies::Iser};
         case Counter::ChannelWakeups:
-            return {{"rbio_connection_rdma_channel_wakeups_total", C,
-                     "Completion-channel events taken"},
+            return {{"rbio_connection_rdma_channel_wakeups_total", C, "Completion-channel events taken"},
                     Applies::Iser};
         case Counter::RdmaReads:
             return {{"rbio_connection_rdma_reads_total", C,
@@ -147,7 +136,8 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     const std::array<Label, 2> labels{{{"target", lu.target}, {"lun", lun}}};
     const LabelSet l(labels);
     const rbio_bs_counters& k = lu.counters;
-    const std::array<Label, 4> info{{labels[0], labels[1], {"backing_store", lu.backing_store}, {"path", lu.path}}};
+    const std::array<Label, 4> info{
+        {labels[0], labels[1], {"backing_store", lu.backing_store}, {"path", lu.path}}};
     body_.add(kLuInfo, std::span<const Label>(info), 1);
     body_.add(kLuSize, l, lu.size_bytes);
     body_.add(kLuCommands, l, k.commands);
@@ -197,10 +187,10 @@ std::string TargetMetrics::text() const {
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,  kOpen,          kAccepted,      kLuInfo,    kLuSize,    kLuCommands,
-                            kLuReads,    kLuReadBytes,   kLuWrites,      kLuWrittenBytes,
-                            kLuErrors,   kLuIos,         kLuMerged,      kLuInlineIos,
-                            kLuSubmitCalls, kLuPasses,   kLuReaped,      kLuWakeups, kLuInFlight};
+    std::vector<Family> all{kBuildInfo,  kOpen,     kAccepted,    kLuInfo,      kLuSize,
+                            kLuCommands, kLuReads,  kLuReadBytes, kLuWrites,    kLuWrittenBytes,
+                            kLuErrors,   kLuIos,    kLuMerged,    kLuInlineIos, kLuSubmitCalls,
+                            kLuPasses,   kLuReaped, kLuWakeups,   kLuInFlight};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

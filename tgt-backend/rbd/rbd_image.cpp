@@ -131,10 +131,10 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     rc = rados_connect(h_->cluster);
     if (rc < 0) {
         std::string why = rc == -ETIMEDOUT ? "no monitor answered within " + timeout + " s"
-                        : rc == -EACCES || rc == -EPERM || rc == -ENOENT
-                            ? std::string("authentication as ") + client + " refused or no key for it (" +
-                                  std::strerror(-rc) + ")"
-                            : std::strerror(-rc);
+                          : rc == -EACCES || rc == -EPERM || rc == -ENOENT
+                              ? std::string("authentication as ") + client + " refused or no key for it (" +
+                                    std::strerror(-rc) + ")"
+                              : std::strerror(-rc);
         throw Error("rbd " + name_ + ": cannot connect to cluster '" + how.cluster + "': " + why);
     }
     h_->connected = true;

@@ -92,12 +92,9 @@ void BlockPool::destroy(Block* b) noexcept {
 
 void BlockPool::free_memory(Block* b) noexcept {
     b->magic = 0;
-    if (c_.mapped)
-        munmap(static_cast<unsigned char*>(b->payload()) - kPage, b->allocated);
-    else if (c_.page_aligned)
-        std::free(static_cast<unsigned char*>(b->payload()) - kPage);
-    else
-        std::free(b);
+    if (c_.mapped) munmap(static_cast<unsigned char*>(b->payload()) - kPage, b->allocated);
+    else if (c_.page_aligned) std::free(static_cast<unsigned char*>(b->payload()) - kPage);
+    else std::free(b);
 }
 
 void BlockPool::put_back(Block* b) noexcept {
@@ -124,10 +121,8 @@ void ReleaseQueue::release_after(Block* b, uint64_t after, uint64_t done) noexce
     }
     b->release_after = after;
     b->next = nullptr;
-    if (tail_)
-        tail_->next = b;
-    else
-        head_ = b;
+    if (tail_) tail_->next = b;
+    else head_ = b;
     tail_ = b;
 }
 

@@ -32,10 +32,9 @@ int visit(dl_phdr_info* info, size_t, void* data) {
             const unsigned char* desc = name + ((n.n_namesz + 3) & ~3u);
             const unsigned char* next = desc + ((n.n_descsz + 3) & ~3u);
             if (next > end) break;
-            if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 &&
-                std::memcmp(name, "GNU", 4) == 0 && f->len > 2 * n.n_descsz) {
-                for (unsigned j = 0; j < n.n_descsz; ++j)
-                    std::snprintf(f->hex + 2 * j, 3, "%02x", desc[j]);
+            if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+                f->len > 2 * n.n_descsz) {
+                for (unsigned j = 0; j < n.n_descsz; ++j) std::snprintf(f->hex + 2 * j, 3, "%02x", desc[j]);
                 f->ok = true;
                 return 1;
             }

@@ -63,8 +63,7 @@ int rbio_tcp_conn_rx_ready(const rbio_tcp_conn* c) {
     return rx.buffered() > 0 || rx.at_eof() || rx.direct_pending();
 }
 
-int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data, char* err,
-                            size_t errlen) {
+int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data, char* err, size_t errlen) {
     rbio::iser::PduLimits limits;
     limits.max_recv_data_segment_length = max_data;
     rbio::iser::BhsView view(static_cast<const uint8_t*>(bhs));
@@ -96,9 +95,7 @@ int rbio_tcp_conn_tx_end(rbio_tcp_conn* c, int header_digest, int data_digest) {
 
 rbio_tx_state rbio_tcp_conn_flush(rbio_tcp_conn* c) { return to_c(c->conn.tx().flush()); }
 
-rbio_tx_state rbio_tcp_conn_on_writable(rbio_tcp_conn* c) {
-    return to_c(c->conn.tx().on_writable());
-}
+rbio_tx_state rbio_tcp_conn_on_writable(rbio_tcp_conn* c) { return to_c(c->conn.tx().on_writable()); }
 
 rbio_tx_state rbio_tcp_conn_tx_state(const rbio_tcp_conn* c) { return to_c(c->conn.tx().state()); }
 
@@ -118,9 +115,9 @@ void rbio_tcp_conn_describe(const rbio_tcp_conn* c, char* out, size_t len) {
                   "pdus_in=%llu pdus_out=%llu recv_calls=%llu send_calls=%llu "
                   "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
-                  (unsigned long long)k[Counter::RecvCalls],
-                  (unsigned long long)k[Counter::SendCalls], k.pdus_per_recv(), k.pdus_per_send(),
-                  (unsigned long long)k[Counter::BytesIn], (unsigned long long)k[Counter::BytesOut]);
+                  (unsigned long long)k[Counter::RecvCalls], (unsigned long long)k[Counter::SendCalls],
+                  k.pdus_per_recv(), k.pdus_per_send(), (unsigned long long)k[Counter::BytesIn],
+                  (unsigned long long)k[Counter::BytesOut]);
 }
 
 void rbio_tcp_conn_publish(rbio_tcp_conn* c) { c->conn.publish(); }

@@ -2,10 +2,10 @@
 // IserEndpoint per connection, registered data buffers, and the deferred
 // release of buffers that posted work requests still point into. Nothing
 // here lets a C++ exception unwind into tgtd.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -147,10 +147,8 @@ struct rbio_iser_ep {
              [this](uint64_t token, int status) { done(done_ctx, token, status); }) {}
 
     void release_deferred(bool all) {
-        if (all)
-            releases.release_all();
-        else
-            releases.release_done(ep.sends_done_total());
+        if (all) releases.release_all();
+        else releases.release_done(ep.sends_done_total());
     }
 
     ibv_pd* pd;
@@ -169,8 +167,8 @@ struct rbio_iser_ep {
 
 extern "C" {
 
-rbio_iser_ep* rbio_iser_ep_new(rdma_cm_id* id, const rbio_tp_settings* s, rbio_iser_done_fn done,
-                               void* ctx, char* err, size_t errlen) {
+rbio_iser_ep* rbio_iser_ep_new(rdma_cm_id* id, const rbio_tp_settings* s, rbio_iser_done_fn done, void* ctx,
+                               char* err, size_t errlen) {
     try {
         auto e = std::make_unique<rbio_iser_ep>(CmIdPtr(id), *s, done, ctx);
         e->ep.post_receives();
@@ -261,8 +259,7 @@ void rbio_iser_ep_flush(rbio_iser_ep* e) {
     e->release_deferred(false);
 }
 
-int rbio_iser_ep_send(rbio_iser_ep* e, const void* hdr, size_t hdr_len, const void* data,
-                      size_t data_len) {
+int rbio_iser_ep_send(rbio_iser_ep* e, const void* hdr, size_t hdr_len, const void* data, size_t data_len) {
     return e->ep.send_pdu({}, {static_cast<const uint8_t*>(hdr), hdr_len},
                           {static_cast<const uint8_t*>(data), data_len}, 0)
                ? 0
@@ -285,8 +282,8 @@ int rbio_iser_ep_rdma_write(rbio_iser_ep* e, void* buf, size_t offset, size_t le
     return e->ep.rdma_write(buffer_sge(buf, offset, len), va, rkey, 0) ? 0 : -1;
 }
 
-int rbio_iser_ep_rdma_read(rbio_iser_ep* e, void* buf, size_t offset, size_t len, uint64_t va,
-                           uint32_t rkey, uint64_t token) {
+int rbio_iser_ep_rdma_read(rbio_iser_ep* e, void* buf, size_t offset, size_t len, uint64_t va, uint32_t rkey,
+                           uint64_t token) {
     if (!registered(e, buf, offset, len)) return -1;
     return e->ep.rdma_read(buffer_sge(buf, offset, len), va, rkey, token) ? 0 : -1;
 }
@@ -303,14 +300,11 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
                   "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
                   "rdma_reads=%llu spin_hits=%llu spin_misses=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
-                  (unsigned long long)k[Counter::WorkRequests],
-                  (unsigned long long)k[Counter::PostCalls],
+                  (unsigned long long)k[Counter::WorkRequests], (unsigned long long)k[Counter::PostCalls],
                   posts > 0 ? double(k[Counter::WorkRequests]) / posts : 0.0,
-                  (unsigned long long)k[Counter::Signaled],
-                  (unsigned long long)k[Counter::Completions], k.completions_per_poll(),
-                  (unsigned long long)k[Counter::ChannelWakeups],
-                  (unsigned long long)k[Counter::RdmaReads],
-                  (unsigned long long)k[Counter::SpinHits],
+                  (unsigned long long)k[Counter::Signaled], (unsigned long long)k[Counter::Completions],
+                  k.completions_per_poll(), (unsigned long long)k[Counter::ChannelWakeups],
+                  (unsigned long long)k[Counter::RdmaReads], (unsigned long long)k[Counter::SpinHits],
                   (unsigned long long)k[Counter::SpinMisses]);
 }
 

@@ -32,8 +32,8 @@ uint32_t parse_uint(std::string_view v, uint32_t min, uint32_t max, const std::s
     errno = 0;
     unsigned long n = std::strtoul(s.c_str(), &end, 10);
     if (s.empty() || *end != '\0' || errno != 0 || n < min || n > max)
-        throw SettingsError(where + ": '" + s + "' is not a number from " + std::to_string(min) +
-                            " to " + std::to_string(max));
+        throw SettingsError(where + ": '" + s + "' is not a number from " + std::to_string(min) + " to " +
+                            std::to_string(max));
     return uint32_t(n);
 }
 
@@ -43,46 +43,35 @@ void copy_to(char* dst, size_t len, std::string_view v, const std::string& where
     dst[v.size()] = '\0';
 }
 
-void apply(rbio_tp_settings& s, std::string_view key, std::string_view value,
-           const std::string& where) {
+void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, const std::string& where) {
     std::string w = where + ": " + std::string(key);
-    if (key == "transport")
-        s.enabled = parse_switch(value, w);
-    else if (key == "iser")
-        s.iser = parse_switch(value, w);
-    else if (key == "portals")
-        copy_to(s.portals, sizeof(s.portals), value == "all" ? "" : value, w);
+    if (key == "transport") s.enabled = parse_switch(value, w);
+    else if (key == "iser") s.iser = parse_switch(value, w);
+    else if (key == "portals") copy_to(s.portals, sizeof(s.portals), value == "all" ? "" : value, w);
     else if (key == "stats_file")
         copy_to(s.stats_file, sizeof(s.stats_file), value == "none" ? "" : value, w);
-    else if (key == "batch_reads")
-        s.batch_reads = parse_switch(value, w);
-    else if (key == "coalesce")
-        s.coalesce = parse_switch(value, w);
-    else if (key == "send_inline")
-        s.send_inline = parse_switch(value, w);
-    else if (key == "direct_read_kib")
-        s.direct_read_kib = parse_uint(value, 4, 16384, w);
-    else if (key == "rx_buffer_kib")
-        s.rx_buffer_kib = parse_uint(value, 16, 65536, w);
-    else if (key == "max_queued_kib")
-        s.max_queued_kib = parse_uint(value, 64, 1048576, w);
-    else if (key == "iser_spin_us")
-        s.iser_spin_us = parse_uint(value, 0, 1000, w);
-    else if (key == "iser_srq_depth")
-        s.iser_srq_depth = parse_uint(value, 0, 16384, w);
+    else if (key == "batch_reads") s.batch_reads = parse_switch(value, w);
+    else if (key == "coalesce") s.coalesce = parse_switch(value, w);
+    else if (key == "send_inline") s.send_inline = parse_switch(value, w);
+    else if (key == "direct_read_kib") s.direct_read_kib = parse_uint(value, 4, 16384, w);
+    else if (key == "rx_buffer_kib") s.rx_buffer_kib = parse_uint(value, 16, 65536, w);
+    else if (key == "max_queued_kib") s.max_queued_kib = parse_uint(value, 64, 1048576, w);
+    else if (key == "iser_spin_us") s.iser_spin_us = parse_uint(value, 0, 1000, w);
+    else if (key == "iser_srq_depth") s.iser_srq_depth = parse_uint(value, 0, 16384, w);
     else if (rbio::bs::alua::is_setting(key) || rbio::bs::metrics::is_setting(key))
         ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
            // and metrics/settings.cpp
     else
-        throw SettingsError(where + ": unknown key '" + std::string(key) +
-                            "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
-                            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth, "
-                            "port_group, alua_groups_file, metrics_file)");
+        throw SettingsError(
+            where + ": unknown key '" + std::string(key) +
+            "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
+            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth, "
+            "port_group, alua_groups_file, metrics_file)");
 }
 
 void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
-    bool read = rbio::bs::read_config(path, must_exist,
-        [&](std::string_view key, std::string_view value, const std::string& where) {
+    bool read = rbio::bs::read_config(
+        path, must_exist, [&](std::string_view key, std::string_view value, const std::string& where) {
             apply(s, key, value, where);
         });
     if (read) std::snprintf(s.source, sizeof(s.source), "%s", path.c_str());
@@ -106,12 +95,13 @@ void load(rbio_tp_settings& s) {
     auto [path, must_exist] = rbio::bs::config_source();
     load_file(s, path, must_exist);
 
-    std::string env_used = rbio::bs::apply_environment(
-        {{"RBIO_TRANSPORT", "transport"}, {"RBIO_ISER", "iser"}, {"RBIO_PORTALS", "portals"},
-         {"RBIO_STATS_FILE", "stats_file"}},
-        [&](std::string_view key, std::string_view value, const std::string& where) {
-            apply(s, key, value, where);
-        });
+    std::string env_used =
+        rbio::bs::apply_environment({{"RBIO_TRANSPORT", "transport"},
+                                     {"RBIO_ISER", "iser"},
+                                     {"RBIO_PORTALS", "portals"},
+                                     {"RBIO_STATS_FILE", "stats_file"}},
+                                    [&](std::string_view key, std::string_view value,
+                                        const std::string& where) { apply(s, key, value, where); });
     if (!env_used.empty()) {
         std::string src = std::string(s.source) + " + " + env_used;
         std::snprintf(s.source, sizeof(s.source), "%s", src.c_str());
@@ -135,13 +125,14 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 }
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
-    std::snprintf(out, len,
-                  "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
-                  "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u iser_spin_us=%u iser_srq_depth=%u (from %s)",
-                  s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
-                  s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
-                  s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
-                  s->max_queued_kib, s->iser_spin_us, s->iser_srq_depth, s->source);
+    std::snprintf(
+        out, len,
+        "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
+        "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u iser_spin_us=%u iser_srq_depth=%u (from %s)",
+        s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
+        s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off", s->coalesce ? "on" : "off",
+        s->send_inline ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib,
+        s->iser_spin_us, s->iser_srq_depth, s->source);
 }
 
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {

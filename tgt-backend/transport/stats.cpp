@@ -44,13 +44,12 @@ void rbio_tp_stats_connection(int opened) {
 
 uint64_t rbio_tp_stats_accepted(void) { return g_total.load(std::memory_order_relaxed); }
 
-int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
-                        size_t errlen) {
+int rbio_tp_stats_write(const char* pattern, const char* connections, char* err, size_t errlen) {
     using rbio::iser::Counter;
     try {
         auto c = rbio::tp::totals().snapshot();
-        std::string text = "# rbio TCP transport statistics of tgtd pid " + std::to_string(getpid()) +
-                           "\ntransport=rbio\n";
+        std::string text =
+            "# rbio TCP transport statistics of tgtd pid " + std::to_string(getpid()) + "\ntransport=rbio\n";
         auto line = [&](const char* key, uint64_t v) {
             text.append(key).append("=").append(std::to_string(v)).append("\n");
         };
@@ -60,8 +59,8 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
             line(rbio::iser::counter_name(Counter(i)), c.values[i]);
         line("syscalls", c[Counter::RecvCalls] + c[Counter::SendCalls] + c[Counter::EventCtl]);
         char ratios[96];
-        std::snprintf(ratios, sizeof ratios, "pdus_per_recv=%.2f\npdus_per_send=%.2f\n",
-                      c.pdus_per_recv(), c.pdus_per_send());
+        std::snprintf(ratios, sizeof ratios, "pdus_per_recv=%.2f\npdus_per_send=%.2f\n", c.pdus_per_recv(),
+                      c.pdus_per_send());
         text += ratios;
         if (connections) text += connections;
         rbio::bs::write_file_atomically(expand(pattern), text);

@@ -37,7 +37,8 @@ TcpConnection::TcpConnection(int fd, const rbio_tp_settings& s)
     : rx_(fd, rx_config(s), counters_),
       writer_(fd),
       headers_(kMaxQueuedPdus),
-      tx_(tx_config(s), writer_, [this](uint64_t, int) { ++done_total_; }, counters_) {}
+      tx_(
+          tx_config(s), writer_, [this](uint64_t, int) { ++done_total_; }, counters_) {}
 
 void TcpConnection::tx_header(const uint8_t* bhs) {
     std::memcpy(headers_[queued_total_ % headers_.size()].data(), bhs, iser::kBhsLength);

@@ -67,7 +67,9 @@ std::vector<uint8_t> pattern(uint64_t seed, uint64_t stream, uint64_t len) {
 
 uint64_t file_size(uint64_t i) { return kFileSizes[i % std::size(kFileSizes)]; }
 std::vector<uint8_t> file_bytes(uint64_t seed, uint64_t i) { return pattern(seed, i, file_size(i)); }
-std::vector<uint8_t> record_bytes(uint64_t seed, uint64_t i) { return pattern(seed, 1'000'000 + i, kRecordBytes); }
+std::vector<uint8_t> record_bytes(uint64_t seed, uint64_t i) {
+    return pattern(seed, 1'000'000 + i, kRecordBytes);
+}
 
 void write_all(int fd, const std::vector<uint8_t>& b, const std::string& what) {
     size_t done = 0;
@@ -95,7 +97,8 @@ std::vector<uint8_t> read_up_to(int fd, uint64_t len, const std::string& what) {
 }
 
 void dm_mark(const std::string& name, const std::string& text) {
-    if (name.empty() || name.size() >= DM_NAME_LEN) throw std::runtime_error("bad device-mapper name '" + name + "'");
+    if (name.empty() || name.size() >= DM_NAME_LEN)
+        throw std::runtime_error("bad device-mapper name '" + name + "'");
     if (text.empty() || text.find_first_of(" \t\n") != std::string::npos)
         throw std::runtime_error("a mark is one word: '" + text + "'");
     const std::string msg = "mark " + text;
@@ -121,7 +124,8 @@ void fsync_or_throw(int fd, const std::string& what) {
 void write_steps(const std::string& dir, uint64_t steps, uint64_t seed, const std::string& dm) {
     UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dfd) throw sys_error("open " + dir);
-    UniqueFd journal(::openat(dfd.get(), "journal.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644));
+    UniqueFd journal(
+        ::openat(dfd.get(), "journal.log", O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644));
     if (!journal) throw sys_error("create journal.log");
     for (uint64_t i = 0; i < steps; ++i) {
         const std::string f = "f" + std::to_string(i);
@@ -144,7 +148,8 @@ void write_steps(const std::string& dir, uint64_t steps, uint64_t seed, const st
         }
         if (i >= 1) {
             const std::string prev = "noise" + std::to_string(i - 1), moved = "moved" + std::to_string(i - 1);
-            if (::renameat(dfd.get(), prev.c_str(), dfd.get(), moved.c_str()) < 0) throw sys_error("rename " + prev);
+            if (::renameat(dfd.get(), prev.c_str(), dfd.get(), moved.c_str()) < 0)
+                throw sys_error("rename " + prev);
         }
         if (i >= 3) {
             const std::string old = "moved" + std::to_string(i - 3);
@@ -199,7 +204,8 @@ int check_steps(const std::string& dir, int64_t upto, uint64_t seed) {
         const std::string f = dir + "/f" + std::to_string(i);
         UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));
         if (!fd) {
-            std::printf("f%lld: missing (%s), fsynced at step %lld\n", (long long)i, std::strerror(errno), (long long)i);
+            std::printf("f%lld: missing (%s), fsynced at step %lld\n", (long long)i, std::strerror(errno),
+                        (long long)i);
             return 1;
         }
         const auto want = file_bytes(seed, uint64_t(i));
@@ -266,8 +272,7 @@ int main(int argc, char** argv) {
                 const size_t eq = v.find('=');
                 if (eq == std::string_view::npos || eq == 0 || eq + 1 == v.size()) usage();
                 same.emplace_back(v);
-            }
-            else usage();
+            } else usage();
         }
         if (cmd == "write" && steps > 0 && seed >= 0 && !dm.empty()) {
             write_steps(argv[2], uint64_t(steps), uint64_t(seed), dm);

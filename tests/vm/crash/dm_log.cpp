@@ -41,7 +41,8 @@ uint64_t size_of(int fd, const char* what) {
         if (::ioctl(fd, BLKGETSIZE64, &n) < 0) throw sys_error(std::string("BLKGETSIZE64 ") + what, errno);
         return n;
     }
-    if (!S_ISREG(st.st_mode)) throw std::runtime_error(std::string(what) + " is neither a file nor a block device");
+    if (!S_ISREG(st.st_mode))
+        throw std::runtime_error(std::string(what) + " is neither a file nor a block device");
     return uint64_t(st.st_size);
 }
 
@@ -120,8 +121,7 @@ std::optional<LogEntry> LogReader::next() {
     e.nr_sectors = le64(&header_[8]);
     e.flags = le64(&header_[16]);
     const uint64_t data_len = le64(&header_[24]);
-    if (e.flags & ~kKnownFlags)
-        throw std::runtime_error(what + ": unknown flags " + std::to_string(e.flags));
+    if (e.flags & ~kKnownFlags) throw std::runtime_error(what + ": unknown flags " + std::to_string(e.flags));
     if (e.flags & kMark) {
         if (data_len >= sector_size_ - kHeaderBytes || e.nr_sectors)
             throw std::runtime_error(what + ": a mark of " + std::to_string(data_len) + " bytes and " +
@@ -175,7 +175,8 @@ void Replayer::apply(const LogEntry& e) {
 
 void sparse_copy(int from, int to) {
     const uint64_t size = size_of(from, "the image");
-    if (::ftruncate(to, 0) < 0 || ::ftruncate(to, off_t(size)) < 0) throw sys_error("truncating the copy", errno);
+    if (::ftruncate(to, 0) < 0 || ::ftruncate(to, off_t(size)) < 0)
+        throw sys_error("truncating the copy", errno);
     off_t pos = 0;
     for (;;) {
         off_t data = ::lseek(from, pos, SEEK_DATA);

@@ -44,8 +44,8 @@ enum EntryFlag : uint64_t {
 inline constexpr uint64_t kKnownFlags = kFlush | kFua | kDiscard | kMark | kMetadata;
 
 struct LogEntry {
-    uint64_t index = 0;        // 0 for the first entry after the super
-    uint64_t sector = 0;       // on the data device, in log sectors
+    uint64_t index = 0;   // 0 for the first entry after the super
+    uint64_t sector = 0;  // on the data device, in log sectors
     uint64_t nr_sectors = 0;
     uint64_t flags = 0;
     uint64_t data_offset = 0;  // byte offset of the written data in the log

@@ -80,7 +80,8 @@ int list(const std::string& log_path) {
 
 int replay(const std::string& log_path, const std::string& image_path, uint64_t from, uint64_t to,
            const std::string& copy_path) {
-    if (to < from) throw std::runtime_error("--to " + std::to_string(to) + " is before --from " + std::to_string(from));
+    if (to < from)
+        throw std::runtime_error("--to " + std::to_string(to) + " is before --from " + std::to_string(from));
     rbio::UniqueFd log_fd = open_or_throw(log_path, O_RDONLY);
     rbio::UniqueFd image = open_or_throw(image_path, O_RDWR);
     LogReader log(log_fd.get());

@@ -33,8 +33,8 @@ struct ChapChallenge {
 // Throws InitiatorError(AuthFailure) when no random bytes are available.
 ChapChallenge make_chap_challenge();
 // Whether `response` is MD5(id || secret || challenge), compared in constant time.
-bool chap_md5_matches(uint8_t id, std::span<const uint8_t> secret,
-                      std::span<const uint8_t> challenge, std::span<const uint8_t> response);
+bool chap_md5_matches(uint8_t id, std::span<const uint8_t> secret, std::span<const uint8_t> challenge,
+                      std::span<const uint8_t> response);
 
 // A binary value of an iSCSI key (RFC 7143 §6.1): "0x" + hex digits, or
 // "0b" + base64. Throws InitiatorError(Protocol) when malformed or empty.

@@ -9,14 +9,14 @@
 namespace rbio::initiator {
 
 enum class ErrorKind : int {
-    Unreachable = 3,     // the portal did not accept a TCP connection
-    LoginRefused = 4,    // login status other than those below, or negotiation failed
-    AuthFailure = 5,     // login status 0x0201/0x0202, or CHAP refused
-    UnknownTarget = 6,   // login status 0x0203/0x0204
-    Io = 7,              // a SCSI command failed (CHECK CONDITION, bad status)
-    Timeout = 8,         // a command or login step did not complete in time
-    Protocol = 9,        // the target broke the protocol: malformed PDU, bad field
-    ConnectionLost = 10, // the target closed or reset the connection
+    Unreachable = 3,      // the portal did not accept a TCP connection
+    LoginRefused = 4,     // login status other than those below, or negotiation failed
+    AuthFailure = 5,      // login status 0x0201/0x0202, or CHAP refused
+    UnknownTarget = 6,    // login status 0x0203/0x0204
+    Io = 7,               // a SCSI command failed (CHECK CONDITION, bad status)
+    Timeout = 8,          // a command or login step did not complete in time
+    Protocol = 9,         // the target broke the protocol: malformed PDU, bad field
+    ConnectionLost = 10,  // the target closed or reset the connection
 };
 
 // Short name, e.g. "auth-failure".
@@ -24,8 +24,7 @@ const char* to_string(ErrorKind kind);
 
 class InitiatorError : public std::runtime_error {
 public:
-    InitiatorError(ErrorKind kind, const std::string& message)
-        : std::runtime_error(message), kind_(kind) {}
+    InitiatorError(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
     ErrorKind kind() const { return kind_; }
     // The `rbio` exit code of this error.
     int exit_code() const { return int(kind_); }

@@ -19,13 +19,12 @@ void log_line(LogLevel level, const std::string& message);
 
 }  // namespace rbio::initiator
 
-#define RBIO_LOG(level, expr)                                                  \
-    do {                                                                       \
-        if (::rbio::initiator::log_enabled(::rbio::initiator::LogLevel::level)) { \
-            std::ostringstream rbio_log_os_;                                   \
-            /* expr is a << chain: parentheses would end it */                \
-            rbio_log_os_ << expr; /* NOLINT(bugprone-macro-parentheses) */    \
-            ::rbio::initiator::log_line(::rbio::initiator::LogLevel::level,    \
-                                        rbio_log_os_.str());                   \
-        }                                                                      \
+#define RBIO_LOG(level, expr)                                                                    \
+    do {                                                                                         \
+        if (::rbio::initiator::log_enabled(::rbio::initiator::LogLevel::level)) {                \
+            std::ostringstream rbio_log_os_;                                                     \
+            /* expr is a << chain: parentheses would end it */                                   \
+            rbio_log_os_ << expr; /* NOLINT(bugprone-macro-parentheses) */                       \
+            ::rbio::initiator::log_line(::rbio::initiator::LogLevel::level, rbio_log_os_.str()); \
+        }                                                                                        \
     } while (0)

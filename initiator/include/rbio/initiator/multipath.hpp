@@ -100,19 +100,19 @@ struct PathStats {
     std::optional<uint16_t> group;  // from VPD 83h; none: the target has no ALUA (always active)
     bool state_known = false;
     AluaState state = AluaState::Unavailable;
-    uint64_t commands = 0;        // commands sent here (re-sends included), RTPG not counted
-    uint64_t completed = 0;       // commands completed here
+    uint64_t commands = 0;              // commands sent here (re-sends included), RTPG not counted
+    uint64_t completed = 0;             // commands completed here
     uint64_t commands_since_login = 0;  // commands sent since its latest login
-    uint64_t moved_away = 0;      // commands re-sent elsewhere after a failure or refusal here
-    uint64_t refused = 0;         // NOT READY 04/0A/0B/0C answers
-    uint64_t unit_attentions = 0; // UNIT ATTENTION answers (2A/06 included)
-    uint64_t state_changes = 0;   // times its known state changed
-    uint64_t failures = 0;        // times its session ended
-    uint64_t logins = 0;          // successful logins (the first and every fail back)
+    uint64_t moved_away = 0;            // commands re-sent elsewhere after a failure or refusal here
+    uint64_t refused = 0;               // NOT READY 04/0A/0B/0C answers
+    uint64_t unit_attentions = 0;       // UNIT ATTENTION answers (2A/06 included)
+    uint64_t state_changes = 0;         // times its known state changed
+    uint64_t failures = 0;              // times its session ended
+    uint64_t logins = 0;                // successful logins (the first and every fail back)
     uint64_t login_attempts = 0;
-    uint64_t rtpg = 0;            // REPORT TARGET PORT GROUPS sent
-    std::string last_error;       // why it last failed or could not log in
-    SessionStats session;         // its sessions' loop and transport counters, summed
+    uint64_t rtpg = 0;       // REPORT TARGET PORT GROUPS sent
+    std::string last_error;  // why it last failed or could not log in
+    SessionStats session;    // its sessions' loop and transport counters, summed
 };
 
 struct MultipathStats {
@@ -124,7 +124,7 @@ struct MultipathStats {
     // completing on another path.
     double last_failover_ms = 0;
     double max_failover_ms = 0;
-    uint64_t loop_polls = 0;      // the layer's own poll() calls
+    uint64_t loop_polls = 0;  // the layer's own poll() calls
 };
 
 // "ao", "ano", "standby", "unavailable", "transitioning", "down", "unknown"
@@ -209,8 +209,8 @@ private:
     std::chrono::steady_clock::time_point refresh_due_;
     std::optional<std::chrono::steady_clock::time_point> no_path_since_;
     std::optional<std::chrono::steady_clock::time_point> failover_since_;
-    std::string failed_;  // set once run_once gave up
-    bool closing_ = false;  // logout: no new state reads or logins
+    std::string failed_;     // set once run_once gave up
+    bool closing_ = false;   // logout: no new state reads or logins
     MultipathStats totals_;  // everything but `paths`
 };
 

@@ -72,16 +72,15 @@ uint32_t parse_number(std::string_view key, std::string_view value, uint32_t lo,
 // Yes/No.
 bool parse_bool(std::string_view key, std::string_view value);
 // Minimum: the answer must not exceed the offer.
-uint32_t negotiate_min(std::string_view key, uint32_t offered, std::string_view answer,
-                       uint32_t lo, uint32_t hi);
+uint32_t negotiate_min(std::string_view key, uint32_t offered, std::string_view answer, uint32_t lo,
+                       uint32_t hi);
 // Boolean AND (ImmediateData): an offer of No leaves only No.
 bool negotiate_and(std::string_view key, bool offered, std::string_view answer);
 // Boolean OR (InitialR2T, DataPDUInOrder, DataSequenceInOrder): an offer of
 // Yes leaves only Yes.
 bool negotiate_or(std::string_view key, bool offered, std::string_view answer);
 // List: the answer must be one of the offered values.
-std::string negotiate_list(std::string_view key, std::string_view offered_list,
-                           std::string_view answer);
+std::string negotiate_list(std::string_view key, std::string_view offered_list, std::string_view answer);
 
 // ---- as the responder, for keys the target offers first
 //

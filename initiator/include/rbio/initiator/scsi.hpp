@@ -38,8 +38,10 @@ std::string describe(const ScsiOutcome& o);
 class ScsiError : public InitiatorError {
 public:
     ScsiError(const std::string& message, const ScsiOutcome& outcome)
-        : InitiatorError(ErrorKind::Io, message), response_(outcome.response),
-          status_(outcome.status), sense_(decode_sense(outcome.sense)) {}
+        : InitiatorError(ErrorKind::Io, message),
+          response_(outcome.response),
+          status_(outcome.status),
+          sense_(decode_sense(outcome.sense)) {}
     uint8_t response() const { return response_; }
     uint8_t status() const { return status_; }
     const SenseInfo& sense() const { return sense_; }
@@ -54,7 +56,7 @@ inline constexpr uint8_t kSenseIllegalRequest = 0x05;
 
 // ---- CDB builders (the caller sets buffer/done/timeout as needed)
 ScsiCommand make_test_unit_ready(uint64_t lun);
-ScsiCommand make_inquiry(uint64_t lun, std::span<uint8_t> buffer);  // standard page
+ScsiCommand make_inquiry(uint64_t lun, std::span<uint8_t> buffer);          // standard page
 ScsiCommand make_read_capacity16(uint64_t lun, std::span<uint8_t> buffer);  // >= 32 bytes
 ScsiCommand make_report_luns(std::span<uint8_t> buffer);
 ScsiCommand make_read16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer);
@@ -165,15 +167,15 @@ TargetPortGroups decode_report_target_port_groups(std::span<const uint8_t> data,
 // B0h (SBC-3 6.6.4). Zero means "not reported" for the lengths; a page too
 // short to hold a field (older targets send 0Ch bytes) leaves it zero.
 struct BlockLimits {
-    bool wsnz = false;                         // WRITE SAME with 0 blocks not supported
-    uint8_t max_compare_and_write_length = 0;  // blocks
-    uint16_t optimal_transfer_granularity = 0; // blocks
-    uint32_t max_transfer_length = 0;          // blocks per READ/WRITE
+    bool wsnz = false;                          // WRITE SAME with 0 blocks not supported
+    uint8_t max_compare_and_write_length = 0;   // blocks
+    uint16_t optimal_transfer_granularity = 0;  // blocks
+    uint32_t max_transfer_length = 0;           // blocks per READ/WRITE
     uint32_t optimal_transfer_length = 0;
     uint32_t max_prefetch_length = 0;
-    uint32_t max_unmap_lba_count = 0;          // per UNMAP command; 0: UNMAP not supported
-    uint32_t max_unmap_descriptor_count = 0;   // per UNMAP command; 0: UNMAP not supported
-    uint32_t optimal_unmap_granularity = 0;    // blocks
+    uint32_t max_unmap_lba_count = 0;         // per UNMAP command; 0: UNMAP not supported
+    uint32_t max_unmap_descriptor_count = 0;  // per UNMAP command; 0: UNMAP not supported
+    uint32_t optimal_unmap_granularity = 0;   // blocks
     bool unmap_granularity_alignment_valid = false;
     uint32_t unmap_granularity_alignment = 0;  // first LBA of an optimal unmap unit
     uint64_t max_write_same_length = 0;        // blocks per WRITE SAME; 0: not reported
@@ -184,12 +186,12 @@ BlockLimits decode_block_limits(std::span<const uint8_t> page);
 // B2h (SBC-3 6.6.5).
 struct LogicalBlockProvisioning {
     uint8_t threshold_exponent = 0;
-    bool lbpu = false;     // UNMAP supported
-    bool lbpws = false;    // WRITE SAME(16) with UNMAP supported
-    bool lbpws10 = false;  // WRITE SAME(10) with UNMAP supported
-    uint8_t lbprz = 0;     // nonzero: unmapped blocks read as zeros
-    bool anc_sup = false;  // ANCHOR supported
-    bool dp = false;       // a provisioning group descriptor follows
+    bool lbpu = false;              // UNMAP supported
+    bool lbpws = false;             // WRITE SAME(16) with UNMAP supported
+    bool lbpws10 = false;           // WRITE SAME(10) with UNMAP supported
+    uint8_t lbprz = 0;              // nonzero: unmapped blocks read as zeros
+    bool anc_sup = false;           // ANCHOR supported
+    bool dp = false;                // a provisioning group descriptor follows
     uint8_t provisioning_type = 0;  // 0 full, 1 resource, 2 thin
 };
 LogicalBlockProvisioning decode_logical_block_provisioning(std::span<const uint8_t> page);
@@ -204,8 +206,7 @@ std::vector<std::vector<LbaRange>> plan_unmap(uint64_t lba, uint64_t blocks, con
 
 // Executes the command; UNIT ATTENTION is retried (up to `retries` times),
 // any other failure throws InitiatorError(Io) naming `what` and the sense.
-ScsiOutcome execute_checked(IoSession& s, const ScsiCommand& command, const char* what,
-                            int retries = 5);
+ScsiOutcome execute_checked(IoSession& s, const ScsiCommand& command, const char* what, int retries = 5);
 
 struct InquiryData {
     uint8_t peripheral_type = 0;

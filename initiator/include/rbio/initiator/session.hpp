@@ -172,14 +172,14 @@ struct SessionStats {
     uint64_t poll_calls = 0;
     uint64_t passes = 0;
     uint64_t commands = 0;
-    uint64_t data_direct_bytes = 0;  // Data-In bytes received in place
-    uint64_t reinstatements = 0;     // successful session reinstatements
-    uint64_t reconnect_attempts = 0; // logins tried for them, successful or not
-    uint64_t commands_retried = 0;   // commands re-sent on a reinstated session
-    uint64_t pings_sent = 0;         // NOP-Out pings
-    uint64_t pings_answered = 0;     // the target's NOP-In pings answered
-    uint64_t tasks_aborted = 0;      // ABORT TASK requests
-    uint64_t lun_resets = 0;         // LOGICAL UNIT RESET requests
+    uint64_t data_direct_bytes = 0;   // Data-In bytes received in place
+    uint64_t reinstatements = 0;      // successful session reinstatements
+    uint64_t reconnect_attempts = 0;  // logins tried for them, successful or not
+    uint64_t commands_retried = 0;    // commands re-sent on a reinstated session
+    uint64_t pings_sent = 0;          // NOP-Out pings
+    uint64_t pings_answered = 0;      // the target's NOP-In pings answered
+    uint64_t tasks_aborted = 0;       // ABORT TASK requests
+    uint64_t lun_resets = 0;          // LOGICAL UNIT RESET requests
     uint64_t syscalls() const {
         return transport[iser::Counter::RecvCalls] + transport[iser::Counter::SendCalls] + poll_calls;
     }
@@ -219,8 +219,7 @@ public:
     // over (closed with it, also when this throws). For transports set up
     // elsewhere and for the fuzzer, which feeds a socketpair; `portal` only
     // names the peer in messages.
-    static std::unique_ptr<Session> login_on(int fd, const Portal& portal,
-                                             const SessionOptions& options);
+    static std::unique_ptr<Session> login_on(int fd, const Portal& portal, const SessionOptions& options);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;

@@ -88,8 +88,7 @@ public:
     // publish may mix before and after of one publish, which stats tolerate.
     ConnectionCounters snapshot() const {
         ConnectionCounters c;
-        for (size_t i = 0; i < kCounterCount; ++i)
-            c.values[i] = values_[i].load(std::memory_order_relaxed);
+        for (size_t i = 0; i < kCounterCount; ++i) c.values[i] = values_[i].load(std::memory_order_relaxed);
         return c;
     }
 

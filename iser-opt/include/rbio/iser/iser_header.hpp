@@ -20,8 +20,8 @@ inline constexpr size_t kIserHeaderLength = 28;
 inline constexpr size_t kIserCmPrivateLength = 4;
 
 enum class IserOpcode : uint8_t {
-    Control = 0x1,     // an iSCSI control-type PDU follows
-    Hello = 0x2,       // only with iSERHelloRequired=Yes, which rbio never offers
+    Control = 0x1,  // an iSCSI control-type PDU follows
+    Hello = 0x2,    // only with iSERHelloRequired=Yes, which rbio never offers
     HelloReply = 0x3,
 };
 
@@ -41,8 +41,7 @@ struct IserHeader {
     // The header at the front of a received message, or why it is not one:
     // too short, or an opcode other than Control. Reserved bits are ignored,
     // as RFC 7143 asks of receivers.
-    static std::optional<IserHeader> decode(std::span<const uint8_t> message,
-                                            std::string& error);
+    static std::optional<IserHeader> decode(std::span<const uint8_t> message, std::string& error);
 };
 
 // Private data of the iSER CM REQ (RFC 7145 §9.3.1 as deployed by Linux and

@@ -87,13 +87,13 @@ public:
     uint32_t ttt() const { return be32(20); }
     // SCSI Command only.
     uint32_t expected_data_transfer_length() const { return be32(20); }
-    uint32_t cmd_sn() const { return be32(24); }       // initiator PDUs
-    uint32_t stat_sn() const { return be32(24); }      // target PDUs
-    uint32_t exp_stat_sn() const { return be32(28); }  // initiator PDUs
-    uint32_t exp_cmd_sn() const { return be32(28); }   // target PDUs
-    uint32_t max_cmd_sn() const { return be32(32); }   // target PDUs
-    uint32_t data_sn() const { return be32(36); }      // Data-In/Out; R2TSN in R2T
-    uint32_t buffer_offset() const { return be32(40); }  // Data-In/Out, R2T
+    uint32_t cmd_sn() const { return be32(24); }          // initiator PDUs
+    uint32_t stat_sn() const { return be32(24); }         // target PDUs
+    uint32_t exp_stat_sn() const { return be32(28); }     // initiator PDUs
+    uint32_t exp_cmd_sn() const { return be32(28); }      // target PDUs
+    uint32_t max_cmd_sn() const { return be32(32); }      // target PDUs
+    uint32_t data_sn() const { return be32(36); }         // Data-In/Out; R2TSN in R2T
+    uint32_t buffer_offset() const { return be32(40); }   // Data-In/Out, R2T
     uint32_t residual_count() const { return be32(44); }  // SCSI Response, Data-In
     // SCSI Command: the first 16 CDB bytes (longer CDBs continue in an AHS).
     std::span<const uint8_t, 16> cdb() const { return std::span<const uint8_t, 16>(b_ + 32, 16); }
@@ -121,12 +121,18 @@ public:
         bytes_[0] = uint8_t((uint8_t(op) & 0x3f) | (immediate ? 0x40 : 0));
         return *this;
     }
-    Bhs& set_flags(uint8_t flags) { bytes_[1] = flags; return *this; }
+    Bhs& set_flags(uint8_t flags) {
+        bytes_[1] = flags;
+        return *this;
+    }
     Bhs& set_final(bool f) {
         bytes_[1] = uint8_t(f ? (bytes_[1] | 0x80) : (bytes_[1] & 0x7f));
         return *this;
     }
-    Bhs& set_total_ahs_words(uint8_t words) { bytes_[4] = words; return *this; }
+    Bhs& set_total_ahs_words(uint8_t words) {
+        bytes_[4] = words;
+        return *this;
+    }
     // Only the low 24 bits fit; callers keep lengths within
     // kMaxDataSegmentLength.
     Bhs& set_data_segment_length(uint32_t n) {
@@ -135,18 +141,55 @@ public:
         bytes_[7] = uint8_t(n);
         return *this;
     }
-    Bhs& set_lun(uint64_t lun) { put32(8, uint32_t(lun >> 32)); put32(12, uint32_t(lun)); return *this; }
-    Bhs& set_itt(uint32_t v) { put32(16, v); return *this; }
-    Bhs& set_ttt(uint32_t v) { put32(20, v); return *this; }
-    Bhs& set_expected_data_transfer_length(uint32_t v) { put32(20, v); return *this; }
-    Bhs& set_cmd_sn(uint32_t v) { put32(24, v); return *this; }
-    Bhs& set_stat_sn(uint32_t v) { put32(24, v); return *this; }
-    Bhs& set_exp_stat_sn(uint32_t v) { put32(28, v); return *this; }
-    Bhs& set_exp_cmd_sn(uint32_t v) { put32(28, v); return *this; }
-    Bhs& set_max_cmd_sn(uint32_t v) { put32(32, v); return *this; }
-    Bhs& set_data_sn(uint32_t v) { put32(36, v); return *this; }
-    Bhs& set_buffer_offset(uint32_t v) { put32(40, v); return *this; }
-    Bhs& set_residual_count(uint32_t v) { put32(44, v); return *this; }
+    Bhs& set_lun(uint64_t lun) {
+        put32(8, uint32_t(lun >> 32));
+        put32(12, uint32_t(lun));
+        return *this;
+    }
+    Bhs& set_itt(uint32_t v) {
+        put32(16, v);
+        return *this;
+    }
+    Bhs& set_ttt(uint32_t v) {
+        put32(20, v);
+        return *this;
+    }
+    Bhs& set_expected_data_transfer_length(uint32_t v) {
+        put32(20, v);
+        return *this;
+    }
+    Bhs& set_cmd_sn(uint32_t v) {
+        put32(24, v);
+        return *this;
+    }
+    Bhs& set_stat_sn(uint32_t v) {
+        put32(24, v);
+        return *this;
+    }
+    Bhs& set_exp_stat_sn(uint32_t v) {
+        put32(28, v);
+        return *this;
+    }
+    Bhs& set_exp_cmd_sn(uint32_t v) {
+        put32(28, v);
+        return *this;
+    }
+    Bhs& set_max_cmd_sn(uint32_t v) {
+        put32(32, v);
+        return *this;
+    }
+    Bhs& set_data_sn(uint32_t v) {
+        put32(36, v);
+        return *this;
+    }
+    Bhs& set_buffer_offset(uint32_t v) {
+        put32(40, v);
+        return *this;
+    }
+    Bhs& set_residual_count(uint32_t v) {
+        put32(44, v);
+        return *this;
+    }
     Bhs& set_cdb(std::span<const uint8_t> cdb);  // at most 16 bytes
 
 private:
@@ -176,9 +219,7 @@ struct PduLayout {
     bool header_digest = false;
     bool data_digest = false;
 
-    size_t header_bytes() const {
-        return kBhsLength + ahs_length + (header_digest ? kDigestLength : 0);
-    }
+    size_t header_bytes() const { return kBhsLength + ahs_length + (header_digest ? kDigestLength : 0); }
     size_t padding() const { return pad4(data_length) - data_length; }
     // RFC 7143 §11.1: no DataDigest follows an empty data segment.
     size_t data_digest_bytes() const { return data_digest && data_length > 0 ? kDigestLength : 0; }
@@ -244,7 +285,7 @@ size_t encoded_size(std::span<const uint8_t> header, size_t data_length, bool he
 // `out`; returns its length, or 0 when `out` is too small. The header's
 // DataSegmentLength is taken as given: it must equal data.size(). For tests,
 // tools and low-rate PDUs (login); the data path uses TxQueue's iovecs.
-size_t encode_pdu(std::span<uint8_t> out, std::span<const uint8_t> header,
-                  std::span<const uint8_t> data, bool header_digest, bool data_digest);
+size_t encode_pdu(std::span<uint8_t> out, std::span<const uint8_t> header, std::span<const uint8_t> data,
+                  bool header_digest, bool data_digest);
 
 }  // namespace rbio::iser

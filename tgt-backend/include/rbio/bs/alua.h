@@ -33,15 +33,15 @@ enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, char *msg, size_t msglen
 /* 0: the command runs on this gateway. 1: fail it with CHECK CONDITION and
  * the sense key / ASC-ASCQ (ASC << 8 | ASCQ) given. atomic_caw: the LU's
  * backing store makes COMPARE AND WRITE atomic across gateways (RBD). */
-int rbio_alua_check(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len,
-                    int atomic_caw, uint8_t *key, uint16_t *asc);
+int rbio_alua_check(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len, int atomic_caw,
+                    uint8_t *key, uint16_t *asc);
 
 /* The CDB is MAINTENANCE IN / REPORT TARGET PORT GROUPS. */
 int rbio_alua_is_rtpg(const uint8_t *cdb, uint32_t cdb_len);
 /* Its parameter data into buf (at most len bytes). Returns the full length
  * (more than len: truncated), or -1 for a format not supported. */
-long rbio_alua_rtpg(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len,
-                    uint8_t *buf, size_t len);
+long rbio_alua_rtpg(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len, uint8_t *buf,
+                    size_t len);
 
 /* VPD 0x83 designators of this gateway's target port (relative target
  * port, target port group). Returns bytes written (RBIO_ALUA_PORT_DESIGNATORS),

@@ -77,10 +77,8 @@ bool is_report_target_port_groups(std::span<const uint8_t> cdb);
 // truncated, as the allocation length allows). changed_implicitly sets
 // each group's status code to 02h (altered by implicit ALUA behaviour).
 // nullopt: a format this target does not support (INVALID FIELD IN CDB).
-std::optional<size_t> report_target_port_groups(const GroupTable& groups,
-                                                std::span<const uint8_t> cdb,
-                                                bool changed_implicitly,
-                                                std::span<uint8_t> out);
+std::optional<size_t> report_target_port_groups(const GroupTable& groups, std::span<const uint8_t> cdb,
+                                                bool changed_implicitly, std::span<uint8_t> out);
 
 // Seconds a host should allow for a transition (extended RTPG header).
 inline constexpr uint8_t implicit_transition_seconds = 10;

@@ -2,10 +2,10 @@
 // This gateway's view of the LU set's ALUA states: its settings and the
 // last good contents of the groups file, re-read when the file changes.
 // Lives in tgtd's event-loop thread; poll() is called from a timer.
+#include <sys/types.h>
 #include <cstdint>
 #include <ctime>
 #include <string>
-#include <sys/types.h>
 
 #include "rbio/bs/alua.hpp"
 #include "rbio/bs/alua_settings.hpp"

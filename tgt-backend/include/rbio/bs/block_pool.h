@@ -19,11 +19,11 @@ struct rbio_pool;
 struct rbio_release_queue;
 
 struct rbio_pool_config {
-    unsigned min_shift;   /* the smallest size class is 1 << min_shift bytes */
-    unsigned classes;     /* size classes; larger blocks are not pooled */
-    size_t pooled_max;    /* bytes kept for reuse at most */
-    int page_aligned;     /* payloads page aligned (O_DIRECT), else 16 */
-    size_t tail;          /* bytes allocated past the usable size */
+    unsigned min_shift; /* the smallest size class is 1 << min_shift bytes */
+    unsigned classes;   /* size classes; larger blocks are not pooled */
+    size_t pooled_max;  /* bytes kept for reuse at most */
+    int page_aligned;   /* payloads page aligned (O_DIRECT), else 16 */
+    size_t tail;        /* bytes allocated past the usable size */
 };
 
 /* NULL, and why, when the config is impossible or memory is short. */
@@ -45,8 +45,7 @@ struct rbio_release_queue *rbio_release_queue_new(void);
 void rbio_release_queue_free(struct rbio_release_queue *q);
 /* Releases payload now if done >= after, else once rbio_release_done()
  * is called with done >= after. Never allocates. */
-void rbio_release_after(struct rbio_release_queue *q, void *payload, uint64_t after,
-                        uint64_t done);
+void rbio_release_after(struct rbio_release_queue *q, void *payload, uint64_t after, uint64_t done);
 /* Releases, in order, the blocks whose count `done` has reached. */
 void rbio_release_done(struct rbio_release_queue *q, uint64_t done);
 void rbio_release_all(struct rbio_release_queue *q);

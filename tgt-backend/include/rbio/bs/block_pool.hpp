@@ -25,10 +25,10 @@ struct alignas(16) Block {
     Block* next;             // free stack or release queue
     uint64_t release_after;  // completions that must be counted first
     BlockPool* pool;
-    void* tag;               // the owner's (e.g. the RDMA memory region)
-    size_t size;             // usable bytes
-    size_t allocated;        // bytes from the system, header included
-    int cls;                 // size class, or -1: not pooled
+    void* tag;         // the owner's (e.g. the RDMA memory region)
+    size_t size;       // usable bytes
+    size_t allocated;  // bytes from the system, header included
+    int cls;           // size class, or -1: not pooled
     uint32_t magic;
 
     void* payload() { return reinterpret_cast<unsigned char*>(this) + sizeof(Block); }
@@ -38,14 +38,14 @@ struct alignas(16) Block {
 };
 
 struct BlockPoolConfig {
-    unsigned min_shift = 12;          // the smallest class: 4 KiB
-    unsigned classes = 11;            // so up to 4 MiB; larger blocks are not pooled
-    size_t pooled_max = 64u << 20;    // bytes kept in the free stacks at most
+    unsigned min_shift = 12;        // the smallest class: 4 KiB
+    unsigned classes = 11;          // so up to 4 MiB; larger blocks are not pooled
+    size_t pooled_max = 64u << 20;  // bytes kept in the free stacks at most
     // Payload page aligned (O_DIRECT backing stores need it), the header at
     // the end of a page of its own in front; else the header just before.
     bool page_aligned = true;
-    bool mapped = false;              // page aligned from mmap() rather than the heap
-    size_t tail = 0;                  // bytes allocated past the usable size
+    bool mapped = false;  // page aligned from mmap() rather than the heap
+    size_t tail = 0;      // bytes allocated past the usable size
     // Once per block made (e.g. memory registration): false drops the block
     // and fails the allocation. on_destroy undoes it.
     bool (*on_make)(void* ctx, Block& b) = nullptr;

@@ -28,10 +28,10 @@ enum rbio_bs_log_level { RBIO_BS_LOG_ERROR = 0, RBIO_BS_LOG_INFO = 1, RBIO_BS_LO
 
 /* SAM status plus fixed-format sense fields; the glue builds the sense. */
 struct rbio_bs_result {
-    uint8_t status;    /* 0x00 GOOD, 0x02 CHECK CONDITION */
+    uint8_t status; /* 0x00 GOOD, 0x02 CHECK CONDITION */
     uint8_t sense_key;
-    uint16_t asc;      /* ASC << 8 | ASCQ */
-    uint8_t has_info;  /* INFORMATION field valid (e.g. miscompare offset) */
+    uint16_t asc;     /* ASC << 8 | ASCQ */
+    uint8_t has_info; /* INFORMATION field valid (e.g. miscompare offset) */
     uint64_t info;
 };
 
@@ -53,31 +53,30 @@ struct rbio_bs_cmd {
     void *cmd;
     const uint8_t *cdb;
     uint32_t cdb_len;
-    uint64_t offset;      /* byte offset of the first LBA (set by tgt's SBC code) */
-    uint32_t transfer;    /* bytes the CDB addresses (tl) */
-    uint8_t *in_buf;      /* data-in (to the initiator) */
+    uint64_t offset;   /* byte offset of the first LBA (set by tgt's SBC code) */
+    uint32_t transfer; /* bytes the CDB addresses (tl) */
+    uint8_t *in_buf;   /* data-in (to the initiator) */
     uint32_t in_len;
-    uint8_t *out_buf;     /* data-out (from the initiator) */
+    uint8_t *out_buf; /* data-out (from the initiator) */
     uint32_t out_len;
-    uint64_t lu_size;     /* bytes */
+    uint64_t lu_size; /* bytes */
     uint32_t block_shift;
-    uint8_t write_cache;  /* WCE of the caching mode page: 0 means every write is FUA */
-    uint8_t thin;         /* LU advertises thin provisioning */
+    uint8_t write_cache; /* WCE of the caching mode page: 0 means every write is FUA */
+    uint8_t thin;        /* LU advertises thin provisioning */
 };
 
 /* Creates an engine from tgtadm's --bsopts (may be NULL). Returns 0, or -1
  * with a one-line reason in err. */
-int rbio_bs_lu_create(const char *bsopts, const struct rbio_bs_hooks *hooks,
-                      struct rbio_bs_lu **out, char *err, size_t errlen);
+int rbio_bs_lu_create(const char *bsopts, const struct rbio_bs_hooks *hooks, struct rbio_bs_lu **out,
+                      char *err, size_t errlen);
 /* Waits for in-flight I/O, then frees everything. */
 void rbio_bs_lu_destroy(struct rbio_bs_lu *lu);
 
 /* Opens the backing file (O_RDWR | oflags, read-only when access is denied),
  * or the Ceph RBD image of a path "rbd:POOL/IMAGE" (fd is then -1).
  * Returns 0 with fd/size/blksize/readonly set, or -1 with a reason in err. */
-int rbio_bs_lu_open(struct rbio_bs_lu *lu, const char *path, int oflags, int *fd,
-                    uint64_t *size, uint32_t *blksize, int *readonly, char *err,
-                    size_t errlen);
+int rbio_bs_lu_open(struct rbio_bs_lu *lu, const char *path, int oflags, int *fd, uint64_t *size,
+                    uint32_t *blksize, int *readonly, char *err, size_t errlen);
 /* Finishes in-flight I/O on the file and closes it. */
 void rbio_bs_lu_close(struct rbio_bs_lu *lu);
 

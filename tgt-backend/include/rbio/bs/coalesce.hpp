@@ -8,7 +8,7 @@ struct Extent {
     uint64_t offset = 0;  // bytes
     uint32_t length = 0;  // bytes
     bool write = false;
-    bool fua = false;     // must be durable before status (RWF_DSYNC)
+    bool fua = false;  // must be durable before status (RWF_DSYNC)
 };
 
 struct MergeLimits {
@@ -20,8 +20,7 @@ struct MergeLimits {
 // with the same durability, and the merged I/O stays within the limits.
 // Only adjacent, never overlapping, ranges merge: requests of one pass are
 // unordered with respect to each other anyway, so a merge changes no order.
-inline bool can_append(const Extent& run, uint32_t run_iovs, const Extent& next,
-                       const MergeLimits& lim) {
+inline bool can_append(const Extent& run, uint32_t run_iovs, const Extent& next, const MergeLimits& lim) {
     if (next.length == 0 || run.write != next.write || run.fua != next.fua) return false;
     if (run.offset + run.length != next.offset) return false;
     if (run_iovs >= lim.max_iov) return false;

@@ -22,9 +22,9 @@ std::string_view trim(std::string_view s);
 // "FILE:LINE". A missing file is no error unless must_exist; an unreadable
 // one, or a line without '=', throws ConfigError naming file and line.
 // Returns whether the file was read.
-bool read_config(const std::string& path, bool must_exist,
-                 const std::function<void(std::string_view key, std::string_view value,
-                                          const std::string& where)>& apply);
+bool read_config(
+    const std::string& path, bool must_exist,
+    const std::function<void(std::string_view key, std::string_view value, const std::string& where)>& apply);
 
 // Environment overrides: for each {VARIABLE, key} that is set, calls
 // apply(key, value, "environment VARIABLE"). Returns the variables used,
@@ -33,9 +33,9 @@ struct EnvOverride {
     const char* variable;
     const char* key;
 };
-std::string apply_environment(std::initializer_list<EnvOverride> overrides,
-                              const std::function<void(std::string_view key, std::string_view value,
-                                                       const std::string& where)>& apply);
+std::string apply_environment(
+    std::initializer_list<EnvOverride> overrides,
+    const std::function<void(std::string_view key, std::string_view value, const std::string& where)>& apply);
 
 // The config file in effect: $RBIO_CONFIG if set and not empty (it must
 // exist then), else RBIO_TP_DEFAULT_CONFIG, /etc/rbio/tgtd.conf

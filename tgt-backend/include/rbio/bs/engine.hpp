@@ -106,8 +106,17 @@ public:
 
 private:
     enum class Kind : uint8_t {
-        Read, Write, Flush, Prefetch, Unmap, WriteSame, CompareAndWrite, OrWrite,
-        Verify, WriteVerify, Done,
+        Read,
+        Write,
+        Flush,
+        Prefetch,
+        Unmap,
+        WriteSame,
+        CompareAndWrite,
+        OrWrite,
+        Verify,
+        WriteVerify,
+        Done,
     };
 
     struct Cmd {
@@ -120,10 +129,10 @@ private:
         uint8_t ws_flags = 0;  // WRITE SAME LBDATA (0x02) / PBDATA (0x04)
         uint8_t bytchk = 0;
         uint32_t block_size = 512;
-        uint64_t offset = 0;   // first byte
-        uint64_t length = 0;   // bytes
-        uint64_t pos = 0;      // progress of chunked and multi-range work
-        uint64_t chunk = 0;    // bytes of the step in flight
+        uint64_t offset = 0;  // first byte
+        uint64_t length = 0;  // bytes
+        uint64_t pos = 0;     // progress of chunked and multi-range work
+        uint64_t chunk = 0;   // bytes of the step in flight
         uint8_t* data = nullptr;
         uint8_t* aux = nullptr;  // COMPARE AND WRITE: data to write; UNMAP: descriptors
         uint32_t aux_len = 0;
@@ -138,7 +147,7 @@ private:
         uint32_t n = 0;
         bool step = false;  // one step of a multi-step command (cmds[0])
         bool write = false;
-        bool rbd_fua = false;       // RBD: flush once the write is done, then complete
+        bool rbd_fua = false;  // RBD: flush once the write is done, then complete
         uint64_t offset = 0;
         uint64_t length = 0;
         Io* next_free = nullptr;
@@ -190,17 +199,17 @@ private:
     Ring ring_;
     UniqueFd fd_;
     std::unique_ptr<RbdImage> rbd_;
-    uint64_t size_ = 0;  // what hosts were last told (RBD resize)
+    uint64_t size_ = 0;          // what hosts were last told (RBD resize)
     std::deque<Cmd> cmd_store_;  // grows with the load, never shrinks or moves
     Cmd* free_cmds_ = nullptr;
     std::vector<Io> io_store_;
     Io* free_ios_ = nullptr;
     Cmd* pending_head_ = nullptr;  // arrival order
     Cmd* pending_tail_ = nullptr;
-    Cmd* done_head_ = nullptr;     // finished without I/O, delivered at flush
+    Cmd* done_head_ = nullptr;  // finished without I/O, delivered at flush
     Cmd* done_tail_ = nullptr;
-    Cmd* exclusive_ = nullptr;     // barrier command running
-    uint32_t inflight_ = 0;        // Ios in the kernel
+    Cmd* exclusive_ = nullptr;  // barrier command running
+    uint32_t inflight_ = 0;     // Ios in the kernel
     bool in_pump_ = false;
     bool inline_io_ = false;
     bool in_submit_ = false;  // inside tgt's submit call: nothing may complete

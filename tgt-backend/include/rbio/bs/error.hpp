@@ -14,8 +14,6 @@ public:
 };
 
 // `what` plus strerror(err); err is a positive errno value.
-inline Error sys_error(const std::string& what, int err) {
-    return Error(what + ": " + std::strerror(err));
-}
+inline Error sys_error(const std::string& what, int err) { return Error(what + ": " + std::strerror(err)); }
 
 }  // namespace rbio::bs

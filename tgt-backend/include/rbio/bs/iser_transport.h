@@ -48,21 +48,19 @@ typedef void (*rbio_iser_done_fn)(void *ctx, uint64_t token, int status);
  * endpoint owns the id from now on; on failure (NULL, and why) the id is
  * destroyed already, which rejects the request. */
 struct rbio_iser_ep *rbio_iser_ep_new(struct rdma_cm_id *id, const struct rbio_tp_settings *s,
-                                      rbio_iser_done_fn done, void *ctx, char *err,
-                                      size_t errlen);
+                                      rbio_iser_done_fn done, void *ctx, char *err, size_t errlen);
 /* Destroys the QP, cancels what is in flight (done() runs with
  * -ECANCELED), publishes the counters and frees everything. */
 void rbio_iser_ep_free(struct rbio_iser_ep *ep);
 /* Accepts the connection (responder resources from the request). */
-int rbio_iser_ep_accept(struct rbio_iser_ep *ep, int initiator_depth, int responder_resources,
-                        char *err, size_t errlen);
+int rbio_iser_ep_accept(struct rbio_iser_ep *ep, int initiator_depth, int responder_resources, char *err,
+                        size_t errlen);
 void rbio_iser_ep_disconnect(struct rbio_iser_ep *ep);
 int rbio_iser_ep_fd(const struct rbio_iser_ep *ep);
 
 /* The completion channel fired: every completion handled (rx() per PDU),
  * everything posted, the channel re-armed. 0, or -1 with why. */
-int rbio_iser_ep_run(struct rbio_iser_ep *ep, rbio_iser_rx_fn rx, void *ctx, char *err,
-                     size_t errlen);
+int rbio_iser_ep_run(struct rbio_iser_ep *ep, rbio_iser_rx_fn rx, void *ctx, char *err, size_t errlen);
 /* Posts what is queued (normally done by run). */
 void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
 /* The connection is quiet (called once a second while it is): releases
@@ -73,15 +71,15 @@ void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
 void rbio_iser_ep_cover(struct rbio_iser_ep *ep);
 
 /* A PDU: header (BHS + AHS) and up to 8 KiB of data, copied. 0, or -1. */
-int rbio_iser_ep_send(struct rbio_iser_ep *ep, const void *hdr, size_t hdr_len,
-                      const void *data, size_t data_len);
+int rbio_iser_ep_send(struct rbio_iser_ep *ep, const void *hdr, size_t hdr_len, const void *data,
+                      size_t data_len);
 /* RDMA WRITE of len bytes at `offset` in registered data buffer `buf` (from
  * rbio_iser_data_alloc) to the initiator's (va, rkey). 0, or -1. */
-int rbio_iser_ep_rdma_write(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len,
-                            uint64_t va, uint32_t rkey);
+int rbio_iser_ep_rdma_write(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len, uint64_t va,
+                            uint32_t rkey);
 /* RDMA READ into `buf` + offset; done(token) follows. 0, or -1. */
-int rbio_iser_ep_rdma_read(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len,
-                           uint64_t va, uint32_t rkey, uint64_t token);
+int rbio_iser_ep_rdma_read(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len, uint64_t va,
+                           uint32_t rkey, uint64_t token);
 /* Room for `n` more work requests now. */
 int rbio_iser_ep_room(const struct rbio_iser_ep *ep, unsigned n);
 uint64_t rbio_iser_ep_queued_total(const struct rbio_iser_ep *ep);

@@ -35,7 +35,7 @@ void rbio_metrics_free(struct rbio_metrics *m);
 
 /* One LU; NULL strings count as "". */
 struct rbio_metrics_lu {
-    const char *target;        /* the target's IQN */
+    const char *target; /* the target's IQN */
     uint64_t lun;
     const char *backing_store; /* tgt's bs-type: rbio (a file) or rbio_rbd */
     const char *path;          /* the backing file, or rbd:POOL/IMAGE */

@@ -10,11 +10,11 @@ namespace rbio::bs {
 // How an LU on "rbd:POOL/IMAGE" reaches its Ceph cluster (bsopts rbd_conf,
 // rbd_id, rbd_keyring, rbd_cluster, rbd_timeout). Ignored for files.
 struct RbdSettings {
-    std::string conf;             // ceph.conf; empty: librados' own search (/etc/ceph/$cluster.conf)
-    std::string id = "admin";     // client id, without "client."
-    std::string keyring;          // empty: as ceph.conf says
+    std::string conf;          // ceph.conf; empty: librados' own search (/etc/ceph/$cluster.conf)
+    std::string id = "admin";  // client id, without "client."
+    std::string keyring;       // empty: as ceph.conf says
     std::string cluster = "ceph";
-    uint32_t timeout_s = 10;      // connecting and monitor operations; never I/O
+    uint32_t timeout_s = 10;  // connecting and monitor operations; never I/O
     bool operator==(const RbdSettings&) const = default;
 };
 

@@ -8,22 +8,41 @@
 namespace rbio::bs::scsi {
 
 enum Opcode : uint8_t {
-    kRead6 = 0x08, kWrite6 = 0x0a,
-    kRead10 = 0x28, kWrite10 = 0x2a, kWriteVerify10 = 0x2e, kVerify10 = 0x2f,
-    kPreFetch10 = 0x34, kSyncCache10 = 0x35,
-    kWriteSame10 = 0x41, kUnmap = 0x42,
-    kRead16 = 0x88, kCompareAndWrite = 0x89, kWrite16 = 0x8a, kOrWrite16 = 0x8b,
-    kWriteVerify16 = 0x8e, kVerify16 = 0x8f, kPreFetch16 = 0x90, kSyncCache16 = 0x91,
+    kRead6 = 0x08,
+    kWrite6 = 0x0a,
+    kRead10 = 0x28,
+    kWrite10 = 0x2a,
+    kWriteVerify10 = 0x2e,
+    kVerify10 = 0x2f,
+    kPreFetch10 = 0x34,
+    kSyncCache10 = 0x35,
+    kWriteSame10 = 0x41,
+    kUnmap = 0x42,
+    kRead16 = 0x88,
+    kCompareAndWrite = 0x89,
+    kWrite16 = 0x8a,
+    kOrWrite16 = 0x8b,
+    kWriteVerify16 = 0x8e,
+    kVerify16 = 0x8f,
+    kPreFetch16 = 0x90,
+    kSyncCache16 = 0x91,
     kWriteSame16 = 0x93,
-    kRead12 = 0xa8, kWrite12 = 0xaa, kWriteVerify12 = 0xae, kVerify12 = 0xaf,
+    kRead12 = 0xa8,
+    kWrite12 = 0xaa,
+    kWriteVerify12 = 0xae,
+    kVerify12 = 0xaf,
 };
 
 constexpr uint8_t kGood = 0x00;
 constexpr uint8_t kCheckCondition = 0x02;
 
 enum SenseKey : uint8_t {
-    kNotReady = 0x02, kMediumError = 0x03, kHardwareError = 0x04, kIllegalRequest = 0x05,
-    kDataProtect = 0x07, kMiscompare = 0x0e,
+    kNotReady = 0x02,
+    kMediumError = 0x03,
+    kHardwareError = 0x04,
+    kIllegalRequest = 0x05,
+    kDataProtect = 0x07,
+    kMiscompare = 0x0e,
 };
 
 enum Asc : uint16_t {
@@ -58,8 +77,7 @@ inline rbio_bs_result io_failure(bool write, int err) {
     if (err == 108 /*ESHUTDOWN*/) return check(kNotReady, kAscTargetPortUnavailable);
     if (write && (err == 28 /*ENOSPC*/ || err == 122 /*EDQUOT*/))
         return check(kDataProtect, kAscSpaceAllocationFailedWriteProtect);
-    return write ? check(kMediumError, kAscWriteError)
-                 : check(kMediumError, kAscUnrecoveredReadError);
+    return write ? check(kMediumError, kAscWriteError) : check(kMediumError, kAscUnrecoveredReadError);
 }
 
 inline uint32_t be16(const uint8_t* p) { return uint32_t(p[0]) << 8 | p[1]; }
@@ -68,7 +86,10 @@ inline uint32_t be32(const uint8_t* p) {
 }
 inline uint64_t be64(const uint8_t* p) { return uint64_t(be32(p)) << 32 | be32(p + 4); }
 inline void put_be32(uint8_t* p, uint32_t v) {
-    p[0] = uint8_t(v >> 24); p[1] = uint8_t(v >> 16); p[2] = uint8_t(v >> 8); p[3] = uint8_t(v);
+    p[0] = uint8_t(v >> 24);
+    p[1] = uint8_t(v >> 16);
+    p[2] = uint8_t(v >> 8);
+    p[3] = uint8_t(v);
 }
 inline void put_be64(uint8_t* p, uint64_t v) {
     put_be32(p, uint32_t(v >> 32));

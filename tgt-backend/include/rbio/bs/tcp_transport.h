@@ -21,20 +21,20 @@ extern "C" {
 #define RBIO_TP_DEFAULT_CONFIG "/etc/rbio/tgtd.conf"
 
 struct rbio_tp_settings {
-    int enabled;             /* take over tgtd's TCP portals (and, with iser, its iSER listeners) */
-    int iser;                /* take over tgtd's iSER listeners too */
-    char portals[1024];      /* "" = every portal, else "ADDR:PORT,..." */
-    char stats_file[4096];   /* "" = none; "%p" becomes tgtd's pid */
-    int batch_reads;         /* one receive per event for many PDUs */
-    int coalesce;            /* one sendmsg per pass for many PDUs */
-    int send_inline;         /* send in the pass that produced the response,
-                                not after an EPOLLOUT round trip */
-    uint32_t direct_read_kib;  /* data reads at least this large skip the buffer */
-    uint32_t rx_buffer_kib;    /* receive buffer per connection */
-    uint32_t max_queued_kib;   /* queued response bytes that force a send */
-    uint32_t iser_spin_us;     /* iSER: longest spin on an empty CQ (adaptive); 0: never */
-    uint32_t iser_srq_depth;   /* iSER: receives shared by a device's connections; 0: per connection */
-    char source[4200];       /* where the settings came from, for the log */
+    int enabled;              /* take over tgtd's TCP portals (and, with iser, its iSER listeners) */
+    int iser;                 /* take over tgtd's iSER listeners too */
+    char portals[1024];       /* "" = every portal, else "ADDR:PORT,..." */
+    char stats_file[4096];    /* "" = none; "%p" becomes tgtd's pid */
+    int batch_reads;          /* one receive per event for many PDUs */
+    int coalesce;             /* one sendmsg per pass for many PDUs */
+    int send_inline;          /* send in the pass that produced the response,
+                                 not after an EPOLLOUT round trip */
+    uint32_t direct_read_kib; /* data reads at least this large skip the buffer */
+    uint32_t rx_buffer_kib;   /* receive buffer per connection */
+    uint32_t max_queued_kib;  /* queued response bytes that force a send */
+    uint32_t iser_spin_us;    /* iSER: longest spin on an empty CQ (adaptive); 0: never */
+    uint32_t iser_srq_depth;  /* iSER: receives shared by a device's connections; 0: per connection */
+    char source[4200];        /* where the settings came from, for the log */
 };
 
 /* Defaults, then the config file, then RBIO_TRANSPORT / RBIO_ISER /
@@ -53,8 +53,7 @@ struct rbio_tcp_conn;
 
 enum rbio_tx_state { RBIO_TX_IDLE = 0, RBIO_TX_PENDING, RBIO_TX_BLOCKED, RBIO_TX_FAILED };
 
-struct rbio_tcp_conn *rbio_tcp_conn_new(int fd, const struct rbio_tp_settings *s, char *err,
-                                        size_t errlen);
+struct rbio_tcp_conn *rbio_tcp_conn_new(int fd, const struct rbio_tp_settings *s, char *err, size_t errlen);
 /* Adds the connection's counters to the totals and frees it (not the fd). */
 void rbio_tcp_conn_free(struct rbio_tcp_conn *c);
 
@@ -68,8 +67,8 @@ long rbio_tcp_conn_read(struct rbio_tcp_conn *c, void *buf, size_t n);
 int rbio_tcp_conn_rx_ready(const struct rbio_tcp_conn *c);
 /* A header the core just read: 0 if acceptable, else -1 and why. Counts
  * one PDU in. max_data is the largest DataSegmentLength accepted now. */
-int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t max_data,
-                            char *err, size_t errlen);
+int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t max_data, char *err,
+                            size_t errlen);
 
 /* send side: header, optional data, end; queued until a flush */
 int rbio_tcp_conn_tx_room(const struct rbio_tcp_conn *c);

@@ -26,9 +26,9 @@
 namespace rbio::iser::rdma {
 
 struct PollConfig {
-    uint32_t batch = 32;    // completions per ibv_poll_cq call (at most kMaxBatch)
-    uint32_t spin_us = 16;  // the longest an empty CQ is polled before arming; 0: never
-    bool adaptive = true;   // the spin follows what spinning earns (SpinBudget)
+    uint32_t batch = 32;           // completions per ibv_poll_cq call (at most kMaxBatch)
+    uint32_t spin_us = 16;         // the longest an empty CQ is polled before arming; 0: never
+    bool adaptive = true;          // the spin follows what spinning earns (SpinBudget)
     bool arm_every_event = false;  // off switch: re-arm after every event (stock)
 };
 

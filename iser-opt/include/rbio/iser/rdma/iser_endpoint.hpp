@@ -37,19 +37,19 @@
 namespace rbio::iser::rdma {
 
 struct EndpointConfig {
-    uint32_t recv_depth = 128;       // receive buffers posted (without an SRQ)
+    uint32_t recv_depth = 128;  // receive buffers posted (without an SRQ)
     // The device's shared receive queue, whose slots must hold
     // recv_slot_size(); it must outlive the endpoint. Null: the connection
     // posts recv_depth buffers of its own.
     SharedReceiveQueue* srq = nullptr;
-    uint32_t recv_data_max = 8192;   // largest data segment the peer may SEND us
-    uint32_t max_ahs = 256;          // AHS bytes accepted and sent
-    uint32_t send_slots = 256;       // header slots (PDUs in flight)
-    uint32_t send_copy_max = 8192;   // data up to this is copied into the header slot
-    uint32_t max_inline = 256;       // asked of the QP; SENDs up to it go inline
-    SendConfig send{};               // depth and inline size are set from the QP
+    uint32_t recv_data_max = 8192;  // largest data segment the peer may SEND us
+    uint32_t max_ahs = 256;         // AHS bytes accepted and sent
+    uint32_t send_slots = 256;      // header slots (PDUs in flight)
+    uint32_t send_copy_max = 8192;  // data up to this is copied into the header slot
+    uint32_t max_inline = 256;      // asked of the QP; SENDs up to it go inline
+    SendConfig send{};              // depth and inline size are set from the QP
     PollConfig poll{};
-    bool batch_recv = true;          // off: one ibv_post_recv per buffer
+    bool batch_recv = true;  // off: one ibv_post_recv per buffer
     // Cover a quiet tail at the end of every pass (see cover_quiet_tail()),
     // for owners without a timer; costs a completion per idle pass.
     bool cover_every_pass = false;
@@ -91,16 +91,14 @@ public:
 
     // ---- send side; false when no header slot or send-queue room is left
     // (flush, reap and try again) or the header does not fit a slot.
-    bool send_pdu(const IserHeader& iser, std::span<const uint8_t> header,
-                  std::span<const uint8_t> data, uint64_t token);
+    bool send_pdu(const IserHeader& iser, std::span<const uint8_t> header, std::span<const uint8_t> data,
+                  uint64_t token);
     // `data` lies in memory registered by the owner (lkey), sent in place.
-    bool send_pdu_registered(const IserHeader& iser, std::span<const uint8_t> header,
-                             const ibv_sge& data, uint64_t token);
+    bool send_pdu_registered(const IserHeader& iser, std::span<const uint8_t> header, const ibv_sge& data,
+                             uint64_t token);
     bool rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
     bool rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
-    bool has_room(uint32_t requests) const {
-        return sq_.has_room(requests) && send_pool_.available() > 0;
-    }
+    bool has_room(uint32_t requests) const { return sq_.has_room(requests) && send_pool_.available() > 0; }
     // Posts what is queued (sends, receive reposts): one call each.
     void flush();
     // For passes the owner runs outside run_pass().
@@ -198,8 +196,8 @@ private:
     const uint8_t* recv_data(uint32_t slot) const {
         return config_.srq ? config_.srq->data(slot) : recv_pool_->data(slot);
     }
-    bool queue_send(const IserHeader& iser, std::span<const uint8_t> header,
-                    std::span<const uint8_t> copy, const ibv_sge* data, uint64_t token);
+    bool queue_send(const IserHeader& iser, std::span<const uint8_t> header, std::span<const uint8_t> copy,
+                    const ibv_sge* data, uint64_t token);
     void fail(std::string why);
     void fail_wc(const char* what, const ibv_wc& wc);
     void on_release(uint64_t token, uint32_t slot, int status);

@@ -52,9 +52,7 @@ public:
 class QpSendPoster final : public SendPoster {
 public:
     explicit QpSendPoster(ibv_qp* qp) : qp_(qp) {}
-    int post(ibv_send_wr* first, ibv_send_wr** bad) override {
-        return ibv_post_send(qp_, first, bad);
-    }
+    int post(ibv_send_wr* first, ibv_send_wr** bad) override { return ibv_post_send(qp_, first, bad); }
 
 private:
     ibv_qp* qp_;
@@ -172,9 +170,7 @@ public:
 class QpRecvPoster final : public RecvPoster {
 public:
     explicit QpRecvPoster(ibv_qp* qp) : qp_(qp) {}
-    int post(ibv_recv_wr* first, ibv_recv_wr** bad) override {
-        return ibv_post_recv(qp_, first, bad);
-    }
+    int post(ibv_recv_wr* first, ibv_recv_wr** bad) override { return ibv_post_recv(qp_, first, bad); }
 
 private:
     ibv_qp* qp_;
@@ -183,9 +179,7 @@ private:
 class SrqRecvPoster final : public RecvPoster {
 public:
     explicit SrqRecvPoster(ibv_srq* srq) : srq_(srq) {}
-    int post(ibv_recv_wr* first, ibv_recv_wr** bad) override {
-        return ibv_post_srq_recv(srq_, first, bad);
-    }
+    int post(ibv_recv_wr* first, ibv_recv_wr** bad) override { return ibv_post_srq_recv(srq_, first, bad); }
 
 private:
     ibv_srq* srq_;
