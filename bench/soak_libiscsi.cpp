@@ -176,6 +176,8 @@ private:
         expect_.resize(buf_.size());
     }
 
+    // libiscsi takes the block size as an int; probe() bounds it to 64 KiB.
+    int block_int() const { return static_cast<int>(block_size_); }
     uint64_t random_lba(uint32_t max_len) { return rng_() % (blocks_ - max_len + 1); }
     uint32_t random_len(uint32_t max_len) { return 1 + static_cast<uint32_t>(rng_() % max_len); }
     uint64_t new_token() { return (++token_ << 16) | (rng_() & 0xffff); }
@@ -276,7 +278,7 @@ private:
             fill(tokens[i], buf_.data() + static_cast<size_t>(i) * block_size_, block_size_);
         }
         if (!send("WRITE(16)", lba, [&] {
-                return iscsi_write16_sync(ctx_.get(), lun_, lba, buf_.data(), len * block_size_, block_size_,
+                return iscsi_write16_sync(ctx_.get(), lun_, lba, buf_.data(), len * block_size_, block_int(),
                                           0, 0, 0, 0, 0);
             }))
             return false;
@@ -314,7 +316,7 @@ private:
 
     bool read_check(uint64_t lba, uint32_t len) {
         Task t = send("READ(16)", lba, [&] {
-            return iscsi_read16_sync(ctx_.get(), lun_, lba, len * block_size_, block_size_, 0, 0, 0, 0, 0);
+            return iscsi_read16_sync(ctx_.get(), lun_, lba, len * block_size_, block_int(), 0, 0, 0, 0, 0);
         });
         if (!t) return false;
         if (t->datain.size != static_cast<int>(len * block_size_)) {

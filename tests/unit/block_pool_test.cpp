@@ -93,6 +93,7 @@ TEST(BlockPool, PageAlignedOrSixteenAligned) {
 TEST(BlockPool, KeepsAtMostPooledMaxBytes) {
     BlockPool p(data_config());  // 32 KiB
     std::vector<void*> blocks;
+    blocks.reserve(3);
     for (int i = 0; i < 3; ++i) blocks.push_back(p.alloc(16384));
     for (void* b : blocks) BlockPool::release(b);
     EXPECT_EQ(p.pooled_bytes(), 32768u);  // the third went back to the system
