@@ -155,6 +155,9 @@ private:
 
     void on_done(uint32_t slot, Op op, uint64_t unit, uint32_t g, Clock::time_point t0,
                  const initiator::ScsiOutcome& o) {
+        // The bound is on unit attentions in a row: every restart of the
+        // target brings some (a 25-minute soak with 4 restarts hit 16 in all).
+        if (o.good()) ua_retries_ = 0;
         if (!o.good()) {
             auto sense = initiator::decode_sense(o.sense);
             if (o.status == initiator::kStatusCheckCondition && sense.valid &&
