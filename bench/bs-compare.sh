@@ -13,6 +13,15 @@
 #   bench/bs-compare.sh [--modules DIR] [--stores "rbio rdwr aio null"]
 #       [--seconds S] [--size-mb N] [--quick] [--rounds R] [--out FILE]
 #       [--control-port N] [--portal-port P] [--bsopts-rbio "..."]
+#       [--workloads "read:4096:1 write:4096:1 ..."] [--lun-dir DIR]
+#
+# --lun-dir puts the LUN files in DIR instead of a tmpfs folder (a disk
+# file system: rbio's store then goes through io_uring, not inline).
+# --workloads takes OP:BYTES:DEPTH items (OP read or write; default: 4 KiB,
+# 64 KiB and 1 MiB at 32 in flight and 4 KiB at 1, both directions).
+# Goals in the table (rbio rows): 4 KiB at 1 in flight >= 1.5x rdwr and
+# >= 0.9x null (issue 18: the store adds at most a tenth to a round trip
+# that does no I/O); every 32-in-flight workload >= aio.
 #
 # Clients: reads use libiscsi's iscsi-perf (READ(16)), as the baselines in
 # docs/ENVIRONMENT.md do. iscsi-perf 1.19 cannot write, Debian 12's fio has
@@ -38,6 +47,8 @@ CPORT=5900
 PPORT=13900
 BSOPTS_RBIO=""
 ROUNDS=1
+WORKLOADS_OPT=""
+LUN_DIR=""
 
 while (( $# )); do
   case $1 in
@@ -51,6 +62,8 @@ while (( $# )); do
     --portal-port) PPORT=$2; shift 2 ;;
     --bsopts-rbio) BSOPTS_RBIO=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --workloads) WORKLOADS_OPT=$2; shift 2 ;;
+    --lun-dir) LUN_DIR=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'bs-compare: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
@@ -97,7 +110,12 @@ RWPERF=$BUILD/bench/iscsi-rwperf
 # sandbox state and the compiled client live in a scratch folder. Both go
 # away at exit, whatever the exit path.
 WORK=$(mktemp -d /tmp/bs-compare.XXXXXX)
-SHM=$(mktemp -d /dev/shm/bs-compare.XXXXXX)
+if [[ -n $LUN_DIR ]]; then
+  [[ -d $LUN_DIR ]] || die "--lun-dir $LUN_DIR is not a folder"
+  SHM=$(mktemp -d "$LUN_DIR/bs-compare.XXXXXX")
+else
+  SHM=$(mktemp -d /dev/shm/bs-compare.XXXXXX)
+fi
 STATE=$WORK/tgtd
 STARTED=0
 STRACE_PID=""
@@ -233,6 +251,14 @@ measure() {
 # reads see the same (prefilled) content.
 WORKLOADS=(read:4096:1 read:4096:32 read:65536:32 read:1048576:32
            write:4096:1 write:4096:32 write:65536:32 write:1048576:32)
+if [[ -n $WORKLOADS_OPT ]]; then
+  read -r -a WORKLOADS <<< "$WORKLOADS_OPT"
+  for wl in "${WORKLOADS[@]}"; do
+    [[ $wl =~ ^(read|write):[0-9]+:[0-9]+$ ]] || die "--workloads: '$wl' is not OP:BYTES:DEPTH (OP read or write)"
+    IFS=: read -r _ bytes depth <<< "$wl"
+    (( bytes >= 512 && bytes % 512 == 0 && depth >= 1 )) || die "--workloads: '$wl' needs BYTES a multiple of 512 and DEPTH >= 1"
+  done
+fi
 wl_label() {
   local op bytes depth unit
   IFS=: read -r op bytes depth <<< "$1"
@@ -241,7 +267,7 @@ wl_label() {
 }
 
 NPROC=$(nproc)
-HEADER="Backing stores compared: ${STORE_LIST[*]} | ${SECONDS_PER} s per measurement, ${ROUNDS} round(s) | LUN files ${SIZE_MB} MiB on tmpfs, prefilled with data | one stock tgtd $(dpkg-query -W -f '${Version}' tgt 2>/dev/null || echo '?'), pid $TGTD_PID | nproc $NPROC, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
+HEADER="Backing stores compared: ${STORE_LIST[*]} | ${SECONDS_PER} s per measurement, ${ROUNDS} round(s) | LUN files ${SIZE_MB} MiB on $(stat -f -c %T "$SHM"), prefilled with data | one stock tgtd $(dpkg-query -W -f '${Version}' tgt 2>/dev/null || echo '?'), pid $TGTD_PID | nproc $NPROC, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$HEADER"
 echo "WARNING: client (iscsi-perf / iscsi-rwperf) and target (tgtd) share the same $NPROC core(s) over loopback; absolute numbers are CPU-bound and noisy, compare ratios within this run."
 [[ -n $BSOPTS_RBIO ]] && echo "rbio --bsopts: $BSOPTS_RBIO"
@@ -320,7 +346,7 @@ TABLE=$WORK/table.md
 {
   agg=" (median of $ROUNDS rounds)"; (( ROUNDS > 1 )) || agg=""
   echo "IOPS and tgtd CPU per I/O$agg; MiB/s = IOPS x request size / 2^20; 'vs rdwr' is the IOPS ratio to rdwr in the same workload."
-  echo "Goals (rbio rows): 4 KiB at 1 in flight: rbio >= 1.5x rdwr; every 32-in-flight workload: rbio >= aio."
+  echo "Goals (rbio rows): 4 KiB at 1 in flight: rbio >= 1.5x rdwr and >= 0.9x null; every 32-in-flight workload: rbio >= aio."
   echo
   printf '| %-25s | %-6s | %8s | %9s | %7s | %12s | %-28s |\n' workload store IOPS MiB/s "vs rdwr" "tgtd us/IO" goal
   echo "|---------------------------|--------|---------:|----------:|--------:|-------------:|------------------------------|"
@@ -335,8 +361,9 @@ TABLE=$WORK/table.md
       cpu=$(median <<< "${R_CPU[$wl|$s]}"); [[ $cpu == nan ]] || cpu=$(printf '%.1f' "$cpu")
       goal=""
       if [[ $s == rbio ]]; then
-        if (( bytes == 4096 && depth == 1 )) && has_store rdwr; then
-          goal="$(met "$iops" "${MED[rdwr]}" 1.5) >=1.5x rdwr ($(ratio "$iops" "${MED[rdwr]}" 3)x)"
+        if (( bytes == 4096 && depth == 1 )); then
+          has_store rdwr && goal="$(met "$iops" "${MED[rdwr]}" 1.5) >=1.5x rdwr ($(ratio "$iops" "${MED[rdwr]}" 3)x)"
+          has_store null && goal+="${goal:+; }$(met "$iops" "${MED[null]}" 0.9) >=0.9x null ($(ratio "$iops" "${MED[null]}" 3)x)"
         elif (( depth == 32 )) && has_store aio; then
           goal="$(met "$iops" "${MED[aio]}" 1) >=aio ($(ratio "$iops" "${MED[aio]}" 3)x)"
         fi

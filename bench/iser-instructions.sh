@@ -145,8 +145,8 @@ done
   echo "initiator: \`rbio bench --transport iser\`, 4 KiB, 32 in flight; ${SECONDS_PER} s counted after ${WARM} s of warm-up;"
   echo "backing store: stock bs $BS_STOCK, rbio bs $BS_RBIO; a 256 MiB fallocated tmpfs file."
   echo
-  echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command |"
-  echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+  echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command | memcpy calls/command | memcpy instructions/command |"
+  echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   sort -t'|' -k2,2 -k3,3r "$WORK/rows.md"
   cat "$WORK/top.md"
 } > "$RESULTS/results.md"

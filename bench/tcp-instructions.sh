@@ -5,18 +5,22 @@
 # under valgrind's callgrind on loopback, loaded by a client that sends one
 # PDU per call (bench/iscsi-rwperf, libiscsi).
 #
-#   bench/tcp-instructions.sh [--seconds S] [--bstype LIST] [--out DIR]
+#   bench/tcp-instructions.sh [--seconds S] [--warm S] [--bstype LIST]
+#       [--out DIR] [--control-port N] [--portal-port P]
 #
 #   --seconds S     seconds counted per point (default 10), after 4 s of
 #                   warm-up in the same session
+#   --warm S        seconds of warm-up per point (default 4)
 #   --bstype LIST   backing stores, comma-separated (default null,rbio: tgt's
 #                   null store, which does no I/O, and rbio's on a tmpfs file)
 #   --out DIR       keep the profiles and results.md in DIR
+#   --control-port N, --portal-port P   tgtd's ports (default 5955, 13955)
 #
 # Points: 4 KiB reads and writes, 32 in flight, per backing store and
 # transport. Per point: instructions per command (all of tgtd's threads;
 # callgrind counts no kernel work) split by object, malloc/calloc/realloc
-# calls per command, and the costliest functions (bench/callgrind.sh).
+# calls per command, memcpy/memmove calls and instructions per command, and
+# the costliest functions (bench/callgrind.sh).
 # Issue 18's goal: rbio's transport at most 0.7x stock's instructions per
 # command on the same workload; the last table gives the ratio.
 #
@@ -30,22 +34,26 @@ BENCH_NAME=tcp-instructions
 source "$HERE/lib.sh"
 source "$HERE/callgrind.sh"
 
-SECONDS_PER=10 BSTYPES=null,rbio OUT=""
+SECONDS_PER=10 BSTYPES=null,rbio OUT="" WARM=4 CTL=5955 PORT=13955
 while (( $# )); do
   case $1 in
     --seconds) SECONDS_PER=${2:-}; shift 2 ;;
     --bstype) BSTYPES=${2:-}; shift 2 ;;
+    --warm) WARM=${2:-}; shift 2 ;;
+    --control-port) CTL=${2:-}; shift 2 ;;
+    --portal-port) PORT=${2:-}; shift 2 ;;
     --out) OUT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'tcp-instructions: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
 done
 [[ $SECONDS_PER =~ ^[0-9]+$ && $SECONDS_PER -gt 0 ]] || die "--seconds takes a positive integer (got '$SECONDS_PER')"
+[[ $WARM =~ ^[0-9]+$ && $WARM -gt 0 ]] || die "--warm takes a positive integer (got '$WARM')"
+for v in CTL PORT; do [[ ${!v} =~ ^[0-9]+$ ]] || die "ports are numbers (got '${!v}')"; done
 IFS=, read -ra STORES <<< "$BSTYPES"
 for s in "${STORES[@]}"; do
   [[ $s == null || $s == rbio || $s == rdwr ]] || die "--bstype: '$s' is not null, rbio or rdwr"
 done
-WARM=4
 [[ $(id -u) -eq 0 ]] || die "run as root (tgtd runs in a private mount namespace)"
 BUILD=${RBIO_BUILD_DIR:-$ROOT/build}
 MODULES="$BUILD/modules"
@@ -54,7 +62,6 @@ PERF="$BUILD/bench/iscsi-rwperf"
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
   || die "valgrind is not installed (scripts/setup.sh installs it)"
 SANDBOX="$ROOT/scripts/tgtd-sandbox.sh"
-CTL=5955 PORT=13955
 port_busy "$PORT" && die "port $PORT is in use"
 
 WORK=$(mktemp -d /dev/shm/rbio-tcp-instr-XXXXXX)
@@ -136,8 +143,8 @@ done
   echo "client: bench/iscsi-rwperf (libiscsi, one PDU per call), 4 KiB, 32 in flight, on loopback;"
   echo "${SECONDS_PER} s counted after ${WARM} s of warm-up; stores: ${STORES[*]} (rbio on a 256 MiB tmpfs file)."
   echo
-  echo "| workload | transport | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command |"
-  echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
+  echo "| workload | transport | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command | memcpy calls/command | memcpy instructions/command |"
+  echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   sort -t'|' -k2,2 -k3,3r "$WORK/rows.md"
   echo
   echo "rbio / stock instructions per command (goal: at most 0.70):"

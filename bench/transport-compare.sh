@@ -5,7 +5,7 @@
 #   bench/transport-compare.sh [--quick] [--rounds R] [--seconds S] [--out DIR]
 #       [--size-mb N] [--strace-store rbio|null] [--modules DIR]
 #       [--control-port N] [--portal-port P] [--bsopts-rbio "..."]
-#       [--mrdsl BYTES]
+#       [--mrdsl BYTES] [--shapes "BYTES:DEPTH ..."]
 #
 #   --quick          smoke run, under 2 min: 2 s per point, 1 round, only
 #                    4 KiB at 1 and 32 in flight and 1 MiB at 32 in flight
@@ -25,6 +25,10 @@
 #                    transports alike; default: tgt's, 8192). With 8192 a
 #                    1 MiB write is 128 Data-Out PDUs and the client's own
 #                    system calls limit it; 262144 shows the transport.
+#   --shapes "B:D .." request sizes and depths to run, each read and
+#                    written (default: the matrix below; --quick: 4096:1
+#                    4096:32 1048576:32); iperf3 runs (and its port is
+#                    checked) only when a 1 MiB shape is in the list
 #
 # Matrix: transport {stock, rbio} x backing store {null, rbio (sparse file on
 # tmpfs)} x {4 KiB at 1, 32, 128 in flight; 64 KiB, 256 KiB, 1 MiB at 32 in
@@ -95,6 +99,7 @@ PPORT=13910
 BSOPTS_RBIO=""
 MRDSL=""
 STRACE_STORE=rbio
+SHAPES_OPT=""
 
 while (( $# )); do
   case $1 in
@@ -109,6 +114,7 @@ while (( $# )); do
     --portal-port) PPORT=${2:-}; shift 2 ;;
     --bsopts-rbio) BSOPTS_RBIO=${2:-}; shift 2 ;;
     --mrdsl) MRDSL=${2:-}; [[ $MRDSL =~ ^[0-9]+$ ]] || die "--mrdsl takes a number of bytes"; shift 2 ;;
+    --shapes) SHAPES_OPT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'transport-compare: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
@@ -138,7 +144,18 @@ if (( QUICK )); then
 else
   SHAPES=(4096:1 4096:32 4096:128 65536:32 262144:32 1048576:32)
 fi
+if [[ -n $SHAPES_OPT ]]; then
+  read -r -a SHAPES <<< "$SHAPES_OPT"
+  (( ${#SHAPES[@]} )) || die "--shapes is empty"
+  for sh in "${SHAPES[@]}"; do
+    [[ $sh =~ ^([0-9]+):([0-9]+)$ ]] && (( BASH_REMATCH[1] >= 512 && BASH_REMATCH[1] % 512 == 0 && BASH_REMATCH[2] >= 1 )) \
+      || die "--shapes: '$sh' is not BYTES:DEPTH (BYTES a multiple of 512, DEPTH >= 1)"
+  done
+fi
 RUN_ORDER=() SHOW_ORDER=()
+# iperf3 is the ceiling of the 1 MiB rows only: without one, no server.
+NEED_IPERF=0
+for sh in "${SHAPES[@]}"; do [[ $sh == 1048576:* ]] && NEED_IPERF=1; done
 for sh in "${SHAPES[@]}"; do RUN_ORDER+=("write:$sh"); done
 for sh in "${SHAPES[@]}"; do RUN_ORDER+=("read:$sh"); SHOW_ORDER+=("read:$sh"); done
 for sh in "${SHAPES[@]}"; do SHOW_ORDER+=("write:$sh"); done
@@ -186,7 +203,7 @@ for t in "${TRANSPORTS[@]}"; do
   port_busy "${T_CPORT[$t]}" && die "control port ${T_CPORT[$t]} is already in use"
   port_busy "${T_PPORT[$t]}" && die "portal port ${T_PPORT[$t]} is already in use"
 done
-port_busy "$IPERF_PORT" && die "iperf3 port $IPERF_PORT is already in use"
+(( NEED_IPERF )) && port_busy "$IPERF_PORT" && die "iperf3 port $IPERF_PORT is already in use"
 
 # ---------------------------------------------------------------- two tgtds
 IQN_BASE=iqn.2026-01.local.transport-compare
@@ -234,7 +251,7 @@ grep -qz '^RBIO_TRANSPORT=off$' "/proc/${TGTD_PID[stock]}/environ" \
   || die "the stock tgtd did not inherit RBIO_TRANSPORT=off"
 
 # ---------------------------------------------------------------- iperf3 server
-iperf_server_start "$IPERF_PORT" "$WORK/iperf3-server.log"
+(( NEED_IPERF )) && iperf_server_start "$IPERF_PORT" "$WORK/iperf3-server.log"
 
 # ---------------------------------------------------------------- measuring
 # TICKS=utime+stime of every thread of the tgtd of transport $1 (no fork).

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 
@@ -423,6 +424,11 @@ void Engine::pump(bool from_event) {
     if (in_pump_) return;
     in_pump_ = true;
     bool worked = false;
+    // A pass that reaps needs no eventfd signal for what it reaps: page
+    // cache I/O is mostly complete when io_uring_enter returns, and its
+    // signal would cost tgtd a wake-up and a read() of the eventfd per I/O.
+    const bool reaping = opts_.inline_reap || from_event;
+    bool quiet = reaping && !rbd_ && ring_.signal_completions(false);
     for (;;) {
         fill();
         if (ring_.pending()) {
@@ -443,7 +449,19 @@ void Engine::pump(bool from_event) {
             deliver_done();
             worked = true;
         }
-        if (n == 0 && !ring_.pending()) break;
+        if (n == 0 && !ring_.pending()) {
+            if (!quiet) break;
+            // Completions posted from now on signal again; one posted after
+            // the last reap did not, so look once more. The fence orders
+            // the flag's store before the CQ tail's load (a kernel posting
+            // on another CPU does the reverse); io-wq's completions are
+            // posted as task work in tgtd's own thread anyway.
+            ring_.signal_completions(true);
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            quiet = false;
+            if (ring_.completions_ready() == 0) break;
+            continue;
+        }
         worked = true;
     }
     if (worked) ++counters_.passes;

@@ -25,6 +25,7 @@
 
 #include "rbio/bs/c_api.h"
 #include "alua_glue.h"
+#include "conn_pass.h"
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
@@ -78,7 +79,12 @@ static void rbio_flush_handler(struct event_data *ev)
 {
 	struct rbio_lu_priv *priv = ev->data;
 
+	/* Commands done in this flush (inline I/O, or io_uring completions
+	 * reaped right after submitting) send their responses now, not after
+	 * another turn of tgtd's loop (conn_pass.h). */
+	rbio_pass_defer_begin();
 	rbio_bs_flush(priv->engine);
+	rbio_pass_defer_end();
 }
 
 static void rbio_request_flush(void *ctx)

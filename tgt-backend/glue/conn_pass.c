@@ -8,6 +8,9 @@
 
 #include "conn_pass.h"
 
+static LIST_HEAD(deferred_passes);
+static int deferring;
+
 static void pass_event(struct event_data *ev)
 {
 	struct rbio_pass *p = ev->data;
@@ -26,6 +29,45 @@ void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*r
 	p->tx_wanted = 0;
 	p->tx_parts = 0;
 	tgt_init_sched_event(&p->ev, pass_event, p);
+	INIT_LIST_HEAD(&p->deferred);
+}
+
+static void schedule(struct rbio_pass *p)
+{
+	/* Already a sched event: it runs where it is (taking it out of
+	 * tgt's list while tgt walks it is not safe). */
+	if (deferring && list_empty(&p->ev.e_list)) {
+		if (list_empty(&p->deferred))
+			list_add_tail(&p->deferred, &deferred_passes);
+		return;
+	}
+	tgt_add_sched_event(&p->ev);
+}
+
+void rbio_pass_cancel(struct rbio_pass *p)
+{
+	tgt_remove_sched_event(&p->ev);
+	list_del_init(&p->deferred);
+}
+
+void rbio_pass_defer_begin(void)
+{
+	deferring = 1;
+}
+
+void rbio_pass_defer_end(void)
+{
+	/* A pass may complete more commands, defer more passes, or close
+	 * (and free) its connection, and a release cancels: take each pass
+	 * off the list before running it. */
+	while (!list_empty(&deferred_passes)) {
+		struct rbio_pass *p =
+			list_first_entry(&deferred_passes, struct rbio_pass, deferred);
+
+		list_del_init(&p->deferred);
+		pass_event(&p->ev);
+	}
+	deferring = 0;
 }
 
 int rbio_pass_awaiting_login_response(const struct rbio_pass *p)
@@ -51,7 +93,7 @@ int rbio_pass_tx(struct rbio_pass *p, int (*may_send)(void *ctx), void *ctx)
 void rbio_pass_schedule_if_due(struct rbio_pass *p)
 {
 	if ((p->tx_wanted || p->conn->state == STATE_CLOSE) && !p->in_pass)
-		tgt_add_sched_event(&p->ev);
+		schedule(p);
 }
 
 void rbio_pass_event_modify(struct rbio_pass *p, int events)
@@ -63,7 +105,7 @@ void rbio_pass_event_modify(struct rbio_pass *p, int events)
 void rbio_pass_force_close(struct rbio_pass *p)
 {
 	p->conn->state = STATE_CLOSE;
-	tgt_add_sched_event(&p->ev);
+	schedule(p);
 }
 
 void rbio_pass_finish(struct rbio_pass *p)

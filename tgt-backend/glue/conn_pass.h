@@ -32,6 +32,9 @@ struct rbio_pass {
 			    * core's send handler may stop after any
 			    * part of a PDU, or end one writing nothing,
 			    * and wants calling again */
+	/* on the list of passes a backing store's completions asked for
+	 * (rbio_pass_defer_begin) */
+	struct list_head deferred;
 };
 
 void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*run)(void *ctx),
@@ -56,6 +59,21 @@ void rbio_pass_event_modify(struct rbio_pass *p, int events);
 /* Schedules a pass, unless one is running, when the core wants to send or
  * is closing. */
 void rbio_pass_schedule_if_due(struct rbio_pass *p);
+/* A connection going away: forget any pass scheduled or deferred for it. */
+void rbio_pass_cancel(struct rbio_pass *p);
+
+/*
+ * Completions delivered from a tgt sched event (a backing store's
+ * end-of-pass flush) want their connections' passes to send. Scheduled as
+ * sched events, those passes would run only after tgtd's event loop made
+ * one more epoll_wait(timeout 0): tgt runs only what was scheduled before
+ * it started the list. Between begin and end, passes are collected instead,
+ * and end runs them at once. At one command in flight that is one system
+ * call and one trip round tgtd's loop less per I/O.
+ */
+void rbio_pass_defer_begin(void);
+void rbio_pass_defer_end(void);
+
 /* ep_force_close: a pass closes the connection. */
 void rbio_pass_force_close(struct rbio_pass *p);
 

@@ -535,7 +535,7 @@ static void tp_release(struct iscsi_connection *conn)
 	struct rbio_iser_conn *rc = RC(conn);
 	char counters[512];
 
-	tgt_remove_sched_event(&rc->pass.ev);
+	rbio_pass_cancel(&rc->pass);
 	conn_exit(conn);
 	rbio_iser_ep_describe(rc->ep, counters, sizeof(counters));
 	log_error("rbio: iser: %s: connection ended; %s\n", rc->peer, counters);

@@ -362,7 +362,7 @@ static void tp_release(struct iscsi_connection *conn)
 	struct rbio_conn *rc = RC(conn);
 	char counters[256];
 
-	tgt_remove_sched_event(&rc->pass.ev);
+	rbio_pass_cancel(&rc->pass);
 	conn_exit(conn);
 	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
 	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);

@@ -52,6 +52,13 @@ public:
     // already zero). Called before reaping, so that the eventfd is readable
     // again only for completions posted after the reap looked at the CQ.
     void clear_event();
+    // Turns the eventfd's signal for posted completions off or on (the
+    // CQ ring's IORING_CQ_EVENTFD_DISABLED flag, no system call). Off while
+    // a pass submits and reaps itself, so a completion it reaps does not
+    // wake tgtd again for nothing; false when the kernel cannot.
+    bool signal_completions(bool on) { return io_uring_cq_eventfd_toggle(&ring_, on) == 0; }
+    // Completions posted and not yet reaped.
+    unsigned completions_ready() const { return io_uring_cq_ready(&ring_); }
     uint64_t enter_calls() const { return enter_calls_; }
     uint32_t entries() const { return entries_; }
 
