@@ -452,10 +452,13 @@ void Engine::pump(bool from_event) {
         if (n == 0 && !ring_.pending()) {
             if (!quiet) break;
             // Completions posted from now on signal again; one posted after
-            // the last reap did not, so look once more. The fence orders
-            // the flag's store before the CQ tail's load (a kernel posting
-            // on another CPU does the reverse); io-wq's completions are
-            // posted as task work in tgtd's own thread anyway.
+            // the last reap did not, so look once more. This is a store-load
+            // handshake with the kernel, which may post from an io-wq worker
+            // on another CPU: we store the flag and load the CQ tail, it
+            // stores the tail and loads the flag, and a full barrier on each
+            // side (our fence; the locked operations the kernel performs
+            // between the two when it signals) means at least one of us sees
+            // the other's store: the completion is reaped here, or signals.
             ring_.signal_completions(true);
             std::atomic_thread_fence(std::memory_order_seq_cst);
             quiet = false;
