@@ -112,8 +112,7 @@ void IserEndpoint::repost(uint32_t slot) {
         give_back(slot);
         return;
     }
-    ibv_sge sge[kMaxRecvSge];
-    int rc = rq_->repost(slot, sge, recv_buffers_->sges(slot, sge));
+    int rc = rq_->repost(slot, recv_buffers_->sges(slot), recv_buffers_->sge_count());
     if (rc != 0) fail(std::string("ibv_post_recv refused: ") + std::strerror(rc));
 }
 

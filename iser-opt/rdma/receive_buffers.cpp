@@ -16,7 +16,11 @@ constexpr size_t kHead = kIserHeaderLength + kBhsLength;
 ReceiveBuffers::ReceiveBuffers(ibv_pd* pd, uint32_t count, size_t message_size, RecvBufferSource* source)
     : message_size_(message_size),
       source_(source),
-      heads_(pd, source ? kHead : message_size, count, IBV_ACCESS_LOCAL_WRITE) {
+      heads_(pd, source ? kHead : message_size, count, IBV_ACCESS_LOCAL_WRITE),
+      sges_(count) {
+    for (uint32_t i = 0; i < count; ++i)
+        sges_[i][0] = ibv_sge{reinterpret_cast<uintptr_t>(heads_.data(i)),
+                              uint32_t(source_ ? kHead : message_size_), heads_.lkey()};
     if (!source_) return;
     parts_.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -28,7 +32,12 @@ ReceiveBuffers::ReceiveBuffers(ibv_pd* pd, uint32_t count, size_t message_size, 
                            " bytes for receive " + std::to_string(i),
                        ENOMEM);
         }
+        set_part(i, parts_.back());
     }
+}
+
+void ReceiveBuffers::set_part(uint32_t slot, const RecvBufferSource::Buffer& b) {
+    sges_[slot][1] = ibv_sge{reinterpret_cast<uintptr_t>(b.data), uint32_t(message_size_ - kHead), b.lkey};
 }
 
 ReceiveBuffers::~ReceiveBuffers() {
@@ -39,24 +48,13 @@ const uint8_t* ReceiveBuffers::rest(uint32_t slot) const {
     return source_ ? parts_[slot].data : heads_.data(slot) + kHead;
 }
 
-int ReceiveBuffers::sges(uint32_t slot, ibv_sge* out) const {
-    if (!source_) {
-        out[0] =
-            ibv_sge{reinterpret_cast<uintptr_t>(heads_.data(slot)), uint32_t(message_size_), heads_.lkey()};
-        return 1;
-    }
-    const auto& p = parts_[slot];
-    out[0] = ibv_sge{reinterpret_cast<uintptr_t>(heads_.data(slot)), uint32_t(kHead), heads_.lkey()};
-    out[1] = ibv_sge{reinterpret_cast<uintptr_t>(p.data), uint32_t(message_size_ - kHead), p.lkey};
-    return 2;
-}
-
 uint8_t* ReceiveBuffers::take(uint32_t slot, size_t min_size) {
     if (!source_ || parts_[slot].size < min_size) return nullptr;
     auto fresh = source_->acquire(message_size_ - kHead);
     if (!fresh.data) return nullptr;
     uint8_t* taken = parts_[slot].data;
     parts_[slot] = fresh;
+    set_part(slot, fresh);
     return taken;
 }
 

@@ -29,8 +29,7 @@ SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, uint32_t depth, size_t slot_s
 }
 
 int SharedReceiveQueue::repost(uint32_t slot) {
-    ibv_sge sge[kMaxRecvSge];
-    return rq_.repost(slot, sge, buffers_.sges(slot, sge));
+    return rq_.repost(slot, buffers_.sges(slot), buffers_.sge_count());
 }
 
 int SharedReceiveQueue::flush() { return rq_.flush(); }

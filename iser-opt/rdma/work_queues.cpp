@@ -151,26 +151,21 @@ void SendQueue::cancel_all(int status) {
 }
 
 RecvQueue::RecvQueue(RecvPoster& poster, uint32_t capacity, ConnectionCounters& counters, bool batch)
-    : poster_(poster),
-      counters_(counters),
-      batch_(batch),
-      wrs_(capacity),
-      sges_(size_t(capacity) * kMaxRecvSge) {
+    : poster_(poster), counters_(counters), batch_(batch), wrs_(capacity), sges_(capacity) {
     if (capacity == 0) throw std::invalid_argument("receive queue: capacity must be positive");
 }
 
 int RecvQueue::repost(uint32_t index, uint64_t addr, uint32_t length, uint32_t lkey) {
-    const ibv_sge sge{addr, length, lkey};
+    ibv_sge& sge = sges_[count_];
+    sge = ibv_sge{addr, length, lkey};
     return repost(index, &sge, 1);
 }
 
-int RecvQueue::repost(uint32_t index, const ibv_sge* sge, int n) {
-    ibv_sge* dst = &sges_[size_t(count_) * kMaxRecvSge];
-    for (int i = 0; i < n; ++i) dst[i] = sge[i];
+int RecvQueue::repost(uint32_t index, ibv_sge* sge, int n) {
     ibv_recv_wr& wr = wrs_[count_];
     wr = ibv_recv_wr{};
     wr.wr_id = kRecvWrFlag | index;
-    wr.sg_list = dst;
+    wr.sg_list = sge;
     wr.num_sge = n;
     ++count_;
     if (!batch_ || count_ == wrs_.size()) return flush();

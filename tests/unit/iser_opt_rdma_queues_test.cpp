@@ -248,7 +248,7 @@ TEST(RdmaRecvQueue, SplitReceivesKeepTheirTwoSegments) {
     RecordingRecvPoster p;
     ConnectionCounters c;
     RecvQueue q(p, 4, c);
-    const ibv_sge split[2] = {{0x1000, 76, 1}, {0x8000, 8448, 2}};
+    ibv_sge split[2] = {{0x1000, 76, 1}, {0x8000, 8448, 2}};
     ASSERT_EQ(q.repost(0, split, 2), 0);
     ASSERT_EQ(q.repost(1, 0x2000, 8524, 3), 0);
     ASSERT_EQ(q.repost(2, split, 2), 0);

@@ -14,11 +14,13 @@
 // Single-threaded; slots are acquired and released like RegisteredPool's.
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "rbio/iser/rdma/registered_pool.hpp"
+#include "rbio/iser/rdma/work_queues.hpp"
 
 namespace rbio::iser::rdma {
 
@@ -57,8 +59,10 @@ public:
     const uint8_t* head(uint32_t slot) const { return heads_.data(slot); }
     // What follows the BHS: AHS, then the data segment.
     const uint8_t* rest(uint32_t slot) const;
-    // The slot's receive SGEs (1 or 2) into out; returns how many.
-    int sges(uint32_t slot, ibv_sge* out) const;
+    // The slot's receive SGEs, sge_count() of them, kept up to date here so
+    // a repost points at them instead of building them again.
+    ibv_sge* sges(uint32_t slot) { return sges_[slot].data(); }
+    int sge_count() const { return source_ ? 2 : 1; }
     // Split layout: hands the slot's data part (at rest(slot)) to the caller
     // when it holds at least `min_size` bytes and a fresh one can be had;
     // the caller gives it back to the source's owner its own way. nullptr
@@ -66,10 +70,13 @@ public:
     uint8_t* take(uint32_t slot, size_t min_size);
 
 private:
+    void set_part(uint32_t slot, const RecvBufferSource::Buffer& b);
+
     size_t message_size_;
     RecvBufferSource* source_;
     RegisteredPool heads_;                         // whole messages, or iSER header + BHS
     std::vector<RecvBufferSource::Buffer> parts_;  // split: each slot's data part
+    std::vector<std::array<ibv_sge, kMaxRecvSge>> sges_;
 };
 
 }  // namespace rbio::iser::rdma

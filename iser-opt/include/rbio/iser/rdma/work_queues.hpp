@@ -198,8 +198,9 @@ public:
     // Queues slot `index` at `addr` (length bytes, key lkey) for posting.
     // Posts at once when batching is off or the batch is full.
     int repost(uint32_t index, uint64_t addr, uint32_t length, uint32_t lkey);
-    // The same with n (at most kMaxRecvSge) segments.
-    int repost(uint32_t index, const ibv_sge* sge, int n);
+    // The same with n (at most kMaxRecvSge) segments, posted from where
+    // they are (no copy): they must stay unchanged until flush().
+    int repost(uint32_t index, ibv_sge* sge, int n);
     int flush();
     uint32_t queued() const { return count_; }
 
