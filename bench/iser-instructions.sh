@@ -60,7 +60,7 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
     || die "no build in $build: cmake -S . -B build && cmake --build build"
   command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
     || die "valgrind is not installed (scripts/setup.sh installs it)"
-  run=(--timeout $(( 300 + 4 * (SECONDS_PER + WARM + 40) )) --mem 3072)
+  run=(--timeout $(( 600 + 8 * (SECONDS_PER + WARM + 40) )) --mem 3072)  # room for a loaded host
   [[ -n $OUT ]] && run+=(--out "$OUT")
   exec "$ROOT/scripts/vm/run.sh" "${run[@]}" "$HERE/iser-instructions.sh" "${args[@]}"
 fi
@@ -90,12 +90,14 @@ EOF
 chmod +x "$WRAPPER"
 
 # profile_point CONFIG NAME RW: one session of the rbio initiator; callgrind
-# counts the seconds after the warm-up and dumps them as part NAME.
+# counts the seconds after the warm-up and dumps them as part NAME. The
+# timeouts are long because tgtd runs ~50x slower under valgrind, in a TCG
+# guest on a shared host: 5 s (the default) was missed under load.
 profile_point() {
   local c=$1 name=$2 rw=$3 pid=$4 bench
   bench="$RESULTS/bench-$name@$c.out"
   "$RBIO" bench --transport iser -T "iqn.2026-11.io.rbio:instr-$c" -p "$PORTAL" --lun 1 \
-    --initiator-name "$INITIATOR" --rw "$rw" --bs 4096 --iodepth 32 --time $(( WARM + SECONDS_PER + 4 )) \
+    --initiator-name "$INITIATOR" --connect-timeout 60 --login-timeout 60 --rw "$rw" --bs 4096 --iodepth 32 --time $(( WARM + SECONDS_PER + 4 )) \
     > "$bench" 2>&1 &
   local bp=$!
   sleep "$WARM"

@@ -1,5 +1,6 @@
 #include "rbio/iser/rdma/iser_endpoint.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -32,7 +33,7 @@ ibv_qp_init_attr qp_attr(const EndpointConfig& c, ibv_cq* cq) {
         a.srq = c.srq->get();
     } else {
         a.cap.max_recv_wr = c.recv_depth;
-        a.cap.max_recv_sge = 1;
+        a.cap.max_recv_sge = kMaxRecvSge;
     }
     a.cap.max_inline_data = c.max_inline;
     return a;
@@ -69,7 +70,7 @@ IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
         if (config.srq->slot_size() < recv_slot_size(config))
             throw std::invalid_argument("the shared receive queue's slots are smaller than a message");
     } else {
-        recv_pool_.emplace(pd, recv_slot_size(config), config.recv_depth, IBV_ACCESS_LOCAL_WRITE);
+        recv_buffers_.emplace(pd, config.recv_depth, recv_slot_size(config), config.recv_source);
         rq_.emplace(recv_poster_, config.recv_depth, counters, config.batch_recv);
     }
     limits_.max_recv_data_segment_length = config.recv_data_max;
@@ -97,13 +98,13 @@ void IserEndpoint::shutdown() {
 
 void IserEndpoint::post_receives() {
     if (config_.srq) return;  // the device's queue is posted already
-    for (uint32_t i = recv_pool_->available(); i > 0; --i) repost(recv_pool_->acquire());
+    for (uint32_t i = recv_buffers_->available(); i > 0; --i) repost(recv_buffers_->acquire());
     flush();
 }
 
 void IserEndpoint::give_back(uint32_t slot) {
     if (config_.srq) config_.srq->repost(slot);
-    else recv_pool_->release(slot);
+    else recv_buffers_->release(slot);
 }
 
 void IserEndpoint::repost(uint32_t slot) {
@@ -111,8 +112,7 @@ void IserEndpoint::repost(uint32_t slot) {
         give_back(slot);
         return;
     }
-    int rc = rq_->repost(slot, reinterpret_cast<uintptr_t>(recv_pool_->data(slot)),
-                         uint32_t(recv_pool_->slot_size()), recv_pool_->lkey());
+    int rc = rq_->repost(slot, recv_buffers_->sges(slot), recv_buffers_->sge_count());
     if (rc != 0) fail(std::string("ibv_post_recv refused: ") + std::strerror(rc));
 }
 
@@ -124,9 +124,10 @@ void IserEndpoint::flush() {
 }
 
 bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
-    const uint8_t* p = recv_data(slot);
+    const uint8_t* p = rx_buffers().head(slot);
+    const uint8_t* rest = rx_buffers().rest(slot);  // AHS and data: contiguous, maybe not with p
     std::string why;
-    auto iser = IserHeader::decode({p, bytes}, why);
+    auto iser = IserHeader::decode({p, std::min<size_t>(bytes, kIserHeaderLength + kBhsLength)}, why);
     if (!iser) {
         fail(why);
         return false;
@@ -152,14 +153,14 @@ bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
         fail(m);
         return false;
     }
-    rx.ahs = {p + kIserHeaderLength + kBhsLength, ahs};
+    rx.ahs = {rest, ahs};
     if (ahs > 0) {
         if (auto e = validate_ahs(rx.ahs)) {
             fail(e->message);
             return false;
         }
     }
-    rx.data = {p + kIserHeaderLength + kBhsLength + ahs, dsl};
+    rx.data = {rest + ahs, dsl};
     counters_[Counter::PdusIn] += 1;
     counters_[Counter::BytesIn] += bytes;
     return true;

@@ -9,7 +9,7 @@ namespace {
 SrqPtr make_srq(ibv_pd* pd, uint32_t depth) {
     ibv_srq_init_attr a{};
     a.attr.max_wr = depth;
-    a.attr.max_sge = 1;
+    a.attr.max_sge = kMaxRecvSge;
     SrqPtr srq(ibv_create_srq(pd, &a));
     if (!srq) throw_rdma("ibv_create_srq of " + std::to_string(depth) + " receives");
     return srq;
@@ -17,19 +17,19 @@ SrqPtr make_srq(ibv_pd* pd, uint32_t depth) {
 
 }  // namespace
 
-SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch)
-    : pool_(pd, slot_size, depth, IBV_ACCESS_LOCAL_WRITE),
+SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch,
+                                       RecvBufferSource* source)
+    : buffers_(pd, depth, slot_size, source),
       srq_(make_srq(pd, depth)),
       poster_(srq_.get()),
       rq_(poster_, depth, counters_, batch) {
-    for (uint32_t slot = pool_.acquire(); slot != RegisteredPool::kNone; slot = pool_.acquire())
+    for (uint32_t slot = buffers_.acquire(); slot != RegisteredPool::kNone; slot = buffers_.acquire())
         if (int rc = repost(slot); rc != 0) throw_rdma("ibv_post_srq_recv", rc);
     if (int rc = flush(); rc != 0) throw_rdma("ibv_post_srq_recv", rc);
 }
 
 int SharedReceiveQueue::repost(uint32_t slot) {
-    return rq_.repost(slot, reinterpret_cast<uintptr_t>(pool_.data(slot)), uint32_t(pool_.slot_size()),
-                      pool_.lkey());
+    return rq_.repost(slot, buffers_.sges(slot), buffers_.sge_count());
 }
 
 int SharedReceiveQueue::flush() { return rq_.flush(); }

@@ -158,11 +158,15 @@ RecvQueue::RecvQueue(RecvPoster& poster, uint32_t capacity, ConnectionCounters& 
 int RecvQueue::repost(uint32_t index, uint64_t addr, uint32_t length, uint32_t lkey) {
     ibv_sge& sge = sges_[count_];
     sge = ibv_sge{addr, length, lkey};
+    return repost(index, &sge, 1);
+}
+
+int RecvQueue::repost(uint32_t index, ibv_sge* sge, int n) {
     ibv_recv_wr& wr = wrs_[count_];
     wr = ibv_recv_wr{};
     wr.wr_id = kRecvWrFlag | index;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    wr.sg_list = sge;
+    wr.num_sge = n;
     ++count_;
     if (!batch_ || count_ == wrs_.size()) return flush();
     return 0;

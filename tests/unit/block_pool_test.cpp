@@ -41,6 +41,9 @@ TEST(BlockPool, SizeClasses) {
     EXPECT_EQ(p.size_class(4097), 1);
     EXPECT_EQ(p.size_class(16384), 2);
     EXPECT_EQ(p.size_class(16385), -1);
+    EXPECT_EQ(p.size_class(1), 0);
+    EXPECT_EQ(p.size_class(8193), 2);  // an iSER receive's 8.25 KiB
+    EXPECT_EQ(p.size_class(SIZE_MAX), -1);
 }
 
 TEST(BlockPool, ReusesAReleasedBlockOfItsClass) {

@@ -231,12 +231,39 @@ class RecordingRecvPoster : public RecvPoster {
 public:
     int post(ibv_recv_wr* first, ibv_recv_wr** /*bad*/) override {
         ++calls;
-        for (ibv_recv_wr* w = first; w; w = w->next) ids.push_back(w->wr_id);
+        for (ibv_recv_wr* w = first; w; w = w->next) {
+            ids.push_back(w->wr_id);
+            sges.emplace_back(w->sg_list, w->sg_list + w->num_sge);
+        }
         return 0;
     }
     int calls = 0;
     std::vector<uint64_t> ids;
+    std::vector<std::vector<ibv_sge>> sges;  // copied at the post, as the device does
 };
+
+// A split receive (header slot, then a data buffer) keeps both segments,
+// in order, next to one-segment receives of the same batch.
+TEST(RdmaRecvQueue, SplitReceivesKeepTheirTwoSegments) {
+    RecordingRecvPoster p;
+    ConnectionCounters c;
+    RecvQueue q(p, 4, c);
+    ibv_sge split[2] = {{0x1000, 76, 1}, {0x8000, 8448, 2}};
+    ASSERT_EQ(q.repost(0, split, 2), 0);
+    ASSERT_EQ(q.repost(1, 0x2000, 8524, 3), 0);
+    ASSERT_EQ(q.repost(2, split, 2), 0);
+    ASSERT_EQ(q.flush(), 0);
+    ASSERT_EQ(p.sges.size(), 3u);
+    ASSERT_EQ(p.sges[0].size(), 2u);
+    EXPECT_EQ(p.sges[0][0].addr, 0x1000u);
+    EXPECT_EQ(p.sges[0][0].length, 76u);
+    EXPECT_EQ(p.sges[0][1].addr, 0x8000u);
+    EXPECT_EQ(p.sges[0][1].lkey, 2u);
+    ASSERT_EQ(p.sges[1].size(), 1u);
+    EXPECT_EQ(p.sges[1][0].length, 8524u);
+    ASSERT_EQ(p.sges[2].size(), 2u);
+    EXPECT_EQ(p.sges[2][1].length, 8448u);
+}
 
 TEST(RdmaRecvQueue, RepostsOfAPassLeaveInOneCall) {
     RecordingRecvPoster p;

@@ -38,11 +38,12 @@ RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 IQN=iqn.2026-11.io.rbio:faults
 ME=iqn.2026-11.io.rbio:faults-initiator
 tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
-# A connection's send slots, and the shared receive queue of a device that
-# has connections (sizes as in vm.iser-kernel-initiator; see
+# A connection's send slots, and the receive heads of the shared receive
+# queue of a device that has connections (sizes as in
+# vm.iser-kernel-initiator; see
 # endpoint_config() in tgt-backend/transport/iser_c_api.cpp). Pooled data
 # buffers stay registered and are not counted.
-conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (4364288|8728576)( |$)" || true; }
+conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (4364288|77824)( |$)" || true; }
 ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
 stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
 qps_are() { [[ $(tgtd_qps) -eq $1 ]]; }

@@ -23,11 +23,13 @@ tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection registers its 512 send slots of 8524 bytes (iSER header,
 # BHS, 256 B of AHS, 8 KiB of data; see endpoint_config() in
 # tgt-backend/transport/iser_c_api.cpp); the device's shared receive queue
-# (iser_srq_depth, 1024 such slots) is registered while it has connections.
-# Data buffers stay registered in tgtd's pool and are not counted.
+# (iser_srq_depth, 1024 receives) registers their 76-byte heads (iSER
+# header and BHS) while it has connections. Data buffers, among them those
+# the receives' AHS and data land in, stay registered in tgtd's pool and
+# are not counted.
 tgtd_mrs_of() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen $1( |\$)" || true; }
 conn_mrs() { tgtd_mrs_of 4364288; }
-srq_mrs() { tgtd_mrs_of 8728576; }
+srq_mrs() { tgtd_mrs_of 77824; }
 
 BACKING="$WORK/disk.img" BACKING2="$WORK/disk2.img"
 truncate -s 256M "$BACKING"

@@ -10,7 +10,9 @@
  * iser-takeover.md has the reasoning and tgt's internals):
  *
  *  - every received SEND holds one whole PDU; ep_read() serves the core
- *    its BHS, AHS and data from the receive buffer;
+ *    its BHS, AHS and data from the receive buffer, whose AHS-and-data
+ *    part is a registered data buffer: a command's immediate data is not
+ *    copied, that buffer becomes the task's (tp_alloc_data_buf);
  *  - a Data-In the core sends becomes an RDMA WRITE from the task's
  *    (registered) buffer to the initiator's advertised read buffer; when it
  *    carries the status, a SCSI Response SEND follows in the same post;
@@ -276,14 +278,13 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 	if (conn->state == STATE_CLOSE || conn->closed)
 		return;
 	rc->adv = *rx;
-	rc->rx_bhs = rx->pdu;
-	rc->rx_rest = rx->pdu + BHS_SIZE;
+	rc->rx_bhs = rx->bhs;
+	rc->rx_rest = rx->rest;
 	rc->rx_len = rx->len;
 	rc->rx_off = 0;
 	if (conn->state != STATE_SCSI) {
-		ahs = (uint32_t)rx->pdu[4] * 4;
-		login_override_apply(&login, rx->pdu, rx->pdu + BHS_SIZE + ahs,
-				     rx->len - BHS_SIZE - ahs);
+		ahs = (uint32_t)rx->bhs[4] * 4;
+		login_override_apply(&login, rx->bhs, rx->rest + ahs, rx->len - BHS_SIZE - ahs);
 	}
 	feed(rc, &login);
 }
@@ -614,9 +615,27 @@ static void tp_free_task(struct iscsi_task *task)
 	rbio_pool_release(p);
 }
 
+/*
+ * The core allocates a command's data buffer while reading the command
+ * (iscsi_alloc_task), then reads its immediate data into the buffer's
+ * start. Without AHS that data already lies at the start of the receive's
+ * data buffer, so that buffer is the task's: tp_read() finds the data in
+ * place and copies nothing. Other PDUs, a second buffer of the same
+ * command (bidirectional) or a command larger than the buffer get one of
+ * their own.
+ */
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 {
-	return rbio_iser_data_alloc(RC(conn)->ep, size);
+	struct rbio_iser_conn *rc = RC(conn);
+
+	if (rc->rx_len > BHS_SIZE && rc->rx_off == BHS_SIZE && rc->rx_bhs != rc->synth_bhs &&
+	    (rc->rx_bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD && rc->rx_bhs[4] == 0) {
+		void *buf = rbio_iser_ep_take_rx(rc->ep, size);
+
+		if (buf)
+			return buf;
+	}
+	return rbio_iser_data_alloc(rc->ep, size);
 }
 
 static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)

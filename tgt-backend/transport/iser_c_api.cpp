@@ -64,6 +64,25 @@ BlockPool& pool_for(ibv_pd* pd) {
     return *pools.back().second;
 }
 
+// The AHS-and-data part of every receive is a block of the device's pool
+// (ReceiveBuffers' split layout): a command's immediate data then lands at
+// the start of a registered, page-aligned block, which the glue takes as the
+// task's data buffer (rbio_iser_ep_take_rx) instead of copying the data out;
+// the core frees it like any other data buffer.
+class BlockSource final : public RecvBufferSource {
+public:
+    explicit BlockSource(BlockPool& pool) : pool_(pool) {}
+    Buffer acquire(size_t size) override {
+        void* p = pool_.alloc(size);
+        if (!p) return {};
+        return {static_cast<uint8_t*>(p), mr_of(p)->lkey, Block::of(p)->size};
+    }
+    void release(uint8_t* data) override { BlockPool::release(data); }
+
+private:
+    BlockPool& pool_;
+};
+
 // ---- protection domains, one per device for the process's lifetime
 
 ibv_pd* pd_for(ibv_context* ctx) {
@@ -83,10 +102,11 @@ ibv_pd* pd_for(ibv_context* ctx) {
 // down mid-flight is not lost for good.
 struct DeviceReceives {
     DeviceReceives(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch)
-        : queue(pd, depth, slot_size, batch) {}
+        : source(pool_for(pd)), queue(pd, depth, slot_size, batch, &source) {}
     ~DeviceReceives() { publish(); }
     void publish() { publisher.publish(queue.counters(), rbio::tp::totals()); }
 
+    BlockSource source;  // outlives queue, whose receives hold its blocks
     SharedReceiveQueue queue;
     CounterPublisher publisher;
 };
@@ -128,8 +148,9 @@ EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     return c;
 }
 
-EndpointConfig with_srq(EndpointConfig c, DeviceReceives* r) {
+EndpointConfig with_receives(EndpointConfig c, DeviceReceives* r, RecvBufferSource* own) {
     c.srq = r ? &r->queue : nullptr;
+    c.recv_source = own;
     return c;
 }
 
@@ -139,11 +160,12 @@ struct rbio_iser_ep {
     rbio_iser_ep(CmIdPtr id, const rbio_tp_settings& s, rbio_iser_done_fn done_fn, void* ctx)
         : pd(pd_for(id->verbs)),
           buffers(&pool_for(pd)),
+          source(*buffers),
           done(done_fn),
           done_ctx(ctx),
           receives(s.iser_srq_depth ? receives_for(id->verbs, pd, endpoint_config(s), s.iser_srq_depth)
                                     : nullptr),
-          ep(std::move(id), pd, with_srq(endpoint_config(s), receives.get()), counters,
+          ep(std::move(id), pd, with_receives(endpoint_config(s), receives.get(), &source), counters,
              [this](uint64_t token, int status) { done(done_ctx, token, status); }) {}
 
     void release_deferred(bool all) {
@@ -153,6 +175,7 @@ struct rbio_iser_ep {
 
     ibv_pd* pd;
     BlockPool* buffers;  // this device's registered data buffers
+    BlockSource source;  // receives of its own (no SRQ) come from buffers
     rbio_iser_done_fn done;
     void* done_ctx;
     ConnectionCounters counters;
@@ -216,7 +239,8 @@ int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, 
     try {
         bool ok = e->ep.run_pass([&](const IserRx& r) {
             rbio_iser_rx c{};
-            c.pdu = r.bhs.bytes().data();
+            c.bhs = r.bhs.bytes().data();
+            c.rest = r.ahs.empty() ? r.data.data() : r.ahs.data();
             c.len = uint32_t(kBhsLength + r.ahs.size() + r.data.size());
             c.read_valid = r.iser.read_stag_valid;
             c.read_stag = r.iser.read_stag;
@@ -318,6 +342,8 @@ size_t rbio_iser_ep_counters(const rbio_iser_ep* e, uint64_t* out, size_t n) {
 }
 
 void* rbio_iser_data_alloc(rbio_iser_ep* e, size_t size) { return e->buffers->alloc(size); }
+
+void* rbio_iser_ep_take_rx(rbio_iser_ep* e, size_t size) { return e->ep.take_rx_data(size); }
 
 void rbio_iser_data_free(rbio_iser_ep* e, void* buf) {
     if (!buf) return;

@@ -26,10 +26,13 @@ struct rdma_cm_id;
 struct rbio_tp_settings;
 struct rbio_iser_ep;
 
-/* One received PDU: BHS, AHS and data segment in one receive buffer, valid
- * until the callback returns; the iSER header's advertised buffers. */
+/* One received PDU: its BHS, and its AHS and data segment (contiguous, in
+ * a registered data buffer, not necessarily right after the BHS), valid
+ * until the callback returns; len counts all three. The iSER header's
+ * advertised buffers. */
 struct rbio_iser_rx {
-    const uint8_t *pdu;
+    const uint8_t *bhs;
+    const uint8_t *rest;
     uint32_t len;
     int read_valid;
     uint32_t read_stag;
@@ -93,6 +96,11 @@ size_t rbio_iser_ep_counters(const struct rbio_iser_ep *ep, uint64_t *out, size_
 /* Data buffers registered with the endpoint's device (page aligned, pooled
  * by size class: registration happens when a pool grows, never per I/O). */
 void *rbio_iser_data_alloc(struct rbio_iser_ep *ep, size_t size);
+/* Called from the rx callback: the PDU's AHS-and-data buffer (`rest`)
+ * becomes the caller's, a data buffer like rbio_iser_data_alloc()'s, when
+ * it holds at least `size` bytes; the receive gets a fresh one. Once per
+ * PDU; NULL otherwise (allocate and copy instead). */
+void *rbio_iser_ep_take_rx(struct rbio_iser_ep *ep, size_t size);
 /* Frees now, or once every work request queued on ep so far is complete
  * (ep NULL: now). */
 void rbio_iser_data_free(struct rbio_iser_ep *ep, void *buf);

@@ -42,6 +42,10 @@ struct EndpointConfig {
     // recv_slot_size(); it must outlive the endpoint. Null: the connection
     // posts recv_depth buffers of its own.
     SharedReceiveQueue* srq = nullptr;
+    // Without an SRQ: the owner's buffers for the AHS and data of each
+    // receive (ReceiveBuffers' split layout, so take_rx_data() works);
+    // must outlive the endpoint. Null: one registered slot per receive.
+    RecvBufferSource* recv_source = nullptr;
     uint32_t recv_data_max = 8192;  // largest data segment the peer may SEND us
     uint32_t max_ahs = 256;         // AHS bytes accepted and sent
     uint32_t send_slots = 256;      // header slots (PDUs in flight)
@@ -98,6 +102,18 @@ public:
                              uint64_t token);
     bool rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
     bool rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
+    // During the handler of run_pass(): hands the current PDU's AHS-and-data
+    // buffer to the owner (the PDU's AHS, if any, then its data, from the
+    // buffer's start) when it holds at least min_size bytes, so the data can
+    // be used in place; the receive is reposted with a fresh buffer from
+    // the source. Once per PDU; nullptr when there is no source, outside a
+    // handler, or no fresh buffer.
+    uint8_t* take_rx_data(size_t min_size) {
+        if (rx_current_ == kNoSlot || rx_taken_) return nullptr;
+        uint8_t* p = rx_buffers().take(rx_current_, min_size);
+        rx_taken_ = p != nullptr;
+        return p;
+    }
     bool has_room(uint32_t requests) const { return sq_.has_room(requests) && send_pool_.available() > 0; }
     // Posts what is queued (sends, receive reposts): one call each.
     void flush();
@@ -180,8 +196,13 @@ private:
                 fail_wc("receive", wc);
                 return;
             }
-            IserRx rx{{}, BhsView(recv_data(slot)), {}, {}};
-            if (!failed_ && parse(slot, wc.byte_len, rx)) handle(static_cast<const IserRx&>(rx));
+            IserRx rx{{}, BhsView(rx_buffers().head(slot) + kIserHeaderLength), {}, {}};
+            if (!failed_ && parse(slot, wc.byte_len, rx)) {
+                rx_current_ = slot;
+                rx_taken_ = false;
+                handle(static_cast<const IserRx&>(rx));
+                rx_current_ = kNoSlot;
+            }
             repost(slot);
             return;
         }
@@ -193,9 +214,7 @@ private:
     // A receive slot that will not be reposted on this QP: back to its
     // pool, or (SRQ) back on the shared queue, which other QPs still use.
     void give_back(uint32_t slot);
-    const uint8_t* recv_data(uint32_t slot) const {
-        return config_.srq ? config_.srq->data(slot) : recv_pool_->data(slot);
-    }
+    ReceiveBuffers& rx_buffers() { return config_.srq ? config_.srq->buffers() : *recv_buffers_; }
     bool queue_send(const IserHeader& iser, std::span<const uint8_t> header, std::span<const uint8_t> copy,
                     const ibv_sge* data, uint64_t token);
     void fail(std::string why);
@@ -208,7 +227,7 @@ private:
     ibv_pd* pd_;
     CmIdPtr id_;
     CompletionPoller poller_;
-    std::optional<RegisteredPool> recv_pool_;  // without an SRQ
+    std::optional<ReceiveBuffers> recv_buffers_;  // without an SRQ
     RegisteredPool send_pool_;
     CmQp qp_;
     QpSendPoster send_poster_;
@@ -218,6 +237,8 @@ private:
     PduLimits limits_{};
     bool failed_ = false;
     std::string error_;
+    uint32_t rx_current_ = kNoSlot;  // the receive whose PDU is being handled
+    bool rx_taken_ = false;          // its data buffer went to the owner
 };
 
 }  // namespace rbio::iser::rdma

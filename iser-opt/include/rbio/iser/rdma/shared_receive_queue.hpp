@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "rbio/iser/counters.hpp"
-#include "rbio/iser/rdma/registered_pool.hpp"
+#include "rbio/iser/rdma/receive_buffers.hpp"
 #include "rbio/iser/rdma/verbs.hpp"
 #include "rbio/iser/rdma/work_queues.hpp"
 
@@ -21,16 +21,18 @@ namespace rbio::iser::rdma {
 
 class SharedReceiveQueue {
 public:
-    // `depth` buffers of `slot_size` bytes, registered on `pd` and posted.
-    // Throws RdmaError.
-    SharedReceiveQueue(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch);
+    // `depth` buffers of `slot_size` bytes, registered on `pd` and posted;
+    // with a source, split as ReceiveBuffers says. Throws RdmaError.
+    SharedReceiveQueue(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch,
+                       RecvBufferSource* source = nullptr);
     SharedReceiveQueue(const SharedReceiveQueue&) = delete;
     SharedReceiveQueue& operator=(const SharedReceiveQueue&) = delete;
 
     ibv_srq* get() const { return srq_.get(); }
-    const uint8_t* data(uint32_t slot) const { return pool_.data(slot); }
-    size_t slot_size() const { return pool_.slot_size(); }
-    uint32_t depth() const { return pool_.slot_count(); }
+    ReceiveBuffers& buffers() { return buffers_; }
+    const ReceiveBuffers& buffers() const { return buffers_; }
+    size_t slot_size() const { return buffers_.message_size(); }
+    uint32_t depth() const { return buffers_.count(); }
     // Queues the slot for the next flush(). 0, or the errno of a post that
     // had to happen now.
     int repost(uint32_t slot);
@@ -40,7 +42,7 @@ public:
 
 private:
     ConnectionCounters counters_;
-    RegisteredPool pool_;
+    ReceiveBuffers buffers_;
     SrqPtr srq_;
     SrqRecvPoster poster_;
     RecvQueue rq_;

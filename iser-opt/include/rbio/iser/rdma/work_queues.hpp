@@ -185,6 +185,9 @@ private:
     ibv_srq* srq_;
 };
 
+// Segments a receive may scatter into (a header slot, a data buffer).
+inline constexpr int kMaxRecvSge = 2;
+
 // Receive buffers handed back during a pass, posted in one chain by flush().
 class RecvQueue {
 public:
@@ -195,6 +198,9 @@ public:
     // Queues slot `index` at `addr` (length bytes, key lkey) for posting.
     // Posts at once when batching is off or the batch is full.
     int repost(uint32_t index, uint64_t addr, uint32_t length, uint32_t lkey);
+    // The same with n (at most kMaxRecvSge) segments, posted from where
+    // they are (no copy): they must stay unchanged until flush().
+    int repost(uint32_t index, ibv_sge* sge, int n);
     int flush();
     uint32_t queued() const { return count_; }
 
