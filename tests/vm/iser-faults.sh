@@ -164,8 +164,10 @@ echo "(part 1 took $SECONDS s)"
 # route, which fails its management queue pair (QP1). So the kernel
 # initiator cannot log in again there, and what is checked is what the
 # target owes: the dead connections end while the link is still down (the
-# busy one by a failed work request or the probe, the idle and the silent
-# one only by the probe), nothing is left registered, tgtd stays up, and a
+# busy one by a failed work request, or when its outstanding work gets no
+# completion for 15 s: rxe resends for ever a send whose acknowledgement
+# was lost with the link; the idle and the silent one only by the probe),
+# nothing is left registered, tgtd stays up, and a
 # new session through a second soft-RoCE device on another veth pair reads
 # back what was written before the link went down and verifies new data. A note says
 # whether the old session came back, in case a later kernel recovers.
