@@ -185,8 +185,7 @@ truncate -s 64M "$BACKING2"
 IQN2=iqn.2026-11.io.rbio:faults-idle
 must "a second target, for a session that stays idle" iser_target 2 "$IQN2" "$BACKING2"
 must "the kernel's iSER initiator loads" modprobe -a ib_iser sd_mod
-setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
-ISCSID_PID=$!
+start_iscsid
 disc() { iscsiadm -m discovery -t sendtargets -p "$1" -I iser > "$WORK/discovery" 2>&1 || { cat "$WORK/discovery"; return 1; }; }
 must "iSER discovery" wait_for 20 disc "$PORTAL"
 # Fast detection and short timeouts; the idle session sends no NOP-Out, so
