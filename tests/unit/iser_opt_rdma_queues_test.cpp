@@ -1,14 +1,17 @@
 // The send-queue policy of the RDMA backend, against a recording poster (the
 // verbs call is the only thing replaced; the VM test runs it on soft-RoCE):
 // doorbell batching, selective signalling, in-order release of what
-// unsignalled sends hold, covering a quiet tail, the idle probe, and failure handling.
+// unsignalled sends hold, covering a quiet tail, the idle probe, the watch
+// on work that gets no completion, and failure handling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
 #include "rbio/iser/iser_header.hpp"
 #include "rbio/iser/rdma/completion_poller.hpp"
+#include "rbio/iser/rdma/quiet_watch.hpp"
 #include "rbio/iser/rdma/work_queues.hpp"
 
 namespace rbio::iser::rdma {
@@ -149,6 +152,94 @@ TEST(RdmaSendQueue, AProbeGoesOutOnlyWhenNothingIsQueuedOrInFlight) {
     ASSERT_TRUE(f.q.on_completion(f.poster.posted.back().wr_id, -EIO));
     ASSERT_EQ(f.released.size(), 1u);
     EXPECT_EQ(f.released[0], std::make_pair(uint64_t(0), -EIO));
+}
+
+// The glue's once-a-second call for a quiet connection, on a real queue:
+// `seconds` quiet seconds, the actions the watch asked for.
+std::vector<QuietAction> quiet_seconds(Fixture& f, QuietWatch& w, int seconds, uint64_t completions) {
+    std::vector<QuietAction> actions;
+    for (int i = 0; i < seconds; ++i) {
+        int err = -1;
+        actions.push_back(quiet_second(f.q, w, completions, err));
+        EXPECT_EQ(err, 0);
+    }
+    return actions;
+}
+
+int count(const std::vector<QuietAction>& v, QuietAction a) { return int(std::count(v.begin(), v.end(), a)); }
+
+TEST(QuietWatch, AnIdleConnectionIsProbedEveryFiveQuietSeconds) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    QuietWatch w;
+    auto a = quiet_seconds(f, w, 4, 0);
+    EXPECT_EQ(count(a, QuietAction::None), 4);
+    EXPECT_TRUE(f.poster.posted.empty());
+    a = quiet_seconds(f, w, 1, 0);
+    ASSERT_EQ(a.back(), QuietAction::Probe);
+    ASSERT_EQ(f.poster.posted.size(), 1u);
+    EXPECT_EQ(f.poster.posted[0].opcode, IBV_WR_RDMA_WRITE);
+    EXPECT_TRUE(f.poster.posted[0].signaled);
+    // The peer's adapter answers: progress, and the next probe comes 5
+    // quiet seconds later.
+    f.complete_signaled();
+    a = quiet_seconds(f, w, 5, 1);
+    EXPECT_EQ(count(a, QuietAction::Probe), 1);
+    EXPECT_EQ(a.back(), QuietAction::Probe);
+    EXPECT_EQ(count(a, QuietAction::End), 0);
+}
+
+// What vm.iser-faults caught now and then: the link went down under a busy
+// session, and a signalled send posted just before got neither an
+// acknowledgement nor an error (rxe resends it for ever with a retry count
+// of 7). The probe alone never ends such a connection, since it waits for
+// the outstanding work; the watch reaps its CQ after 5 s and gives up
+// after 15.
+TEST(QuietWatch, WorkWithNoCompletionIsReapedThenEnded) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    f.push_sends(20);
+    ASSERT_EQ(f.q.flush(), 0);
+    ASSERT_EQ(f.poster.signaled_ids().size(), 1u);  // the 16th: 4 unsignalled after it
+    QuietWatch w;
+    std::vector<QuietAction> a = quiet_seconds(f, w, 60, 7);
+    // The first quiet second covers the unsignalled tail; no probe ever,
+    // since work is outstanding: the old policy did nothing else, for ever.
+    ASSERT_EQ(f.poster.posted.size(), 21u);
+    EXPECT_EQ(f.poster.signaled_ids().size(), 2u);
+    EXPECT_EQ(count(a, QuietAction::Probe), 0);
+    EXPECT_EQ(f.q.probe(), 0);
+    EXPECT_EQ(f.poster.posted.size(), 21u);
+    ASSERT_EQ(a.size(), 60u);
+    EXPECT_EQ(a[4], QuietAction::Reap);
+    EXPECT_EQ(count(a, QuietAction::Reap), 1);
+    EXPECT_EQ(a[14], QuietAction::End);
+    for (int i = 0; i < 14; ++i) EXPECT_NE(a[size_t(i)], QuietAction::End) << i;
+    EXPECT_EQ(w.stalled_seconds(), 60u);
+}
+
+TEST(QuietWatch, AnyCompletionIsProgressAndRestartsTheCount) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 1});
+    f.push_sends(1);
+    ASSERT_EQ(f.q.flush(), 0);
+    QuietWatch w;
+    uint64_t completions = 0;
+    // A slow but live peer: one completion (e.g. a receive) every 10 s
+    // while the send stays outstanding: reaped now and then, never ended.
+    for (int s = 0; s < 100; ++s) {
+        if (s % 10 == 0) ++completions;
+        int err = 0;
+        EXPECT_NE(quiet_second(f.q, w, completions, err), QuietAction::End) << s;
+    }
+    EXPECT_LE(w.stalled_seconds(), 10u);
+}
+
+TEST(QuietWatch, QueuedButUnpostedWorkCountsAsOutstanding) {
+    QuietWatch w({.probe_every = 5, .reap_after = 2, .end_after = 3});
+    EXPECT_EQ(w.tick(0, 1), QuietAction::None);
+    EXPECT_EQ(w.tick(0, 1), QuietAction::Reap);
+    EXPECT_EQ(w.tick(0, 1), QuietAction::End);
+    // Nothing outstanding any more: an idle connection again.
+    EXPECT_EQ(w.tick(0, 0), QuietAction::None);
+    EXPECT_EQ(w.stalled_seconds(), 0u);
 }
 
 TEST(RdmaSendQueue, RdmaReadsAreAlwaysSignalled) {

@@ -55,8 +55,7 @@ check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
 
 # --- the kernel iSER initiator ----------------------------------------------
 must "the kernel's iSER initiator loads" modprobe -a ib_iser sd_mod
-setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
-ISCSID_PID=$!
+start_iscsid
 disc() { iscsiadm -m discovery -t sendtargets -p "$PORTAL" -I iser > "$WORK/discovery" 2>&1; cat "$WORK/discovery"; }
 must "iSER sendtargets discovery" disc
 check "discovery lists the -I ALL target" grep -q " $IQN\$" "$WORK/discovery"

@@ -133,8 +133,18 @@ fio_job() {
 start_initiator() {
   must "the kernel's iSCSI/TCP transport loads" modprobe iscsi_tcp
   must "the SCSI disk driver loads" modprobe sd_mod
-  # Its own session: iscsid signals its whole process group when it stops,
-  # which would otherwise include the test script.
+  start_iscsid
+}
+
+# start_iscsid: iscsid in its own session (it signals its whole process
+# group when it stops, which would otherwise include the test script), and
+# once it listens for iscsiadm. An iscsiadm run before that does not find
+# it, tries to start one itself ("Running in chroot, ignoring command
+# 'start'") and races the starting daemon for the kernel's events: one iSER
+# discovery that did so never saw the target's answer, which had gone out
+# and been acknowledged, timed out after 30 s and crashed (vm.iser-faults).
+start_iscsid() {
   setsid iscsid -f > "$WORK/iscsid.log" 2>&1 &
   ISCSID_PID=$!
+  must "iscsid listens" wait_for 15 grep -q "@ISCSIADM_ABSTRACT_NAMESPACE" /proc/net/unix
 }

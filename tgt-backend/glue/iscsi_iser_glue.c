@@ -96,6 +96,7 @@ struct rbio_iser_conn {
 	struct rbio_pass pass;
 	struct rbio_ping ping;
 	int passes_since_tick;
+	int reap_due; /* the tick wants the CQ reaped in the next scheduled pass */
 	/* the PDU the core is reading: bhs[48] then `rest` (AHS and data) */
 	const uint8_t *rx_bhs;
 	const uint8_t *rx_rest;
@@ -478,14 +479,21 @@ static void tp_write_end(struct iscsi_connection *conn)
 }
 
 /* A pass outside the completion channel's event: what the core has to
- * send, then one post. */
+ * send, then one post; first the CQ's completions when the tick asked for
+ * them (work outstanding with no completion for a while). */
 static void conn_pass(void *ctx)
 {
 	struct rbio_iser_conn *rc = ctx;
+	char why[256];
 
 	if (rc->iscsi_conn.closed)
 		return;
 	rc->pass.in_pass = 1;
+	if (rc->reap_due) {
+		rc->reap_due = 0;
+		if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
+			conn_fail(rc, why);
+	}
 	run_tx(rc);
 	rc->pass.in_pass = 0;
 	rbio_iser_ep_flush(rc->ep);
@@ -861,9 +869,31 @@ static int redirect_iser_driver(void)
 /* Once a second: the connections' counters go into the process totals,
  * which the statistics file (written by stats_tick.c) shows, a
  * connection that has been quiet since the last tick gets its unsignalled
- * sends covered, so the buffers they hold come back, and NOP-In pings go
- * out where the target asks for them (conn_ping.h). */
+ * sends covered, so the buffers they hold come back, and is probed when
+ * idle or given up when its work gets no completion (quiet_tick), and
+ * NOP-In pings go out where the target asks for them (conn_ping.h). */
 static struct tgt_work tick_work;
+
+/* A quiet second: cover, probe, or (work outstanding, no completion) reap
+ * and then give up; the pass it schedules does that, so rc stays valid in
+ * the tick's walk of the list. */
+static void quiet_tick(struct rbio_iser_conn *rc)
+{
+	char why[160];
+
+	switch (rbio_iser_ep_quiet_tick(rc->ep, why, sizeof(why))) {
+	case RBIO_ISER_QUIET_REAP:
+		rc->reap_due = 1;
+		tgt_add_sched_event(&rc->pass.ev);
+		break;
+	case RBIO_ISER_QUIET_END:
+		conn_fail(rc, why);
+		rbio_pass_schedule_if_due(&rc->pass);
+		break;
+	default:
+		break;
+	}
+}
 
 static void tick(void *data)
 {
@@ -880,7 +910,7 @@ static void tick(void *data)
 			rbio_pass_schedule_if_due(&rc->pass);
 		}
 		if (!rc->passes_since_tick && rc->iscsi_conn.state != STATE_CLOSE)
-			rbio_iser_ep_cover(rc->ep);
+			quiet_tick(rc);
 		rc->passes_since_tick = 0;
 		rbio_iser_ep_publish(rc->ep);
 	}

@@ -128,11 +128,9 @@ std::shared_ptr<DeviceReceives> receives_for(ibv_context* ctx, ibv_pd* pd, const
 
 // NOP-In pings are off unless the admin sets a target's nop_interval, so a
 // peer that vanished without a disconnect reaching us (link down, crashed
-// host) would keep its QP, slot pools and tasks for ever: after this many
-// of the glue's once-a-second calls for a quiet connection in a row, the
-// idle QP gets a liveness probe (IserEndpoint::probe_idle()), whose
-// failure ends it.
-constexpr unsigned kQuietSecondsBeforeProbe = 5;
+// host) would keep its QP, slot pools and tasks for ever: the glue's
+// once-a-second call for a quiet connection probes an idle one and gives up
+// on one whose work gets no completion (QuietWatch's default limits).
 
 EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     EndpointConfig c;
@@ -184,7 +182,7 @@ struct rbio_iser_ep {
     // Data buffers the core freed while a posted work request still points
     // into them: released once the send queue has completed past it.
     ReleaseQueue releases;
-    unsigned quiet_seconds = 0;  // rbio_iser_ep_cover() calls since the last pass
+    QuietWatch watch;
     IserEndpoint ep;
 };
 
@@ -235,7 +233,6 @@ void rbio_iser_ep_disconnect(rbio_iser_ep* e) { rdma_disconnect(e->ep.id()); }
 int rbio_iser_ep_fd(const rbio_iser_ep* e) { return e->ep.fd(); }
 
 int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, size_t errlen) {
-    e->quiet_seconds = 0;
     try {
         bool ok = e->ep.run_pass([&](const IserRx& r) {
             rbio_iser_rx c{};
@@ -264,18 +261,23 @@ int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, 
     return -1;
 }
 
-void rbio_iser_ep_cover(rbio_iser_ep* e) {
-    e->ep.cover_quiet_tail();
+int rbio_iser_ep_quiet_tick(rbio_iser_ep* e, char* why, size_t whylen) {
     // From the accept on, whether or not anything was sent: rdma_accept
     // moved the QP to RTS before the CM's reply went out, so the post is
     // taken, and a peer that vanished before its first PDU (its RTU or its
     // login lost to a link going down) answers no probe either. Waiting for
     // a first send left such a connection, which nothing else ends (tgt has
     // no login timeout, no disconnect can come), with its QP for good.
-    if (++e->quiet_seconds >= kQuietSecondsBeforeProbe) {
-        e->quiet_seconds = 0;
-        e->ep.probe_idle();
+    switch (e->ep.quiet_second(e->watch)) {
+        case QuietAction::Reap: return RBIO_ISER_QUIET_REAP;
+        case QuietAction::End:
+            std::snprintf(why, whylen, "no work completion for %u s with %u work requests outstanding",
+                          e->watch.stalled_seconds(), e->ep.sends_outstanding());
+            return RBIO_ISER_QUIET_END;
+        case QuietAction::None:
+        case QuietAction::Probe: break;
     }
+    return RBIO_ISER_QUIET_OK;
 }
 
 void rbio_iser_ep_flush(rbio_iser_ep* e) {

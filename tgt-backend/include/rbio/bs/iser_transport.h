@@ -66,12 +66,21 @@ int rbio_iser_ep_fd(const struct rbio_iser_ep *ep);
 int rbio_iser_ep_run(struct rbio_iser_ep *ep, rbio_iser_rx_fn rx, void *ctx, char *err, size_t errlen);
 /* Posts what is queued (normally done by run). */
 void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
+/* What rbio_iser_ep_quiet_tick() asks of the caller. */
+enum rbio_iser_quiet {
+    RBIO_ISER_QUIET_OK = 0,   /* nothing */
+    RBIO_ISER_QUIET_REAP = 1, /* run a pass (rbio_iser_ep_run) although no event came */
+    RBIO_ISER_QUIET_END = 2,  /* the peer is gone: close the connection (why says so) */
+};
 /* The connection is quiet (called once a second while it is): releases
  * what unsignalled sends still hold (one signalled zero-length RDMA WRITE,
- * when there is such a tail); after 5 quiet seconds in a row, probes the
- * peer the same way, so a vanished peer fails the next pass. Valid from the
- * accept on, before the connection's first PDU too. */
-void rbio_iser_ep_cover(struct rbio_iser_ep *ep);
+ * when there is such a tail); after 5 quiet seconds in a row, probes an
+ * idle peer the same way, so a vanished peer fails the next pass. Valid
+ * from the accept on, before the connection's first PDU too. Work that has
+ * been outstanding for 5 s with no completion at all asks for a pass that
+ * reaps the CQ, and after 15 s for the connection's end (soft-RoCE retries
+ * a lost request for ever when the initiator asked for 7 retries). */
+int rbio_iser_ep_quiet_tick(struct rbio_iser_ep *ep, char *why, size_t whylen);
 
 /* A PDU: header (BHS + AHS) and up to 8 KiB of data, copied. 0, or -1. */
 int rbio_iser_ep_send(struct rbio_iser_ep *ep, const void *hdr, size_t hdr_len, const void *data,

@@ -20,6 +20,7 @@
 //                                // every PDU, post everything once,
 //                                // re-arm only when nothing is left
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +30,7 @@
 #include "rbio/iser/iser_header.hpp"
 #include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rdma/completion_poller.hpp"
+#include "rbio/iser/rdma/quiet_watch.hpp"
 #include "rbio/iser/rdma/registered_pool.hpp"
 #include "rbio/iser/rdma/shared_receive_queue.hpp"
 #include "rbio/iser/rdma/verbs.hpp"
@@ -131,15 +133,23 @@ public:
     void cover_quiet_tail() {
         if (!failed_ && sq_.needs_cover() && sq_.cover() != 0) fail("ibv_post_send (cover) refused");
     }
-    // An idle connection has no work request that could fail when its peer
-    // vanishes without a disconnect (a crashed host, a link that went down):
-    // one signalled zero-length RDMA WRITE, acknowledged by the peer's
-    // adapter alone, fails instead (retry count exceeded, or a local error
-    // while the link is down) and the next pass reports the failure. No-op
-    // while anything is queued or in flight.
-    void probe_idle() {
-        if (!failed_ && sq_.probe() != 0) fail("ibv_post_send (probe) refused");
+    // Once a second while the connection is quiet (no pass of its own):
+    // covers a quiet tail, probes an idle connection, and says when work
+    // outstanding has had no completion for too long (quiet_watch.hpp).
+    // Reap also when the connection failed here (a refused post), so that a
+    // pass reports it.
+    QuietAction quiet_second(QuietWatch& watch) {
+        if (failed_) return QuietAction::Reap;
+        int err = 0;
+        const QuietAction a = rdma::quiet_second(sq_, watch, counters_[Counter::Completions], err);
+        if (err != 0) {
+            fail(std::string("ibv_post_send (cover or probe) refused: ") + std::strerror(err));
+            return QuietAction::Reap;
+        }
+        return a;
     }
+    // Send work requests queued or posted and not yet known complete.
+    uint32_t sends_outstanding() const { return sq_.queued() + sq_.in_flight(); }
 
     // ---- receive side
     // What run_pass() does between reaping and posting without a refill.
