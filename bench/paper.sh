@@ -213,6 +213,9 @@ cleanup() {
   trap - EXIT INT TERM
   printf '\n' >&2
   if [[ -n $IPERF_PID ]]; then kill -TERM "$IPERF_PID" 2>/dev/null || true; wait "$IPERF_PID" 2>/dev/null || true; fi
+  # A guest bench under way (its own process group): scripts/vm/run.sh
+  # powers its guest off on TERM.
+  if [[ -n ${GUEST_PID:-} ]]; then kill -TERM -- "-$GUEST_PID" 2>/dev/null || true; wait "$GUEST_PID" 2>/dev/null || true; fi
   for t in "${STARTED[@]}"; do
     # Targets (and with them the LUs, which log their counters) first: with
     # targets left the sandbox's stop waits 30 s.
@@ -462,16 +465,40 @@ printf 'finished=%s\nload_end=%s\nfailed_points=%s\n' "$(date -u '+%Y-%m-%d %H:%
   "$(cut -d' ' -f1-3 /proc/loadavg)" "$FAILS" >> "$OUT/run.conf"
 
 # ---------------------------------------------------------------- iSER in the guest
+# guest_bench LOG COMMAND...: one of the guest benches, its output in LOG
+# and its steps (check lines, the guest's boot and end) as progress lines.
+# Its own session and process group, so that a killed paper.sh takes the
+# guest down with it (cleanup) rather than waiting for it to end.
+GUEST_PID=""
+guest_bench() {
+  local log=$1 follow rc=0; shift
+  setsid "$@" > "$log" 2>&1 < /dev/null &
+  GUEST_PID=$!
+  tail -n +1 -F --pid="$GUEST_PID" "$log" 2>/dev/null \
+    | grep --line-buffered -E '^(ok|FAIL|SKIP)|^vm: |^measuring|^iser-instructions: |^stopping' \
+    | while IFS= read -r line; do printf '  iSER %s: %s\n' "$(date -u +%H:%M:%S)" "$line" >&2; done &
+  follow=$!
+  wait "$GUEST_PID" || rc=$?
+  GUEST_PID=""
+  wait "$follow" || true   # the progress lines only; the bench's status is rc
+  return "$rc"
+}
+# A part is done when its results.md exists (each bench writes it last); a
+# part that did not get there is run again from the start, its earlier
+# files removed (raw.tsv is written point by point, so its presence says
+# nothing).
 if (( ISER )); then
   mkdir -p "$OUT/iser"
-  if [[ ! -f $OUT/iser/raw.tsv ]]; then
-    note "iSER: bench/iser-compare.sh --rounds 1 --bstype rdwr,rbio (whole stacks; ~6 min)"
-    "$ROOT/bench/iser-compare.sh" --rounds 1 --bstype rdwr,rbio --out "$OUT/iser" > "$OUT/iser/compare.log" 2>&1 \
+  if [[ ! -f $OUT/iser/results.md ]]; then
+    find "$OUT/iser" -mindepth 1 -maxdepth 1 ! -name instructions ! -name instructions.log -exec rm -rf {} +
+    note "iSER: bench/iser-compare.sh --rounds 1 --bstype rdwr,rbio (whole stacks)"
+    guest_bench "$OUT/iser/compare.log" "$ROOT/bench/iser-compare.sh" --rounds 1 --bstype rdwr,rbio --out "$OUT/iser" \
       || { FAILS=$(( FAILS + 1 )); note "iser-compare.sh failed: see $OUT/iser/compare.log"; }
   fi
   if [[ ! -f $OUT/iser/instructions/results.md ]]; then
-    note "iSER: bench/iser-instructions.sh (instructions per command; ~3 min)"
-    "$ROOT/bench/iser-instructions.sh" --out "$OUT/iser/instructions" > "$OUT/iser/instructions.log" 2>&1 \
+    rm -rf "$OUT/iser/instructions"
+    note "iSER: bench/iser-instructions.sh (instructions per command)"
+    guest_bench "$OUT/iser/instructions.log" "$ROOT/bench/iser-instructions.sh" --out "$OUT/iser/instructions" \
       || { FAILS=$(( FAILS + 1 )); note "iser-instructions.sh failed: see $OUT/iser/instructions.log"; }
   fi
 fi
