@@ -218,14 +218,9 @@ for (( i = 0; i < ${#TGTDS[@]}; i++ )); do
 done
 IPERF_PORT=$(( PPORT + 9 ))
 
-cleanup() {
-  local rc=$? t tid
-  trap - EXIT INT TERM
-  printf '\n' >&2
-  if [[ -n $IPERF_PID ]]; then kill -TERM "$IPERF_PID" 2>/dev/null || true; wait "$IPERF_PID" 2>/dev/null || true; fi
-  # A guest bench under way (its own process group): scripts/vm/run.sh
-  # powers its guest off on TERM.
-  if [[ -n ${GUEST_PID:-} ]]; then kill -TERM -- "-$GUEST_PID" 2>/dev/null || true; wait "$GUEST_PID" 2>/dev/null || true; fi
+# stop_tgtds: every tgtd this run started, its log kept in OUT.
+stop_tgtds() {
+  local t tid
   for t in "${STARTED[@]}"; do
     # Targets (and with them the LUs, which log their counters) first: with
     # targets left the sandbox's stop waits 30 s.
@@ -236,6 +231,18 @@ cleanup() {
     # Appended: a resumed run keeps the log of the part before.
     cat "$WORK/tgtd-$t/tgtd.log" >> "$OUT/tgtd-$t.log" 2>/dev/null || true
   done
+  STARTED=()
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  printf '\n' >&2
+  if [[ -n $IPERF_PID ]]; then kill -TERM "$IPERF_PID" 2>/dev/null || true; wait "$IPERF_PID" 2>/dev/null || true; fi
+  # A guest bench under way (its own process group): scripts/vm/run.sh
+  # powers its guest off on TERM.
+  if [[ -n ${GUEST_PID:-} ]]; then kill -TERM -- "-$GUEST_PID" 2>/dev/null || true; wait "$GUEST_PID" 2>/dev/null || true; fi
+  stop_tgtds
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -475,6 +482,9 @@ printf 'finished=%s\nload_end=%s\nfailed_points=%s\n' "$(date -u '+%Y-%m-%d %H:%
   "$(cut -d' ' -f1-3 /proc/loadavg)" "$FAILS" >> "$OUT/run.conf"
 
 # ---------------------------------------------------------------- iSER in the guest
+# The loopback part's tgtds are done: they would only hold their ports (and
+# a second run's --control-port) while the guest runs.
+stop_tgtds
 # guest_bench LOG COMMAND...: one of the guest benches, its output in LOG
 # and its steps (check lines, the guest's boot and end) as progress lines.
 # Its own session and process group, so that a killed paper.sh takes the
