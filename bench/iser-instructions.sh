@@ -98,7 +98,12 @@ chmod +x "$WRAPPER"
 profile_point() {
   local c=$1 name=$2 rw=$3 pid=$4 bench
   bench="$RESULTS/bench-$name@$c.out"
+  # Generous connect and login limits: tgtd under valgrind in a TCG guest
+  # on a loaded host took longer than the default 5 s to accept the
+  # connection (rbio's transport's first connection: valgrind translates
+  # its code then).
   "$RBIO" bench --transport iser -T "iqn.2026-11.io.rbio:instr-$c" -p "$PORTAL" --lun 1 \
+    --connect-timeout 60 --login-timeout 60 \
     --initiator-name "$INITIATOR" --rw "$rw" --bs 4096 --iodepth 32 --time $(( WARM + SECONDS_PER + 4 )) \
     > "$bench" 2>&1 &
   local bp=$!
