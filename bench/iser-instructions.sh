@@ -93,6 +93,9 @@ exec valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \\
 EOF
 chmod +x "$WRAPPER"
 
+# bench_started OUT PID: `rbio bench` (PID) printed its first progress line
+# to OUT, or ended.
+bench_started() { grep -q '^\[ *[0-9]*s\]' "$1" || ! kill -0 "$2" 2>/dev/null; }
 # profile_point CONFIG NAME RW: one session of the rbio initiator; callgrind
 # counts the seconds after the warm-up and dumps them as part NAME.
 profile_point() {
@@ -107,6 +110,11 @@ profile_point() {
     --initiator-name "$INITIATOR" --rw "$rw" --bs 4096 --iodepth 32 --time $(( WARM + SECONDS_PER + 4 )) \
     > "$bench" 2>&1 &
   local bp=$!
+  # The warm-up runs from the first progress line (logged in, I/O under
+  # way), so that however long the login takes, it is never counted.
+  wait_for 120 bench_started "$bench" "$bp" \
+    || { kill "$bp"; tail -5 "$bench" >&2; die "$c: rbio bench $name did not start I/O within 120 s"; }
+  kill -0 "$bp" 2>/dev/null || { wait "$bp" || :; tail -5 "$bench" >&2; die "rbio bench $name failed on $c"; }
   sleep "$WARM"
   callgrind_control -i on "$pid" > /dev/null 2>&1 || { kill "$bp"; die "$c: callgrind_control cannot reach tgtd"; }
   sleep "$SECONDS_PER"
