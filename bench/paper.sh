@@ -70,7 +70,10 @@
 # stole. The client is build/bench/iscsi-rwperf (libiscsi; sequential LBAs,
 # fixed size, N in flight, one session). Each LU's own counters (logged by
 # bs_rbio when it is removed) end up in lu-counters.txt.
-# Run time (measured): default 32 min (3 rounds x 255 points), --quick 3.5 min.
+# Run time (measured): default 32 min (3 rounds x 255 points) at load ~10,
+# 40 min at load ~18; --quick 3.5 min. --iser adds the guest: 17 min of
+# iser-compare.sh and 5-10 min of iser-instructions.sh on the shared
+# machine (62 min in all, 2026-12-02); idle about 8 and 3 (estimated).
 # The report is rebuilt from points.csv by bench/paper-report.py DIR.
 set -euo pipefail
 
