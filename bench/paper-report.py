@@ -8,6 +8,7 @@ ratios to `unopt` of the same workload, measured back to back.
 """
 import csv
 import os
+import re
 import statistics
 import sys
 
@@ -316,8 +317,27 @@ def plot_msgsize(run, path):
     finish(fig, axes[0][0], 3, "Protocol message size: login parameters set on the target (tgtadm)", (0.1, 0.93), path, 85)
 
 
+ISER_WL = re.compile(r"^(\d+)([km])-(rand)?(read|write)-qd(\d+)$")
+
+
+def iser_workload(name):
+    """(op, bytes, depth, random|sequential) of an iser-compare.sh workload name such as
+    4k-randread-qd32 (None for a name of another form)."""
+    m = ISER_WL.match(name)
+    if not m:
+        return None
+    return (m.group(4), int(m.group(1)) * (1024 if m.group(2) == "k" else 1048576), int(m.group(5)),
+            "random" if m.group(3) else "sequential")
+
+
+def iser_order(k):
+    """Initiator, then as the sweep's tables: deepest queue, op, size."""
+    w = iser_workload(k[1]) or ("", 0, 0, "")
+    return (k[0], -w[2], w[0], w[1], k[1])
+
+
 def read_iser(d):
-    """bench/iser-compare.sh's raw.tsv, medians per (initiator, workload, config)."""
+    """bench/iser-compare.sh's raw.tsv, rows per (initiator, workload, config)."""
     p = os.path.join(d, "iser", "raw.tsv")
     if not os.path.exists(p):
         return None
@@ -332,29 +352,41 @@ def read_iser(d):
                 "wrs_per_post", "signaled_per_io", "completions_per_poll", "wakeups_per_io", "rdma_reads_per_io",
                 "guest_cpu_us_per_io"]
         w.writerow(["initiator", "workload", "config", "rounds"] + cols)
-        for k in sorted(g):
+        for k in sorted(g, key=iser_order):
             w.writerow(list(k) + [len(g[k])] + [fmt(med([num(r.get(c)) for r in g[k]]), 3) for c in cols])
     return g
 
 
 def plot_iser(g, path):
+    """As throughput.png: MB/s vs request size, stock against rbio, one plot
+    per initiator and op, a line per queue depth."""
     inits = sorted({k[0] for k in g})
-    wls = []
-    for k in g:
-        if k[1] not in wls:
-            wls.append(k[1])
-    fig, axes = plt.subplots(1, len(inits), figsize=(6.5 * len(inits), 4.4), squeeze=False)
-    for ax, ini in zip(axes[0], inits):
-        for k, c in enumerate(("stock", "rbio")):
-            ys = [med([num(r["iops"]) for r in g.get((ini, w, c), [])]) or 0 for w in wls]
-            ax.bar([x + k * 0.4 for x in range(len(wls))], ys, 0.4, label=c,
-                   color="tab:gray" if c == "stock" else "tab:green")
-        categories(ax, wls, 2, 0.4, f"iSER on soft-RoCE in the guest, {ini} initiator", "IOPS")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=85)
-    plt.close(fig)
+    wls = sorted({(k[1],) + iser_workload(k[1])[:3] for k in g if iser_workload(k[1])}, key=lambda w: (-w[3], w[1], w[2]))
+    ops = [o for o in ("read", "write") if any(w[1] == o for w in wls)]
+    sizes = sorted({w[2] for w in wls})
+    depths = sorted({w[3] for w in wls}, reverse=True)
+    fig, axes = plt.subplots(len(inits), max(1, len(ops)), figsize=(5.5 * max(1, len(ops)), 4.0 * len(inits) + 0.8),
+                             squeeze=False)
+    for i, ini in enumerate(inits):
+        for j, op in enumerate(ops):
+            ax = axes[i][j]
+            for c in ("stock", "rbio"):
+                for n, d in enumerate(depths):
+                    pts = [(w[2], med([num(r["mbps"]) for r in g.get((ini, w[0], c), [])])) for w in wls
+                           if w[1] == op and w[3] == d]
+                    pts = [p for p in pts if p[1] is not None]
+                    if not pts:
+                        continue
+                    st = dict(STYLE["stock" if c == "stock" else "all"])
+                    if n:
+                        st.update(ls=":", mfc="none")
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                            label=f"{'stock tgt (rdwr, its iSER)' if c == 'stock' else 'rbio (its iSER, bs_rbio)'}, "
+                                  f"{d} in flight", **st)
+            xaxis(ax, sizes, f"{ini} initiator, {op}s", "MB/s (10^6 B/s)")
+            ax.set_yscale("log")
+    finish(fig, axes[0][0], 2, "iSER in the guest (soft-RoCE, TCG): throughput vs request size (1 round)",
+           (0.1, 0.95), path, 85)
 
 
 def best(run, c, base, sec="sweep"):
@@ -554,37 +586,7 @@ def report(run, refs, pngs, iser):
     L.append("")
 
     if iser:
-        L.append("## iSER in the guest (soft-RoCE, TCG)\n")
-        L.append("![iSER](iser.png)\n")
-        L.append("From `bench/iser-compare.sh --rounds 1 --bstype rdwr,rbio` (stock tgt's iSER on rdwr against rbio's "
-                 "iSER transport on bs_rbio, whole stacks; `iser/results.md`, `iser.csv`). Counts marked (hw-indep.) "
-                 "do not depend on the hardware: the signalling interval and RDMA READs per I/O are set by the "
-                 "protocol and the design, instructions per command by the code; IOPS, CPU, work requests per post "
-                 "and wake-ups depend on timing, here of an emulated CPU and an emulated NIC (rxe).\n")
-        L.append("| initiator | workload | stock IOPS | rbio IOPS | rbio/stock | tgtd CPU us/IO stock / rbio | "
-                 "WRs per post (rbio) | signalled/IO (hw-indep.) | RDMA READs/IO (hw-indep.) | wake-ups/IO (rbio) |")
-        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
-        keys = []
-        for k in iser:
-            if (k[0], k[1]) not in keys:
-                keys.append((k[0], k[1]))
-        for ini, wl in keys:
-            def gi(cfg, col):
-                return med([num(r.get(col)) for r in iser.get((ini, wl, cfg), [])])
-            s, r = gi("stock", "iops"), gi("rbio", "iops")
-            L.append(f"| {ini} | {wl} | {fmt(s, 0)} | {fmt(r, 0)} | {fmt(r / s if r and s else None, 2)} | "
-                     f"{fmt(gi('stock', 'tgtd_cpu_us_per_io'), 0)} / {fmt(gi('rbio', 'tgtd_cpu_us_per_io'), 0)} | "
-                     f"{fmt(gi('rbio', 'wrs_per_post'), 2)} | {fmt(gi('rbio', 'signaled_per_io'), 3)} | "
-                     f"{fmt(gi('rbio', 'rdma_reads_per_io'), 3)} | {fmt(gi('rbio', 'wakeups_per_io'), 3)} |")
-        L.append("")
-        ins = os.path.join(run.dir, "iser", "instructions", "results.md")
-        if os.path.exists(ins):
-            rows = [x.rstrip() for x in open(ins) if x.startswith("|")]
-            if rows:
-                L.append("User-space instructions per command in tgtd (callgrind, `bench/iser-instructions.sh`; "
-                         "hw-indep.):\n")
-                L.extend(rows)
-                L.append("")
+        L.extend(iser_section(run, iser))
 
     L.append("## Files\n")
     L.append("`points.csv` (every point, every round, as measured; `ok=0` marks a failed one), `summary.csv` (medians, "
@@ -593,6 +595,73 @@ def report(run, refs, pngs, iser):
              "`bench/paper-report.py DIR`.")
     with open(os.path.join(run.dir, "report.md"), "w") as f:
         f.write("\n".join(L) + "\n")
+
+
+def iser_section(run, iser):
+    """report.md's iSER part: the guest run's facts, the table per initiator
+    and workload, the instructions per command."""
+    d = os.path.join(run.dir, "iser")
+    L = ["## iSER in the guest (soft-RoCE, TCG)\n", "![iSER](iser.png)\n"]
+    facts = []
+    hdr = os.path.join(d, "header.md")
+    if os.path.exists(hdr):
+        facts = ["G" + x.strip().rstrip(";")[1:] + "." for x in open(hdr) if x.startswith("guest:")]
+    loads = []
+    log = os.path.join(d, "compare.log")
+    if os.path.exists(log):
+        loads = [x.rsplit(": ", 1)[1].strip() for x in open(log) if x.startswith("iser-compare: host load average")]
+    L.append("`bench/iser-compare.sh --rounds 1 --bstype rdwr,rbio` (stock tgt as it ships, its own iSER driver on "
+             "rdwr, against rbio's iSER transport on bs_rbio: the whole stacks; `iser/results.md` has its own "
+             "tables, `iser.csv` the medians) with the kernel initiator (ib_iser, fio) and rbio's (`rbio bench "
+             "--transport iser`). " + (" ".join(facts) + " " if facts else "")
+             + (f"Host load average at its start and end: {loads[0]} / {loads[-1]}. " if loads else "")
+             + "Under TCG every instruction is emulated, rxe's RDMA included: IOPS and CPU measure the cost per "
+             "I/O of an emulated machine, not a wire; read the ratios, and only the counts as figures.\n")
+    L.append("Counts marked **(hw-indep.)** do not depend on the hardware: signalled completions per I/O and RDMA "
+             "READs per I/O are set by the protocol and the design (a signalled send every Nth work request, a "
+             "write's data pulled in RDMA READs of a fixed size), instructions per command by the code. Work "
+             "requests per post and wake-ups per I/O depend on timing (how many requests arrive together), "
+             "here that of an emulated CPU and NIC. The counters are rbio's tgtd's own (its statistics file); "
+             "tgt's iSER driver has none.\n")
+    L.append("| initiator | workload | stock IOPS | rbio IOPS | stock MB/s | rbio MB/s | rbio/stock | "
+             "tgtd CPU us/IO stock / rbio | WRs per post | signalled/IO (hw-indep.) | RDMA READs/IO (hw-indep.) | "
+             "wake-ups/IO |")
+    L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    keys = []
+    for k in sorted(iser, key=iser_order):
+        if (k[0], k[1]) not in keys:
+            keys.append((k[0], k[1]))
+    for ini, wl in keys:
+        def gi(cfg, col):
+            return med([num(r.get(col)) for r in iser.get((ini, wl, cfg), [])])
+        s, r = gi("stock", "iops"), gi("rbio", "iops")
+        w = iser_workload(wl)
+        name = f"{size_label(w[1])} {w[3]} {w[0]}, {w[2]} in flight" if w else wl
+        L.append(f"| {ini} | {name} | {fmt(s, 0)} | {fmt(r, 0)} | {fmt(gi('stock', 'mbps'), 1)} | "
+                 f"{fmt(gi('rbio', 'mbps'), 1)} | {fmt(r / s if r and s else None, 2)} | "
+                 f"{fmt(gi('stock', 'tgtd_cpu_us_per_io'), 0)} / {fmt(gi('rbio', 'tgtd_cpu_us_per_io'), 0)} | "
+                 f"{fmt(gi('rbio', 'wrs_per_post'), 2)} | {fmt(gi('rbio', 'signaled_per_io'), 3)} | "
+                 f"{fmt(gi('rbio', 'rdma_reads_per_io'), 3)} | {fmt(gi('rbio', 'wakeups_per_io'), 3)} |")
+    L.append("")
+    ins = os.path.join(d, "instructions", "results.md")
+    if os.path.exists(ins):
+        # Its first table only (the per-object split); the top functions follow in results.md.
+        first = []
+        for x in open(ins):
+            if x.startswith("|"):
+                first.append(x.rstrip())
+            elif first:
+                break
+        if first:
+            L.append("tgtd's user-space instructions per SCSI command (callgrind, `bench/iser-instructions.sh`, "
+                     "rbio initiator, 32 in flight; **hw-indep.**: the code's, not the machine's; "
+                     "`iser/instructions/results.md` has the functions that cost most):\n")
+            L.extend(first)
+            L.append("")
+    else:
+        L.append("No instructions per command: `bench/iser-instructions.sh` did not finish "
+                 "(`iser/instructions.log`).\n")
+    return L
 
 
 def verdicts(run, refs):

@@ -17,9 +17,13 @@
 #   --resume         continue the run in DIR (killed or failed) from the last
 #                    finished point; the options must be those of that run
 #   --points N       only the first N workloads of each part (smoke tests)
-#   --iser           also iSER in the guest on soft-RoCE: bench/iser-compare.sh
-#                    (whole stacks, 1 round; ~6 min more) and
-#                    bench/iser-instructions.sh (~3 min); not with --quick
+#   --iser           also iSER in the guest on soft-RoCE, after the rest:
+#                    bench/iser-compare.sh (stock tgt against rbio, whole
+#                    stacks, kernel and rbio initiators, 1 round of 6 s per
+#                    point; 4 KiB, 64 KiB and 1 MiB random reads and writes
+#                    at 32 in flight, 4 KiB at 1) and
+#                    bench/iser-instructions.sh (callgrind: instructions per
+#                    command), into DIR/iser; not with --quick
 #   --rounds R       interleaved rounds (default 3; --quick 1)
 #   --seconds S      seconds per point (default 2; --quick 1)
 #   --size-mb N      backing file per LU (default 64), on the root file
@@ -66,7 +70,10 @@
 # stole. The client is build/bench/iscsi-rwperf (libiscsi; sequential LBAs,
 # fixed size, N in flight, one session). Each LU's own counters (logged by
 # bs_rbio when it is removed) end up in lu-counters.txt.
-# Run time (measured): default 32 min (3 rounds x 255 points), --quick 3.5 min.
+# Run time (measured): default 32 min (3 rounds x 255 points) at load ~10,
+# 40 min at load ~18; --quick 3.5 min. --iser adds the guest: 17 min of
+# iser-compare.sh and 5-10 min of iser-instructions.sh on the shared
+# machine (62 min in all, 2026-12-02); idle about 8 and 3 (estimated).
 # The report is rebuilt from points.csv by bench/paper-report.py DIR.
 set -euo pipefail
 
@@ -140,9 +147,15 @@ for d in "${DEPTHS[@]}"; do for op in write read; do for b in "${SIZES[@]}"; do 
 MSGW=()
 for b in "${MSG_SIZES[@]}"; do for op in write read; do for p in "${MSG_PARAMS[@]}"; do MSGW+=("$op:$b:$MSG_DEPTH:$p"); done; done; done
 WIRE=("${SIZES[@]}")
+# iSER (bench/iser-compare.sh --workloads): random, so that the kernel
+# initiator's block layer merges nothing, at 4 KiB, 64 KiB and 1 MiB with 32
+# in flight (where issue 6's goals are set), then 4 KiB with 1 in flight.
+ISER_W=(4k-randread-qd32 4k-randwrite-qd32 64k-randread-qd32 64k-randwrite-qd32
+        1m-randread-qd32 1m-randwrite-qd32 4k-randread-qd1 4k-randwrite-qd1)
 if (( POINTS )); then
-  SWEEP=("${SWEEP[@]:0:POINTS}") MSGW=("${MSGW[@]:0:POINTS}") WIRE=("${WIRE[@]:0:POINTS}")
+  SWEEP=("${SWEEP[@]:0:POINTS}") MSGW=("${MSGW[@]:0:POINTS}") WIRE=("${WIRE[@]:0:POINTS}") ISER_W=("${ISER_W[@]:0:POINTS}")
 fi
+ISER_WORKLOADS=$(IFS=,; echo "${ISER_W[*]}")
 # PLAN: section|round|config|op|bytes|depth|param, in run order.
 PLAN=()
 for (( r = 1; r <= ROUNDS; r++ )); do
@@ -166,7 +179,7 @@ mkdir -p "$OUT"
 OUT=$(realpath "$OUT")
 CSV=$OUT/points.csv
 CSV_HEADER=section,round,config,op,bytes,depth,param,ok,ios,seconds,iops,MBps,tgtd_user_us_per_io,tgtd_sys_us_per_io,client_user_us_per_io,client_sys_us_per_io,tgtd_syscalls_per_io,tgtd_wakeups_per_io,tgtd_ctxsw_per_io,tgtd_uring_enters_per_io,uring_ios_per_enter,client_syscalls_per_io,client_ctxsw_per_io,pdus_per_recv,pdus_per_send,xport_syscalls_per_io,load1,other_pct,steal_pct,time
-RUN_ID="quick=$QUICK rounds=$ROUNDS seconds=$SECS points=$POINTS size_mb=$SIZE_MB"
+RUN_ID="quick=$QUICK rounds=$ROUNDS seconds=$SECS points=$POINTS size_mb=$SIZE_MB iser=$ISER"
 declare -A MEASURED=()
 if (( RESUME )); then
   [[ -f $OUT/run.conf && -f $CSV ]] || die "--resume: no run to resume in $OUT (run.conf and points.csv)"
@@ -208,11 +221,9 @@ for (( i = 0; i < ${#TGTDS[@]}; i++ )); do
 done
 IPERF_PORT=$(( PPORT + 9 ))
 
-cleanup() {
-  local rc=$? t tid
-  trap - EXIT INT TERM
-  printf '\n' >&2
-  if [[ -n $IPERF_PID ]]; then kill -TERM "$IPERF_PID" 2>/dev/null || true; wait "$IPERF_PID" 2>/dev/null || true; fi
+# stop_tgtds: every tgtd this run started, its log kept in OUT.
+stop_tgtds() {
+  local t tid
   for t in "${STARTED[@]}"; do
     # Targets (and with them the LUs, which log their counters) first: with
     # targets left the sandbox's stop waits 30 s.
@@ -223,6 +234,18 @@ cleanup() {
     # Appended: a resumed run keeps the log of the part before.
     cat "$WORK/tgtd-$t/tgtd.log" >> "$OUT/tgtd-$t.log" 2>/dev/null || true
   done
+  STARTED=()
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  printf '\n' >&2
+  if [[ -n $IPERF_PID ]]; then kill -TERM "$IPERF_PID" 2>/dev/null || true; wait "$IPERF_PID" 2>/dev/null || true; fi
+  # A guest bench under way (its own process group): scripts/vm/run.sh
+  # powers its guest off on TERM.
+  if [[ -n ${GUEST_PID:-} ]]; then kill -TERM -- "-$GUEST_PID" 2>/dev/null || true; wait "$GUEST_PID" 2>/dev/null || true; fi
+  stop_tgtds
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -462,16 +485,44 @@ printf 'finished=%s\nload_end=%s\nfailed_points=%s\n' "$(date -u '+%Y-%m-%d %H:%
   "$(cut -d' ' -f1-3 /proc/loadavg)" "$FAILS" >> "$OUT/run.conf"
 
 # ---------------------------------------------------------------- iSER in the guest
+# The loopback part's tgtds are done: they would only hold their ports (and
+# a second run's --control-port) while the guest runs.
+stop_tgtds
+# guest_bench LOG COMMAND...: one of the guest benches, its output in LOG
+# and its steps (check lines, the guest's boot and end) as progress lines.
+# Its own session and process group, so that a killed paper.sh takes the
+# guest down with it (cleanup) rather than waiting for it to end.
+GUEST_PID=""
+guest_bench() {
+  local log=$1 follow rc=0; shift
+  setsid "$@" > "$log" 2>&1 < /dev/null &
+  GUEST_PID=$!
+  tail -n +1 -F --pid="$GUEST_PID" "$log" 2>/dev/null \
+    | grep --line-buffered -E '^(ok|FAIL|SKIP)|^vm: |^measuring|^iser-instructions: |^stopping' \
+    | while IFS= read -r line; do printf '  iSER %s: %s\n' "$(date -u +%H:%M:%S)" "$line" >&2; done &
+  follow=$!
+  wait "$GUEST_PID" || rc=$?
+  GUEST_PID=""
+  wait "$follow" || true   # the progress lines only; the bench's status is rc
+  return "$rc"
+}
+# A part is done when its results.md exists (each bench writes it last); a
+# part that did not get there is run again from the start, its earlier
+# files removed (raw.tsv is written point by point, so its presence says
+# nothing).
 if (( ISER )); then
   mkdir -p "$OUT/iser"
-  if [[ ! -f $OUT/iser/raw.tsv ]]; then
-    note "iSER: bench/iser-compare.sh --rounds 1 --bstype rdwr,rbio (whole stacks; ~6 min)"
-    "$ROOT/bench/iser-compare.sh" --rounds 1 --bstype rdwr,rbio --out "$OUT/iser" > "$OUT/iser/compare.log" 2>&1 \
+  if [[ ! -f $OUT/iser/results.md ]]; then
+    find "$OUT/iser" -mindepth 1 -maxdepth 1 ! -name instructions ! -name instructions.log -exec rm -rf {} +
+    note "iSER: bench/iser-compare.sh --rounds 1 --bstype rdwr,rbio --workloads $ISER_WORKLOADS (whole stacks)"
+    guest_bench "$OUT/iser/compare.log" "$ROOT/bench/iser-compare.sh" --rounds 1 --bstype rdwr,rbio \
+        --workloads "$ISER_WORKLOADS" --out "$OUT/iser" \
       || { FAILS=$(( FAILS + 1 )); note "iser-compare.sh failed: see $OUT/iser/compare.log"; }
   fi
   if [[ ! -f $OUT/iser/instructions/results.md ]]; then
-    note "iSER: bench/iser-instructions.sh (instructions per command; ~3 min)"
-    "$ROOT/bench/iser-instructions.sh" --out "$OUT/iser/instructions" > "$OUT/iser/instructions.log" 2>&1 \
+    rm -rf "$OUT/iser/instructions"
+    note "iSER: bench/iser-instructions.sh (instructions per command)"
+    guest_bench "$OUT/iser/instructions.log" "$ROOT/bench/iser-instructions.sh" --out "$OUT/iser/instructions" \
       || { FAILS=$(( FAILS + 1 )); note "iser-instructions.sh failed: see $OUT/iser/instructions.log"; }
   fi
 fi
