@@ -19,7 +19,10 @@ void rbio_ping_login_complete(struct rbio_ping *p, const struct iscsi_connection
 			continue;
 		p->count = target->nop_count;
 		p->interval = target->nop_interval;
-		p->tick = target->nop_interval;
+		/* A full interval before the first ping: the next tick may come
+		 * at once, and a ping right behind the final Login Response
+		 * reaches an initiator still taking that response in. */
+		p->tick = target->nop_interval + 1;
 		p->inflight = 0;
 		break;
 	}
