@@ -57,6 +57,12 @@ long rbio_tcp_conn_read(rbio_tcp_conn* c, void* buf, size_t n) {
     return c->conn.rx().read(std::span<uint8_t>(static_cast<uint8_t*>(buf), n));
 }
 
+void* rbio_tcp_conn_lend(rbio_tcp_conn* c, size_t offset, size_t len) {
+    return c->conn.rx().lend(offset, len);
+}
+
+int rbio_tcp_conn_give_back(rbio_tcp_conn* c, const void* p) { return c->conn.rx().give_back(p) ? 1 : 0; }
+
 int rbio_tcp_conn_rx_ready(const rbio_tcp_conn* c) {
     const auto& rx = c->conn.rx();
     if (!rx.config().batch_reads) return 1;  // every read is its own read()
