@@ -5,13 +5,17 @@
 # under valgrind's callgrind on loopback, loaded by a client that sends one
 # PDU per call (bench/iscsi-rwperf, libiscsi).
 #
-#   bench/tcp-instructions.sh [--seconds S] [--bstype LIST] [--out DIR]
+#   bench/tcp-instructions.sh [--seconds S] [--bstype LIST] [--config FILE] [--out DIR]
+#       [--control-port N] [--portal-port P]
 #
 #   --seconds S     seconds counted per point (default 10), after 4 s of
 #                   warm-up in the same session
 #   --bstype LIST   backing stores, comma-separated (default null,rbio: tgt's
 #                   null store, which does no I/O, and rbio's on a tmpfs file)
+#   --config FILE   the rbio transport's settings file (default none: its
+#                   defaults), e.g. `write_in_place = off` for an A/B run
 #   --out DIR       keep the profiles and results.md in DIR
+#   --control-port N, --portal-port P   tgtd's ports (default 5955, 13955)
 #
 # Points: 4 KiB reads and writes, 32 in flight, per backing store and
 # transport. Per point: instructions per command (all of tgtd's threads;
@@ -30,17 +34,22 @@ BENCH_NAME=tcp-instructions
 source "$HERE/lib.sh"
 source "$HERE/callgrind.sh"
 
-SECONDS_PER=10 BSTYPES=null,rbio OUT=""
+SECONDS_PER=10 BSTYPES=null,rbio OUT="" CONFIG=/dev/null CTL=5955 PORT=13955
 while (( $# )); do
   case $1 in
     --seconds) SECONDS_PER=${2:-}; shift 2 ;;
     --bstype) BSTYPES=${2:-}; shift 2 ;;
+    --config) CONFIG=${2:-}; shift 2 ;;
     --out) OUT=${2:-}; shift 2 ;;
+    --control-port) CTL=${2:-}; shift 2 ;;
+    --portal-port) PORT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'tcp-instructions: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
 done
 [[ $SECONDS_PER =~ ^[0-9]+$ && $SECONDS_PER -gt 0 ]] || die "--seconds takes a positive integer (got '$SECONDS_PER')"
+[[ -r $CONFIG ]] || die "--config: cannot read '$CONFIG'"
+CONFIG=$(realpath "$CONFIG")
 IFS=, read -ra STORES <<< "$BSTYPES"
 for s in "${STORES[@]}"; do
   [[ $s == null || $s == rbio || $s == rdwr ]] || die "--bstype: '$s' is not null, rbio or rdwr"
@@ -54,7 +63,7 @@ PERF="$BUILD/bench/iscsi-rwperf"
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
   || die "valgrind is not installed (scripts/setup.sh installs it)"
 SANDBOX="$ROOT/scripts/tgtd-sandbox.sh"
-CTL=5955 PORT=13955
+[[ $CTL =~ ^[0-9]+$ && $PORT =~ ^[0-9]+$ ]] || die "--control-port and --portal-port take port numbers"
 port_busy "$PORT" && die "port $PORT is in use"
 
 WORK=$(mktemp -d /dev/shm/rbio-tcp-instr-XXXXXX)
@@ -78,7 +87,7 @@ exec valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \\
   "$(command -v tgtd)" "\$@"
 EOF
 chmod +x "$WRAPPER"
-declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_CONFIG=/dev/null" [rbio]="RBIO_TRANSPORT=on RBIO_CONFIG=/dev/null")
+declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_CONFIG=/dev/null" [rbio]="RBIO_TRANSPORT=on RBIO_CONFIG=$CONFIG")
 
 # profile_point CONFIG NAME WRITE PID: one session; callgrind counts the
 # seconds after the warm-up and dumps them as part NAME.
@@ -135,6 +144,7 @@ done
   echo "host: Linux $(uname -r), $(nproc) cores; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null); $(valgrind --version);"
   echo "client: bench/iscsi-rwperf (libiscsi, one PDU per call), 4 KiB, 32 in flight, on loopback;"
   echo "${SECONDS_PER} s counted after ${WARM} s of warm-up; stores: ${STORES[*]} (rbio on a 256 MiB tmpfs file)."
+  [[ $CONFIG == /dev/null ]] || echo "rbio transport settings ($CONFIG): $(grep -v '^\s*#' "$CONFIG" | tr '\n' ' ')"
   echo
   echo "| workload | transport | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command |"
   echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"
