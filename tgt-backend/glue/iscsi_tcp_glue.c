@@ -170,10 +170,7 @@ static int may_send(void *ctx)
 {
 	struct rbio_conn *rc = ctx;
 
-	return (settings.send_inline || rc->writable_event) &&
-	       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_BLOCKED &&
-	       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_FAILED &&
-	       rbio_tcp_conn_tx_room(rc->engine);
+	return (settings.send_inline || rc->writable_event) && rbio_tcp_conn_tx_open(rc->engine);
 }
 
 /*

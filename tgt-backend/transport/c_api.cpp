@@ -82,9 +82,10 @@ int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data
     return 0;
 }
 
-int rbio_tcp_conn_tx_room(const rbio_tcp_conn* c) {
+int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) {
     const auto& tx = c->conn.tx();
-    return tx.queued_pdus() < tx.config().max_queued_pdus;
+    const TxState s = tx.state();
+    return s != TxState::Blocked && s != TxState::Failed && tx.queued_pdus() < tx.config().max_queued_pdus;
 }
 
 void rbio_tcp_conn_tx_header(rbio_tcp_conn* c, const void* bhs) {

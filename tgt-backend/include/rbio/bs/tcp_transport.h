@@ -78,7 +78,9 @@ int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t m
                             size_t errlen);
 
 /* send side: header, optional data, end; queued until a flush */
-int rbio_tcp_conn_tx_room(const struct rbio_tcp_conn *c);
+/* The queue takes a response now: not blocked, not failed, room left (what
+ * the pass asks before each response; one call instead of three). */
+int rbio_tcp_conn_tx_open(const struct rbio_tcp_conn *c);
 void rbio_tcp_conn_tx_header(struct rbio_tcp_conn *c, const void *bhs);
 void rbio_tcp_conn_tx_data(struct rbio_tcp_conn *c, const void *data, size_t len);
 /* Queues the PDU; 0, or -1 (the stream failed or the queue overflowed). */
