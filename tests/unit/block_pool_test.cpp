@@ -41,6 +41,10 @@ TEST(BlockPool, SizeClasses) {
     EXPECT_EQ(p.size_class(4097), 1);
     EXPECT_EQ(p.size_class(16384), 2);
     EXPECT_EQ(p.size_class(16385), -1);
+    EXPECT_EQ(p.size_class(8192), 1);
+    EXPECT_EQ(p.size_class(8193), 2);
+    EXPECT_EQ(p.size_class(size_t(1) << 40), -1);
+    EXPECT_EQ(p.size_class(SIZE_MAX), -1);
 }
 
 TEST(BlockPool, ReusesAReleasedBlockOfItsClass) {

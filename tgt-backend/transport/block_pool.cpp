@@ -4,6 +4,7 @@
 
 #include <sys/mman.h>
 
+#include <bit>
 #include <cstdlib>
 #include <limits>
 
@@ -39,9 +40,10 @@ void BlockPool::trim() noexcept {
 }
 
 int BlockPool::size_class(size_t size) const noexcept {
-    for (unsigned cls = 0; cls < c_.classes; ++cls)
-        if ((size_t(1) << (c_.min_shift + cls)) >= size) return int(cls);
-    return -1;
+    // The class is the bits of size - 1 above min_shift: no loop per alloc.
+    if (size <= (size_t(1) << c_.min_shift)) return 0;
+    const unsigned cls = unsigned(std::bit_width(size - 1)) - c_.min_shift;
+    return cls < c_.classes ? int(cls) : -1;
 }
 
 void* BlockPool::alloc(size_t size) noexcept {
