@@ -23,8 +23,11 @@
 # round runs every point against stock, A and B back to back (order
 # rotated), so other load on the shared machine hits them alike. Per point:
 # IOPS and tgtd CPU µs per I/O (utime + stime of tgtd from /proc/PID/stat
-# over the run, login included), medians, and B/A of the CPU per I/O. The
-# load average is printed with the results: timed figures depend on it.
+# over the run, login included), medians, and B/A of the CPU per I/O; for
+# A and B also the transport's receive and send calls per I/O (the counts
+# tgtd logs when the client's connection ends; they exclude epoll_wait and
+# io_uring). The load average is printed with the results: timed figures
+# depend on it.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -121,7 +124,21 @@ measure() {
   [[ $M_IOS =~ ^[0-9]+$ && $M_IOS -gt 0 ]] || { cat "$out" >&2; die "$c: cannot parse the client's I/O count"; }
   proc_ticks "${PID[$c]}" || die "the $c tgtd is gone"
   M_TICKS=$(( TICKS - t0 ))
+  M_SYS=-
+  [[ $c == stock ]] && return 0
+  # the connection's own counts, logged once it has ended
+  local line="" try
+  for (( try = 0; try < 50; try++ )); do
+    line=$(grep 'connection ended;' "${STATE[$c]}/tgtd.log" | tail -1)
+    [[ $line != "${LAST_END[$c]:-}" && -n $line ]] && break
+    sleep 0.1
+  done
+  [[ $line != "${LAST_END[$c]:-}" && -n $line ]] || die "$c: tgtd logged no end of the client's connection"
+  LAST_END[$c]=$line
+  M_SYS=$(awk -v n="$M_IOS" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+    END { printf "%.2f", (v["recv_calls"] + v["send_calls"]) / n }' <<< "$line")
 }
+declare -A LAST_END
 
 HZ=$(getconf CLK_TCK)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -134,8 +151,8 @@ for (( r = 0; r < ROUNDS; r++ )); do
       for c in "${order[@]}"; do
         measure "$c" "$lun" "$rw"
         us=$(awk -v t="$M_TICKS" -v hz="$HZ" -v n="$M_IOS" 'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
-        printf '%s %s %s %s %s %s\n' "$s" "$rw" "$c" "$r" "$(( M_IOS / SECS ))" "$us" >> "$WORK/raw"
-        note "round $r: bs $s, 4 KiB $rw, $c: $(( M_IOS / SECS )) IOPS, tgtd $us µs/I/O"
+        printf '%s %s %s %s %s %s %s\n' "$s" "$rw" "$c" "$r" "$(( M_IOS / SECS ))" "$us" "$M_SYS" >> "$WORK/raw"
+        note "round $r: bs $s, 4 KiB $rw, $c: $(( M_IOS / SECS )) IOPS, tgtd $us µs/I/O, $M_SYS recv+send calls/I/O"
       done
     done
     lun=$(( lun + 1 ))
@@ -146,8 +163,8 @@ echo "tgtd CPU per 4 KiB I/O at 32 in flight; client: $CLIENT; ${SECS} s x ${ROU
 echo "A = $A ($(grep -v '^\s*#' "$A" | tr '\n' ' ')), B = $B ($(grep -v '^\s*#' "$B" | tr '\n' ' '));"
 echo "$(nproc) cores, shared; load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| store | I/O | stock IOPS | stock µs/IO | A IOPS | A µs/IO | B IOPS | B µs/IO | B/A µs |"
-echo "|---|---|--:|--:|--:|--:|--:|--:|--:|"
+echo "| store | I/O | stock IOPS | stock µs/IO | A IOPS | A µs/IO | A calls/IO | B IOPS | B µs/IO | B calls/IO | B/A µs |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 awk '
   function median(k,   n, i, j, t, a) {
     n = split(vals[k], a, " ")
@@ -156,13 +173,14 @@ awk '
   }
   { key = $1 " " $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
     vals[key "/" $3 "/iops"] = vals[key "/" $3 "/iops"] " " $5
-    vals[key "/" $3 "/us"] = vals[key "/" $3 "/us"] " " $6 }
+    vals[key "/" $3 "/us"] = vals[key "/" $3 "/us"] " " $6
+    vals[key "/" $3 "/sys"] = vals[key "/" $3 "/sys"] " " $7 }
   END {
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, p, " ")
       ua = median(k "/A/us"); ub = median(k "/B/us")
-      printf "| %s | %s | %d | %.2f | %d | %.2f | %d | %.2f | %.2f |\n", p[1], p[2],
-        median(k "/stock/iops"), median(k "/stock/us"), median(k "/A/iops"), ua,
-        median(k "/B/iops"), ub, (ua > 0 ? ub / ua : 0)
+      printf "| %s | %s | %d | %.2f | %d | %.2f | %.2f | %d | %.2f | %.2f | %.2f |\n", p[1], p[2],
+        median(k "/stock/iops"), median(k "/stock/us"), median(k "/A/iops"), ua, median(k "/A/sys"),
+        median(k "/B/iops"), ub, median(k "/B/sys"), (ua > 0 ? ub / ua : 0)
     }
   }' "$WORK/raw"
