@@ -5,7 +5,7 @@
 # under valgrind's callgrind on loopback, loaded by a client that sends one
 # PDU per call (bench/iscsi-rwperf, libiscsi).
 #
-#   bench/tcp-instructions.sh [--seconds S] [--warm S] [--bstype LIST]
+#   bench/tcp-instructions.sh [--seconds S] [--warm S] [--bstype LIST] [--config FILE]
 #       [--out DIR] [--control-port N] [--portal-port P]
 #
 #   --seconds S     seconds counted per point (default 10), after 4 s of
@@ -13,6 +13,8 @@
 #   --warm S        seconds of warm-up per point (default 4)
 #   --bstype LIST   backing stores, comma-separated (default null,rbio: tgt's
 #                   null store, which does no I/O, and rbio's on a tmpfs file)
+#   --config FILE   the rbio transport's settings file (default none: its
+#                   defaults), e.g. `write_in_place = off` for an A/B run
 #   --out DIR       keep the profiles and results.md in DIR
 #   --control-port N, --portal-port P   tgtd's ports (default 5955, 13955)
 #
@@ -34,15 +36,16 @@ BENCH_NAME=tcp-instructions
 source "$HERE/lib.sh"
 source "$HERE/callgrind.sh"
 
-SECONDS_PER=10 BSTYPES=null,rbio OUT="" WARM=4 CTL=5955 PORT=13955
+SECONDS_PER=10 BSTYPES=null,rbio OUT="" WARM=4 CONFIG=/dev/null CTL=5955 PORT=13955
 while (( $# )); do
   case $1 in
     --seconds) SECONDS_PER=${2:-}; shift 2 ;;
     --bstype) BSTYPES=${2:-}; shift 2 ;;
     --warm) WARM=${2:-}; shift 2 ;;
+    --config) CONFIG=${2:-}; shift 2 ;;
+    --out) OUT=${2:-}; shift 2 ;;
     --control-port) CTL=${2:-}; shift 2 ;;
     --portal-port) PORT=${2:-}; shift 2 ;;
-    --out) OUT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'tcp-instructions: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
@@ -50,6 +53,8 @@ done
 [[ $SECONDS_PER =~ ^[0-9]+$ && $SECONDS_PER -gt 0 ]] || die "--seconds takes a positive integer (got '$SECONDS_PER')"
 [[ $WARM =~ ^[0-9]+$ && $WARM -gt 0 ]] || die "--warm takes a positive integer (got '$WARM')"
 for v in CTL PORT; do [[ ${!v} =~ ^[0-9]+$ ]] || die "ports are numbers (got '${!v}')"; done
+[[ -r $CONFIG ]] || die "--config: cannot read '$CONFIG'"
+CONFIG=$(realpath "$CONFIG")
 IFS=, read -ra STORES <<< "$BSTYPES"
 for s in "${STORES[@]}"; do
   [[ $s == null || $s == rbio || $s == rdwr ]] || die "--bstype: '$s' is not null, rbio or rdwr"
@@ -85,7 +90,7 @@ exec valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \\
   "$(command -v tgtd)" "\$@"
 EOF
 chmod +x "$WRAPPER"
-declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_CONFIG=/dev/null" [rbio]="RBIO_TRANSPORT=on RBIO_CONFIG=/dev/null")
+declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_CONFIG=/dev/null" [rbio]="RBIO_TRANSPORT=on RBIO_CONFIG=$CONFIG")
 
 # profile_point CONFIG NAME WRITE PID: one session; callgrind counts the
 # seconds after the warm-up and dumps them as part NAME.
@@ -142,6 +147,7 @@ done
   echo "host: Linux $(uname -r), $(nproc) cores; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null); $(valgrind --version);"
   echo "client: bench/iscsi-rwperf (libiscsi, one PDU per call), 4 KiB, 32 in flight, on loopback;"
   echo "${SECONDS_PER} s counted after ${WARM} s of warm-up; stores: ${STORES[*]} (rbio on a 256 MiB tmpfs file)."
+  [[ $CONFIG == /dev/null ]] || echo "rbio transport settings ($CONFIG): $(grep -v '^\s*#' "$CONFIG" | tr '\n' ' ')"
   echo
   echo "| workload | transport | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command | memcpy calls/command | memcpy instructions/command |"
   echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"

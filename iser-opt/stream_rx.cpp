@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -17,7 +18,9 @@ StreamRx::StreamRx(int fd, const StreamRxConfig& config, ConnectionCounters& cou
     if (config_.capacity < 4096)
         throw std::invalid_argument("stream rx capacity " + std::to_string(config_.capacity) +
                                     " is below 4096");
-    buf_ = std::make_unique_for_overwrite<uint8_t[]>(config_.capacity);
+    chunks_[0].mem = std::make_unique_for_overwrite<uint8_t[]>(config_.capacity);
+    nchunks_ = 1;
+    buf_ = chunks_[0].mem.get();
 }
 
 ssize_t StreamRx::receive(iovec* iov, int n) {
@@ -37,21 +40,79 @@ ssize_t StreamRx::receive(iovec* iov, int n) {
 }
 
 void StreamRx::make_room() {
-    if (start_ == end_) {
+    const bool low = config_.capacity - end_ < config_.capacity / 4;
+    if (chunks_[cur_].lent > 0) {
+        // Lent bytes stay where they are: move on to another chunk.
+        if (low) switch_chunk();
+    } else if (start_ == end_) {
         start_ = end_ = 0;
-    } else if (start_ > 0 && config_.capacity - end_ < config_.capacity / 4) {
+    } else if (start_ > 0 && low) {
         // Only the tail of a PDU that did not arrive whole is moved.
-        std::memmove(buf_.get(), buf_.get() + start_, end_ - start_);
+        std::memmove(buf_, buf_ + start_, end_ - start_);
         end_ -= start_;
         start_ = 0;
     }
+}
+
+bool StreamRx::spare_chunk() const noexcept {
+    for (size_t i = 0; i < nchunks_; ++i)
+        if (i != cur_ && chunks_[i].lent == 0) return true;
+    return false;
+}
+
+bool StreamRx::switch_chunk() noexcept {
+    for (size_t i = 0; i < nchunks_; ++i) {
+        if (i == cur_ || chunks_[i].lent > 0) continue;
+        uint8_t* to = chunks_[i].mem.get();
+        std::memcpy(to, buf_ + start_, end_ - start_);
+        end_ -= start_;
+        start_ = 0;
+        cur_ = i;
+        buf_ = to;
+        return true;
+    }
+    return false;
+}
+
+uint8_t* StreamRx::lend(size_t offset, size_t len) noexcept {
+    if (!config_.batch_reads || len == 0 || offset > buffered() || len > buffered() - offset) return nullptr;
+    if (chunks_[cur_].lent == 0 && !spare_chunk()) {
+        // The first lend from this chunk: another must be there to move on
+        // to while it is out. Allocated once, when lends first need it.
+        if (nchunks_ == kMaxChunks) return nullptr;
+        try {
+            chunks_[nchunks_].mem = std::make_unique_for_overwrite<uint8_t[]>(config_.capacity);
+        } catch (...) {
+            return nullptr;
+        }
+        ++nchunks_;
+    }
+    ++chunks_[cur_].lent;
+    return buf_ + start_ + offset;
+}
+
+bool StreamRx::give_back(const void* p) noexcept {
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    for (size_t i = 0; i < nchunks_; ++i) {
+        const auto base = reinterpret_cast<uintptr_t>(chunks_[i].mem.get());
+        if (at < base || at - base >= config_.capacity) continue;
+        if (chunks_[i].lent > 0) --chunks_[i].lent;
+        return true;
+    }
+    return false;
+}
+
+size_t StreamRx::lent() const noexcept {
+    size_t n = 0;
+    for (size_t i = 0; i < nchunks_; ++i) n += chunks_[i].lent;
+    return n;
 }
 
 ssize_t StreamRx::fill() {
     if (!config_.batch_reads || direct_pending_ || !may_receive_ || eof_) return -EAGAIN;
     make_room();
     if (end_ == config_.capacity) return -EAGAIN;  // the core has not drained it yet
-    iovec iov{buf_.get() + end_, config_.capacity - end_};
+    iovec iov{buf_ + end_, config_.capacity - end_};
     ssize_t got = receive(&iov, 1);
     if (got > 0) end_ += size_t(got);
     return got;
@@ -74,15 +135,16 @@ ssize_t StreamRx::read(std::span<uint8_t> dst) {
     if (!config_.batch_reads) return unbatched_read(dst);
 
     size_t served = std::min(buffered(), dst.size());
-    std::memcpy(dst.data(), buf_.get() + start_, served);
+    // Bytes lent in place (lend()) are where the core wants them already.
+    if (dst.data() != buf_ + start_) std::memcpy(dst.data(), buf_ + start_, served);
     start_ += served;
     size_t rest = dst.size() - served;
     direct_pending_ = rest >= config_.direct_threshold;
-    if (direct_pending_ && may_receive_ && !eof_) {
+    if (direct_pending_ && may_receive_ && !eof_ && (chunks_[cur_].lent == 0 || switch_chunk())) {
         // The buffer is empty now: the kernel places the data in dst and
         // whatever follows it in the buffer, in one receive.
         start_ = end_ = 0;
-        iovec iov[2] = {{dst.data() + served, rest}, {buf_.get(), config_.capacity}};
+        iovec iov[2] = {{dst.data() + served, rest}, {buf_, config_.capacity}};
         ssize_t got = receive(iov, 2);
         if (got < 0 && served == 0) return got;
         if (got > 0) {

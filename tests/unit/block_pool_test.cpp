@@ -43,6 +43,8 @@ TEST(BlockPool, SizeClasses) {
     EXPECT_EQ(p.size_class(16385), -1);
     EXPECT_EQ(p.size_class(1), 0);
     EXPECT_EQ(p.size_class(8193), 2);  // an iSER receive's 8.25 KiB
+    EXPECT_EQ(p.size_class(8192), 1);
+    EXPECT_EQ(p.size_class(size_t(1) << 40), -1);
     EXPECT_EQ(p.size_class(SIZE_MAX), -1);
 }
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -198,6 +199,112 @@ TEST(StreamRx, UnbatchedModeReadsEachRequestLikeStockTgt) {
     uint8_t bhs[48];
     for (int i = 0; i < 4; ++i) ASSERT_EQ(rx.read(bhs), 48);
     EXPECT_EQ(c[Counter::RecvCalls], 4u);
+}
+
+// A write's data lent in place: read() into the lent bytes copies nothing,
+// and the bytes stay while later receives go on in another chunk.
+TEST(StreamRx, LentBytesStayUntilGivenBackWhileReceivingGoesOn) {
+    SocketPair sp;
+    StreamRxConfig cfg;
+    cfg.capacity = 16 * 1024;
+    ConnectionCounters c;
+    StreamRx rx(sp.fd[0], cfg, c);
+    auto first = pattern(48 + 4096, 10);
+    send_all(sp.fd[1], first.data(), first.size());
+    rx.take_event();
+    ASSERT_EQ(rx.fill(), ssize_t(first.size()));
+    uint8_t bhs[48];
+    ASSERT_EQ(rx.read(bhs), 48);
+    EXPECT_EQ(rx.lend(0, 4097), nullptr) << "one byte more than is buffered";
+    uint8_t* lent = rx.lend(0, 4096);
+    ASSERT_NE(lent, nullptr);
+    EXPECT_EQ(rx.lent(), 1u);
+    ASSERT_EQ(rx.read(std::span<uint8_t>(lent, 4096)), 4096);
+    const std::vector<uint8_t> want(first.begin() + 48, first.end());
+    EXPECT_EQ(std::vector<uint8_t>(lent, lent + 4096), want);
+
+    // Many buffers' worth more: the lent chunk must not be written.
+    auto more = pattern(20 * cfg.capacity, 11);
+    std::vector<uint8_t> got(more.size());
+    size_t have = 0, sent = 0;
+    while (have < more.size()) {
+        if (sent < more.size()) {
+            size_t n = std::min<size_t>(cfg.capacity / 2, more.size() - sent);
+            send_all(sp.fd[1], more.data() + sent, n);
+            sent += n;
+        }
+        rx.take_event();
+        rx.fill();
+        ssize_t n = rx.read(std::span<uint8_t>(got).subspan(have, std::min<size_t>(1000, got.size() - have)));
+        while (n > 0) {
+            have += size_t(n);
+            if (have == got.size()) break;
+            n = rx.read(std::span<uint8_t>(got).subspan(have, std::min<size_t>(1000, got.size() - have)));
+        }
+    }
+    EXPECT_EQ(got, more);
+    EXPECT_EQ(std::vector<uint8_t>(lent, lent + 4096), want) << "lent bytes were overwritten";
+    EXPECT_EQ(rx.chunks(), 2u) << "one chunk lent, one to receive into";
+    EXPECT_TRUE(rx.give_back(lent + 100));
+    EXPECT_EQ(rx.lent(), 0u);
+    EXPECT_FALSE(rx.give_back(want.data())) << "not from the receive buffer";
+}
+
+// Lends never stop the receive side: without any given back, at most
+// kMaxChunks chunks are made, a lend that would leave none free is refused
+// (the core copies), and every byte still arrives in order.
+TEST(StreamRx, LendsThatAreNeverGivenBackDoNotStallReceiving) {
+    SocketPair sp;
+    StreamRxConfig cfg;
+    cfg.capacity = 8192;
+    ConnectionCounters c;
+    StreamRx rx(sp.fd[0], cfg, c);
+    constexpr size_t kData = 1024, kPdus = 200;
+    auto stream = pattern(kPdus * (48 + kData), 12);
+    std::vector<uint8_t*> lent;
+    std::vector<size_t> lent_pdu;
+    size_t refused = 0, sent = 0;
+    for (size_t pdu = 0; pdu < kPdus; ++pdu) {
+        uint8_t bhs[48];
+        std::vector<uint8_t> copy(kData);
+        auto refill = [&] {
+            if (sent < stream.size()) {
+                size_t n = std::min<size_t>(3000, stream.size() - sent);
+                send_all(sp.fd[1], stream.data() + sent, n);
+                sent += n;
+            }
+            rx.take_event();
+            rx.fill();
+        };
+        size_t got = 0;
+        while (got < 48) {
+            ssize_t n = rx.read(std::span<uint8_t>(bhs + got, 48 - got));
+            if (n > 0) got += size_t(n);
+            else refill();
+        }
+        ASSERT_EQ(std::memcmp(bhs, stream.data() + pdu * (48 + kData), 48), 0) << "pdu " << pdu;
+        while (rx.buffered() < kData) refill();
+        uint8_t* p = rx.lend(0, kData);
+        if (p) {
+            ASSERT_EQ(rx.read(std::span<uint8_t>(p, kData)), ssize_t(kData));
+            lent.push_back(p);
+            lent_pdu.push_back(pdu);
+        } else {
+            ++refused;
+            ASSERT_EQ(rx.read(copy), ssize_t(kData));
+            ASSERT_EQ(std::memcmp(copy.data(), stream.data() + pdu * (48 + kData) + 48, kData), 0);
+        }
+    }
+    EXPECT_LE(rx.chunks(), StreamRx::kMaxChunks);
+    EXPECT_GT(refused, 0u);
+    EXPECT_GT(lent.size(), 0u);
+    EXPECT_EQ(rx.lent(), lent.size());
+    for (size_t i = 0; i < lent.size(); ++i) {
+        EXPECT_EQ(std::memcmp(lent[i], stream.data() + lent_pdu[i] * (48 + kData) + 48, kData), 0)
+            << "lent data of pdu " << lent_pdu[i] << " overwritten";
+        EXPECT_TRUE(rx.give_back(lent[i]));
+    }
+    EXPECT_EQ(rx.lent(), 0u);
 }
 
 TEST(StreamRx, RejectsATinyBuffer) {

@@ -39,6 +39,7 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_EQ(s.enabled, 1);
     EXPECT_EQ(s.batch_reads, 1);
     EXPECT_EQ(s.coalesce, 1);
+    EXPECT_EQ(s.write_in_place, 1);
     EXPECT_STREQ(s.portals, "");
     EXPECT_STREQ(s.stats_file, "/run/rbio/tgtd-%p.stats");
 }
@@ -47,7 +48,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     Env env;
     auto path = write_config(
         "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
-        "direct_read_kib = 128   # comment\nstats_file = none\n");
+        "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n");
     ::setenv("RBIO_CONFIG", path.c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
@@ -55,6 +56,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     EXPECT_EQ(s.enabled, 0);
     EXPECT_EQ(s.coalesce, 0);
     EXPECT_EQ(s.direct_read_kib, 128u);
+    EXPECT_EQ(s.write_in_place, 0);
     EXPECT_STREQ(s.stats_file, "");
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "127.0.0.1", 3260));
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "::1", 3261));

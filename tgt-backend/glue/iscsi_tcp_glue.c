@@ -22,6 +22,11 @@
  * Unlike stock tgt, connections are accepted only while tgtd can serve a
  * login (readiness_gate.c).
  *
+ * A write's data that arrived whole in the receive buffer is executed from
+ * there, without a copy (write_in_place): the core's data buffer for the
+ * command is lent from the receive buffer (rbio/iser/stream_rx.hpp) and
+ * given back when the core frees it.
+ *
  * Response data is sent from the core's own buffers without a copy. The
  * core frees a task and its buffers as soon as it has handed the last part
  * over, so the free callbacks defer the release until the sendmsg() that
@@ -45,6 +50,7 @@
 #include <unistd.h>
 
 #include "iscsid.h"
+#include "target.h"
 
 #include "rbio/bs/block_pool.h"
 #include "rbio/bs/tcp_transport.h"
@@ -80,6 +86,10 @@ struct rbio_conn {
 	int epollout_armed;
 	uint64_t rx_served;                  /* bytes ep_read handed to the core */
 	int bhs_have;                        /* bytes of the current BHS handed over */
+	int bhs_fresh;                       /* a BHS was read, nothing after it yet */
+	struct it_nexus *nexus;              /* the session's, once write_in_place asked */
+	unsigned lent;                       /* data buffers lent from the receive buffer */
+	int any_buffer;                      /* this pass: target_takes_any_buffer(), or -1 */
 	struct rbio_release_queue *releases; /* freed by the core, still being sent */
 	char peer[RBIO_PEER_LEN];
 	char portal[RBIO_PEER_LEN]; /* the local address it came in on */
@@ -160,10 +170,7 @@ static int may_send(void *ctx)
 {
 	struct rbio_conn *rc = ctx;
 
-	return (settings.send_inline || rc->writable_event) &&
-	       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_BLOCKED &&
-	       rbio_tcp_conn_tx_state(rc->engine) != RBIO_TX_FAILED &&
-	       rbio_tcp_conn_tx_room(rc->engine);
+	return (settings.send_inline || rc->writable_event) && rbio_tcp_conn_tx_open(rc->engine);
 }
 
 /*
@@ -181,6 +188,7 @@ static void conn_pass(void *ctx)
 	if (conn->closed) /* by tgt; only waiting for its tasks to go */
 		return;
 	rc->pass.in_pass = 1;
+	rc->any_buffer = -1;
 	do {
 		progress = 0;
 		while (conn->state != STATE_CLOSE &&
@@ -257,6 +265,7 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 		return 0; /* tgt: end of stream, close */
 	}
 	rc->rx_served += (uint64_t)n;
+	rc->bhs_fresh = 0;
 
 	if (is_bhs) {
 		rc->bhs_have = (int)((char *)buf + n - bhs);
@@ -272,6 +281,7 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 				conn_log_close(rc, why);
 				return 0;
 			}
+			rc->bhs_fresh = 1;
 		}
 	}
 	return (size_t)n;
@@ -410,16 +420,101 @@ static void tp_free_task(struct iscsi_task *task)
 		rbio_pool_release(task);
 }
 
+/* ---- a write's data used in place (write_in_place) */
+
+/* Backing stores that take a buffer at any address: tgt's null store (no
+ * I/O), and rbio's and tgt's rdwr store unless the LU is opened O_DIRECT
+ * (bs aio always is). Looked up once tgtd has registered them all. */
+static struct backingstore_template *bst_null, *bst_rbio, *bst_rdwr;
+
+static int lu_takes_any_buffer(const struct scsi_lu *lu)
+{
+	if (!bst_null) {
+		bst_null = get_backingstore_template("null");
+		bst_rbio = get_backingstore_template("rbio");
+		bst_rdwr = get_backingstore_template("rdwr");
+	}
+	if (lu->bst == bst_null)
+		return 1;
+	return lu->bst && (lu->bst == bst_rbio || lu->bst == bst_rdwr) &&
+	       !(lu->bsoflags & O_DIRECT);
+}
+
+/* Every LU of the session's target, not only the addressed one: decoding
+ * the LUN would be tgt's job, and a target mixing stores keeps the copy. */
+static int target_takes_any_buffer(struct rbio_conn *rc)
+{
+	struct iscsi_session *session = rc->iscsi_conn.session;
+	struct it_nexus_lu_info *itl;
+
+	/* LUs change only between passes (tgtadm is served by the event loop) */
+	if (rc->pass.in_pass && rc->any_buffer >= 0)
+		return rc->any_buffer;
+	rc->any_buffer = 0;
+	if (!rc->nexus) /* the session, and so its nexus, outlives the connection */
+		rc->nexus = it_nexus_lookup(session->target->tid, session->tsih);
+	if (!rc->nexus)
+		return 0;
+	list_for_each_entry(itl, &rc->nexus->itn_itl_info_list, itn_itl_info_siblings)
+	{
+		if (!lu_takes_any_buffer(itl->lu))
+			return 0;
+	}
+	rc->any_buffer = 1;
+	return 1;
+}
+
+/*
+ * The core asks for a command's data buffer right after reading its BHS,
+ * before the data. A write that carries all its data as immediate data,
+ * already buffered whole, gets the buffered data itself: the core's read of
+ * it then copies nothing (rbio/iser/stream_rx.hpp).
+ */
+static void *write_in_place(struct rbio_conn *rc, size_t size)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct iscsi_cmd *req = (struct iscsi_cmd *)&conn->req.bhs;
+	size_t offset;
+	uint32_t dlength;
+	void *lent;
+
+	/* reads leave at the first test */
+	if ((req->flags & (ISCSI_FLAG_CMD_READ | ISCSI_FLAG_CMD_WRITE)) != ISCSI_FLAG_CMD_WRITE ||
+	    size < 4096 || !rc->bhs_fresh || !settings.write_in_place ||
+	    (req->opcode & ISCSI_OPCODE_MASK) != ISCSI_OP_SCSI_CMD || conn->state != STATE_SCSI)
+		return NULL;
+	dlength = ntoh24(req->dlength);
+	if (dlength != ntohl(req->data_length) || roundup(dlength, PAD_WORD_LEN) != size ||
+	    !target_takes_any_buffer(rc))
+		return NULL;
+	/* AHS and header digest come first */
+	offset = (size_t)req->hlength * 4;
+	if (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C)
+		offset += 4;
+	lent = rbio_tcp_conn_lend(rc->engine, offset, size);
+	rc->lent += lent != NULL;
+	return lent;
+}
+
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 {
-	(void)conn;
-	return rbio_pool_alloc(data_pool, size);
+	void *lent = write_in_place(RC(conn), size);
+
+	return lent ? lent : rbio_pool_alloc(data_pool, size);
 }
 
 static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
 {
-	if (buf)
-		defer_or_release(RC(conn), buf);
+	struct rbio_conn *rc = RC(conn);
+
+	if (!buf)
+		return;
+	/* A write's data is never sent: one lent is given back at once. */
+	if (rc->lent && rbio_tcp_conn_give_back(rc->engine, buf)) {
+		rc->lent--;
+		return;
+	}
+	defer_or_release(rc, buf);
 }
 
 static int tp_getsockname(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)

@@ -57,6 +57,12 @@ long rbio_tcp_conn_read(rbio_tcp_conn* c, void* buf, size_t n) {
     return c->conn.rx().read(std::span<uint8_t>(static_cast<uint8_t*>(buf), n));
 }
 
+void* rbio_tcp_conn_lend(rbio_tcp_conn* c, size_t offset, size_t len) {
+    return c->conn.rx().lend(offset, len);
+}
+
+int rbio_tcp_conn_give_back(rbio_tcp_conn* c, const void* p) { return c->conn.rx().give_back(p) ? 1 : 0; }
+
 int rbio_tcp_conn_rx_ready(const rbio_tcp_conn* c) {
     const auto& rx = c->conn.rx();
     if (!rx.config().batch_reads) return 1;  // every read is its own read()
@@ -76,9 +82,10 @@ int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data
     return 0;
 }
 
-int rbio_tcp_conn_tx_room(const rbio_tcp_conn* c) {
+int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) {
     const auto& tx = c->conn.tx();
-    return tx.queued_pdus() < tx.config().max_queued_pdus;
+    const TxState s = tx.state();
+    return s != TxState::Blocked && s != TxState::Failed && tx.queued_pdus() < tx.config().max_queued_pdus;
 }
 
 void rbio_tcp_conn_tx_header(rbio_tcp_conn* c, const void* bhs) {

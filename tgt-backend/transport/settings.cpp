@@ -53,6 +53,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
     else if (key == "batch_reads") s.batch_reads = parse_switch(value, w);
     else if (key == "coalesce") s.coalesce = parse_switch(value, w);
     else if (key == "send_inline") s.send_inline = parse_switch(value, w);
+    else if (key == "write_in_place") s.write_in_place = parse_switch(value, w);
     else if (key == "direct_read_kib") s.direct_read_kib = parse_uint(value, 4, 16384, w);
     else if (key == "rx_buffer_kib") s.rx_buffer_kib = parse_uint(value, 16, 65536, w);
     else if (key == "max_queued_kib") s.max_queued_kib = parse_uint(value, 64, 1048576, w);
@@ -62,11 +63,11 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
         ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
            // and metrics/settings.cpp
     else
-        throw SettingsError(
-            where + ": unknown key '" + std::string(key) +
-            "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
-            "send_inline, direct_read_kib, rx_buffer_kib, max_queued_kib, iser_spin_us, iser_srq_depth, "
-            "port_group, alua_groups_file, metrics_file)");
+        throw SettingsError(where + ": unknown key '" + std::string(key) +
+                            "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
+                            "send_inline, write_in_place, direct_read_kib, rx_buffer_kib, max_queued_kib, "
+                            "iser_spin_us, iser_srq_depth, "
+                            "port_group, alua_groups_file, metrics_file)");
 }
 
 void load_file(rbio_tp_settings& s, const std::string& path, bool must_exist) {
@@ -84,6 +85,7 @@ void load(rbio_tp_settings& s) {
     s.batch_reads = 1;
     s.coalesce = 1;
     s.send_inline = 1;
+    s.write_in_place = 1;
     s.direct_read_kib = 64;
     s.rx_buffer_kib = 256;
     s.max_queued_kib = 4096;
@@ -125,14 +127,15 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 }
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
-    std::snprintf(
-        out, len,
-        "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
-        "direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u iser_spin_us=%u iser_srq_depth=%u (from %s)",
-        s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
-        s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off", s->coalesce ? "on" : "off",
-        s->send_inline ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib,
-        s->iser_spin_us, s->iser_srq_depth, s->source);
+    std::snprintf(out, len,
+                  "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
+                  "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u iser_spin_us=%u "
+                  "iser_srq_depth=%u (from %s)",
+                  s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
+                  s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
+                  s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off",
+                  s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib, s->iser_spin_us, s->iser_srq_depth,
+                  s->source);
 }
 
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {

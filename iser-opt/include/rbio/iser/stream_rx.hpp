@@ -18,9 +18,19 @@
 //
 // With batch_reads off every read() is its own read system call into the
 // destination, as stock tgt does, so benchmarks can show what batching buys.
+//
+// Buffered bytes can be lent instead of copied: lend() hands out a pointer
+// to bytes not yet read (a write's data, to become the task's buffer), and
+// the chunk of buffer they lie in is not reused until every lent pointer
+// into it is given back. Meanwhile receives go on in another chunk; chunks
+// are allocated the first time they are needed (at most kMaxChunks per
+// connection) and kept, so lending allocates nothing once warm. A lend is
+// refused unless a chunk stays free to move on to, so the receive side
+// never waits for a lent pointer to come back.
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -59,8 +69,22 @@ public:
     // are there now, or another -errno.
     ssize_t read(std::span<uint8_t> dst);
 
+    // A pointer to the buffered bytes [offset, offset + len) counted from
+    // the next byte read() serves, valid until give_back(); nullptr when
+    // they are not all buffered or no chunk would be left to move on to.
+    // A later read() into the lent bytes themselves skips the copy.
+    uint8_t* lend(size_t offset, size_t len) noexcept;
+    // p came from lend(): its chunk may be reused once nothing else is lent
+    // from it. false (and nothing done) when p lies in no chunk.
+    bool give_back(const void* p) noexcept;
+    // Pointers lent and not given back.
+    size_t lent() const noexcept;
+    // Chunks allocated so far (the first at construction).
+    size_t chunks() const noexcept { return nchunks_; }
+    static constexpr size_t kMaxChunks = 4;
+
     // The buffered bytes, to look at a header before serving it.
-    std::span<const uint8_t> peek() const { return {buf_.get() + start_, end_ - start_}; }
+    std::span<const uint8_t> peek() const { return {buf_ + start_, end_ - start_}; }
     size_t buffered() const { return end_ - start_; }
     // A read() asked for more than was there, enough for a direct receive:
     // the next event should go to the core instead of fill().
@@ -73,11 +97,24 @@ private:
     ssize_t receive(iovec* iov, int n);
     ssize_t unbatched_read(std::span<uint8_t> dst);
     void make_room();
+    // Starts receiving into a chunk with nothing lent, moving the unread
+    // bytes there; false when there is none (never while a lend is out,
+    // see lend()).
+    bool switch_chunk() noexcept;
+    bool spare_chunk() const noexcept;
+
+    struct Chunk {
+        std::unique_ptr<uint8_t[]> mem;
+        uint32_t lent = 0;
+    };
 
     int fd_;
     StreamRxConfig config_;
     ConnectionCounters& counters_;
-    std::unique_ptr<uint8_t[]> buf_;
+    std::array<Chunk, kMaxChunks> chunks_;
+    size_t nchunks_ = 0;
+    size_t cur_ = 0;
+    uint8_t* buf_ = nullptr;  // chunks_[cur_].mem
     size_t start_ = 0;
     size_t end_ = 0;
     bool may_receive_ = false;

@@ -30,6 +30,7 @@ struct rbio_tp_settings {
     int send_inline;          /* send in the pass that produced the response,
                                  not after an EPOLLOUT round trip */
     uint32_t direct_read_kib; /* data reads at least this large skip the buffer */
+    int write_in_place;       /* a write's data buffered whole becomes its buffer, uncopied */
     uint32_t rx_buffer_kib;   /* receive buffer per connection */
     uint32_t max_queued_kib;  /* queued response bytes that force a send */
     uint32_t iser_spin_us;    /* iSER: longest spin on an empty CQ (adaptive); 0: never */
@@ -63,6 +64,12 @@ void rbio_tcp_conn_take_event(struct rbio_tcp_conn *c);
 long rbio_tcp_conn_fill(struct rbio_tcp_conn *c);
 /* Bytes for the core: > 0, 0 at end of stream, -EAGAIN, -errno. */
 long rbio_tcp_conn_read(struct rbio_tcp_conn *c, void *buf, size_t n);
+/* The buffered bytes [offset, offset + len) after those read so far, lent
+ * in place until rbio_tcp_conn_give_back(); NULL when not all there (or no
+ * receive chunk would be left free). */
+void *rbio_tcp_conn_lend(struct rbio_tcp_conn *c, size_t offset, size_t len);
+/* 1 if p came from rbio_tcp_conn_lend() (and is given back now), else 0. */
+int rbio_tcp_conn_give_back(struct rbio_tcp_conn *c, const void *p);
 /* The core has bytes (or an end of stream, or a direct read) to take now. */
 int rbio_tcp_conn_rx_ready(const struct rbio_tcp_conn *c);
 /* A header the core just read: 0 if acceptable, else -1 and why. Counts
@@ -71,7 +78,9 @@ int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t m
                             size_t errlen);
 
 /* send side: header, optional data, end; queued until a flush */
-int rbio_tcp_conn_tx_room(const struct rbio_tcp_conn *c);
+/* The queue takes a response now: not blocked, not failed, room left (what
+ * the pass asks before each response; one call instead of three). */
+int rbio_tcp_conn_tx_open(const struct rbio_tcp_conn *c);
 void rbio_tcp_conn_tx_header(struct rbio_tcp_conn *c, const void *bhs);
 void rbio_tcp_conn_tx_data(struct rbio_tcp_conn *c, const void *data, size_t len);
 /* Queues the PDU; 0, or -1 (the stream failed or the queue overflowed). */
