@@ -268,14 +268,25 @@ int rbio_iser_ep_quiet_tick(rbio_iser_ep* e, char* why, size_t whylen) {
     // login lost to a link going down) answers no probe either. Waiting for
     // a first send left such a connection, which nothing else ends (tgt has
     // no login timeout, no disconnect can come), with its QP for good.
-    switch (e->ep.quiet_second(e->watch)) {
-        case QuietAction::Reap: return RBIO_ISER_QUIET_REAP;
-        case QuietAction::End:
-            std::snprintf(why, whylen, "no work completion for %u s with %u work requests outstanding",
-                          e->watch.stalled_seconds(), e->ep.sends_outstanding());
-            return RBIO_ISER_QUIET_END;
-        case QuietAction::None:
-        case QuietAction::Probe: break;
+    // Recording a refused post builds a message, which may throw: it must
+    // not cross into tgtd, and a connection that cannot record its failure
+    // is ended.
+    try {
+        switch (e->ep.quiet_second(e->watch)) {
+            case QuietAction::Reap: return RBIO_ISER_QUIET_REAP;
+            case QuietAction::End:
+                std::snprintf(why, whylen, "no work completion for %u s with %u work requests outstanding",
+                              e->watch.stalled_seconds(), e->ep.sends_outstanding());
+                return RBIO_ISER_QUIET_END;
+            case QuietAction::None:
+            case QuietAction::Probe: break;
+        }
+    } catch (const std::exception& x) {
+        std::snprintf(why, whylen, "liveness check failed: %s", x.what());
+        return RBIO_ISER_QUIET_END;
+    } catch (...) {
+        std::snprintf(why, whylen, "liveness check failed");
+        return RBIO_ISER_QUIET_END;
     }
     return RBIO_ISER_QUIET_OK;
 }
