@@ -37,17 +37,16 @@ RBIO="$RBIO_BUILD_DIR/initiator/rbio"
 [[ -x $RBIO ]] || { echo "no $RBIO: build first" >&2; exit 2; }
 IQN=iqn.2026-11.io.rbio:faults
 ME=iqn.2026-11.io.rbio:faults-initiator
-tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection's send slots, and the receive heads of the shared receive
 # queue of a device that has connections (sizes as in
 # vm.iser-kernel-initiator; see
 # endpoint_config() in tgt-backend/transport/iser_c_api.cpp). Pooled data
 # buffers stay registered and are not counted.
-conn_mrs() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen (4364288|77824)( |$)" || true; }
+conn_mrs() { tgtd_mrs_of "4364288|77824"; }
 ended() { grep -c "rbio: iser: .*connection ended" "$STATE/tgtd.log" || true; }
 stat_of() { sed -n "s/^$1=//p" "$STATE/rbio.stats" 2>/dev/null; }
-qps_are() { [[ $(tgtd_qps) -eq $1 ]]; }
-mrs_are() { [[ $(conn_mrs) -eq $1 ]]; }
+qps_are() { count_is "$1" tgtd_qps; }
+mrs_are() { count_is "$1" conn_mrs; }
 # What is left, for a check on a connection's end that failed: every queue
 # pair and CM id with its state and owner, the connections tgtd's sessions
 # still hold (a connection that never logged in is in none), and tgtd's log

@@ -19,7 +19,6 @@ MY_IQN=$(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)
 # The SCSI scan after a login can take more than lib.sh's 30 s when the
 # host is busy (TCG): wait up to twice that.
 wait_lun() { wait_disk_of "$@" || wait_disk_of "$@"; }
-tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # A connection registers its 512 send slots of 8524 bytes (iSER header,
 # BHS, 256 B of AHS, 8 KiB of data; see endpoint_config() in
 # tgt-backend/transport/iser_c_api.cpp); the device's shared receive queue
@@ -27,7 +26,6 @@ tgtd_qps() { rdma res show qp 2>/dev/null | grep -c "comm tgtd" || true; }
 # header and BHS) while it has connections. Data buffers, among them those
 # the receives' AHS and data land in, stay registered in tgtd's pool and
 # are not counted.
-tgtd_mrs_of() { rdma res show mr 2>/dev/null | grep "comm tgtd" | grep -c -E "mrlen $1( |\$)" || true; }
 conn_mrs() { tgtd_mrs_of 4364288; }
 srq_mrs() { tgtd_mrs_of 77824; }
 
@@ -51,7 +49,7 @@ done
 check "each malformed message was logged as a closed connection" \
   test "$(grep -c 'rbio: iser: .*closing connection' "$STATE/tgtd.log")" -ge 4
 check "tgtd is alive after them" tgtd_alive
-check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
+check "no tgtd queue pair is left" count_is 0 tgtd_qps
 
 # --- the kernel iSER initiator ----------------------------------------------
 must "the kernel's iSER initiator loads" modprobe -a ib_iser sd_mod
@@ -69,9 +67,9 @@ done
 must "login over iSER to the -I ALL target (stock tgt refuses it)" iadm "$IQN" --login
 must "its LUN appears as a SCSI disk" wait_lun "$IQN" 1
 check "the disk has the LUN's size (256 MiB)" test "$(blockdev --getsize64 "$DISK")" -eq $((256 << 20))
-check "one tgtd queue pair for the session" test "$(tgtd_qps)" -eq 1
-check "the session's send slots are registered" test "$(conn_mrs)" -eq 1
-check "the device's shared receive queue is registered" test "$(srq_mrs)" -eq 1
+check "one tgtd queue pair for the session" count_is 1 tgtd_qps
+check "the session's send slots are registered" count_is 1 conn_mrs
+check "the device's shared receive queue is registered" count_is 1 srq_mrs
 
 must "mkfs.ext4 on the disk" mkfs.ext4 -q -F "$DISK"
 must "mount it" mount "$DISK" "$MNT"
@@ -86,9 +84,9 @@ write_files() {
 check "write 6 MiB in 34 files and checksum them" write_files
 check "unmount" umount "$MNT"
 check "logout" iadm "$IQN" --logout
-check "no tgtd queue pair is left after logout" test "$(tgtd_qps)" -eq 0
-check "no connection's registration is left after logout" test "$(conn_mrs)" -eq 0
-check "the shared receive queue went with the last connection" test "$(srq_mrs)" -eq 0
+check "no tgtd queue pair is left after logout" count_is 0 tgtd_qps
+check "no connection's registration is left after logout" count_is 0 conn_mrs
+check "the shared receive queue went with the last connection" count_is 0 srq_mrs
 must "login again" iadm "$IQN" --login
 must "the LUN appears again" wait_lun "$IQN" 1
 check "e2fsck finds the file system clean" e2fsck -f -n "$DISK"
@@ -130,8 +128,8 @@ check "fio ends once its session is gone" wait_for 60 fio_ended
 check "... with an error (its I/Os failed, none was reported done)" eval '! wait "$FIO_PID"'
 grep -m1 'err=' "$WORK/fio-cut.log" | sed 's/^ */  /' || :
 check "tgtd is alive after it" tgtd_alive
-check "no tgtd queue pair is left" test "$(tgtd_qps)" -eq 0
-check "no connection's registration is left behind" test "$(conn_mrs)" -eq 0 -a "$(srq_mrs)" -eq 0
+check "no tgtd queue pair is left" count_is 0 tgtd_qps
+check "no connection's registration is left behind" eval 'count_is 0 conn_mrs && count_is 0 srq_mrs'
 must "login once more" iadm "$IQN" --login
 must "the LUN appears once more" wait_lun "$IQN" 1
 check "fio 4 KiB random reads and writes, 32 in flight, crc32c verified" \
@@ -143,8 +141,8 @@ check "write an 8 MiB pattern at 224 MiB (read back later under tgt's own iSER)"
 # --- initiator-name ACLs --------------------------------------------------------
 check "login to the target bound to this initiator's name" iadm "$IQN_ACL" --login
 check "its LUN appears" wait_lun "$IQN_ACL" 1
-check "two sessions, two queue pairs" test "$(tgtd_qps)" -eq 2
-check "the two sessions share one receive queue" test "$(srq_mrs)" -eq 1 -a "$(conn_mrs)" -eq 2
+check "two sessions, two queue pairs" count_is 2 tgtd_qps
+check "the two sessions share one receive queue" eval 'count_is 1 srq_mrs && count_is 2 conn_mrs'
 refused() {
   iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o new >/dev/null &&
   iscsiadm -m node -T "$IQN_OTHER" -p "$PORTAL" -I iser -o update \

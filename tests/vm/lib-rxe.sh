@@ -45,6 +45,19 @@ iser_target() {
   iser_adm --op new --mode logicalunit --tid "$1" --lun 1 -b "$3" --bstype rbio
 }
 
+# tgtd_rdma_count KIND [ERE]: how many of tgtd's KIND resources (qp, mr)
+# rdma lists, of those matching ERE. Prints nothing and fails when rdma
+# cannot list them, so that 0 always means none and never "no answer".
+tgtd_rdma_count() {
+  local out
+  out=$(rdma res show "$1") || return 1
+  awk -v re="${2:-}" '/comm tgtd/ && $0 ~ re { n++ } END { print n + 0 }' <<< "$out"
+}
+tgtd_qps() { tgtd_rdma_count qp; }
+tgtd_mrs_of() { tgtd_rdma_count mr "mrlen ($1)( |\$)"; }
+# count_is N COMMAND...: COMMAND prints a count, and it is N.
+count_is() { local n; n=$("${@:2}") && [[ -n $n && $n -eq $1 ]]; }
+
 # rbio's iSER connections that tgtd has logged as ended (with counters).
 ended_count() { awk '/rbio: iser: .*connection ended; pdus_in=[1-9]/ { n++ } END { print n + 0 }' "$STATE/tgtd.log"; }
 # conn_line NAME BEFORE: the first connection to end after BEFORE had (the
