@@ -238,7 +238,7 @@ MD=$OUT/cost.md
   echo "|---|---|---|--:|--:|--:|---|---|"
   cat "$ROWS"
   echo
-  echo "Goals met: $(grep -c '| MET |$' "$ROWS" || true) of $(grep -cE '\| (MET|NOT MET) \|$' "$ROWS" || true) checked."
+  awk '/\| MET \|$/ { met++ } /\| (MET|NOT MET) \|$/ { all++ } END { printf "Goals met: %d of %d checked.\n", met, all }' "$ROWS"
 } > "$MD"
 rm -f "$ROWS"
 cat "$MD"
