@@ -161,7 +161,11 @@ check "LU and target removed" \
   eval 'tadm --op delete --mode logicalunit --tid 1 --lun 1 && tadm --op delete --mode target --tid 1'
 inq_start removed
 check "a login waits while there is no target (${WAIT_S} s)" inq_waiting removed
-check "a target and LU again" eval 'new_target 1 ready && new_lun 1 1 "$WORK/lu.img" rbio'
+# As tgt.service adds them: with the State offline, so that the waiting login
+# cannot be served between the target's creation and its LU's (it would see
+# LUN 1 missing: LOGICAL UNIT NOT SUPPORTED).
+check "a target and LU again (State offline, then ready)" \
+  eval 'sys_state offline && new_target 1 ready && new_lun 1 1 "$WORK/lu.img" rbio && sys_state ready'
 check "... and the login completes within ${DONE_S} s" inq_done removed "$DONE_S"
 check "tgtd's open fd count is back at its start value" \
   eval 'tadm --op delete --mode logicalunit --tid 1 --lun 1 && tadm --op delete --mode target --tid 1 && fds_back'
