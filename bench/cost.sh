@@ -133,13 +133,16 @@ verdict() { awk "BEGIN { if ($1) print \"MET\"; else print \"NOT MET\" }"; }
 num() { [[ $1 =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; }
 ratio_of() { if num "$1" && num "$2"; then fdiv "$1" "$2"; else echo -; fi; }
 
-# QD1 (bs-compare's table: | workload | store | IOPS | ...).
+# QD1 (bs-compare's table: | workload | store | IOPS | ... | goal |). The
+# ratio is bs-compare's median of per-round ratios (in the rbio row's goal:
+# ">=0.9x null (0.957x [0.85-1.01])"), not the ratio of the two medians.
 for op in read write; do
-  read -r null_iops rbio_iops < <(awk -F'|' -v w="4 KiB $op, 1 in flight" '
+  read -r null_iops rbio_iops rt < <(awk -F'|' -v w="4 KiB $op, 1 in flight" '
       { gsub(/^ +| +$/, "", $2); gsub(/ /, "", $3) }
-      $2 == w && $3 == "null" { n = $4 + 0 } $2 == w && $3 == "rbio" { r = $4 + 0 }
-      END { print (n ? n : "-"), (r ? r : "-") }' "$OUT/bs-compare.md")
-  rt=$(ratio_of "$rbio_iops" "$null_iops")
+      $2 == w && $3 == "null" { n = $4 + 0 }
+      $2 == w && $3 == "rbio" { r = $4 + 0
+        if (match($8, /null \([0-9.]+x/)) q = substr($8, RSTART + 6, RLENGTH - 7) }
+      END { print (n ? n : "-"), (r ? r : "-"), (q != "" ? q : "-") }' "$OUT/bs-compare.md")
   st="n/a"; num "$rt" && st=$(verdict "$rt >= 0.9")
   row "TCP (rbio transport, one tgtd)" "IOPS at 1 in flight, bs null (stock column) vs bs rbio (load ${LOAD[qd1]})" \
     "4 KiB $op, QD1" "$null_iops" "$rbio_iops" "$rt" "rbio >= 0.9x null" "$st"
