@@ -37,7 +37,10 @@ void write_all(int fd, std::string_view content, const std::string& tmp) {
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view content) {
-    const std::string tmp = path + ".tmp";
+    write_file_atomically(path, path + ".tmp", content);
+}
+
+void write_file_atomically(const std::string& path, const std::string& tmp, std::string_view content) {
     UniqueFd fd = create(tmp, path);
     try {
         if (::fchmod(fd.get(), 0644) != 0) throw sys_error(tmp, errno);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <string>
 
@@ -16,17 +17,36 @@ namespace {
 std::atomic<uint64_t> g_open{0};
 std::atomic<uint64_t> g_total{0};
 
-std::string expand(const char* pattern) {
-    std::string out;
+// The file is rewritten every second for tgtd's whole life: its text and
+// names live here and keep their capacity, so from the second write on it
+// allocates nothing (allocations per command are counted over whole runs,
+// bench/cost.sh).
+struct StatsBuffers {
+    std::string path, tmp, text;
+};
+
+StatsBuffers& buffers() {
+    static StatsBuffers b;
+    return b;
+}
+
+void append_number(std::string& out, uint64_t v) {
+    char digits[24];
+    const auto res = std::to_chars(digits, digits + sizeof digits, v);  // 24 digits always fit
+    out.append(digits, res.ptr);
+}
+
+// PATTERN with "%p" replaced by tgtd's pid, into OUT.
+void expand(const char* pattern, std::string& out) {
+    out.clear();
     for (const char* p = pattern; *p; ++p) {
         if (p[0] == '%' && p[1] == 'p') {
-            out += std::to_string(getpid());
+            append_number(out, uint64_t(getpid()));
             ++p;
         } else {
             out += *p;
         }
     }
-    return out;
 }
 
 }  // namespace
@@ -48,10 +68,15 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
     using rbio::iser::Counter;
     try {
         auto c = rbio::tp::totals().snapshot();
-        std::string text =
-            "# rbio TCP transport statistics of tgtd pid " + std::to_string(getpid()) + "\ntransport=rbio\n";
+        StatsBuffers& b = buffers();
+        std::string& text = b.text;
+        text.assign("# rbio TCP transport statistics of tgtd pid ");
+        append_number(text, uint64_t(getpid()));
+        text.append("\ntransport=rbio\n");
         auto line = [&](const char* key, uint64_t v) {
-            text.append(key).append("=").append(std::to_string(v)).append("\n");
+            text.append(key).append("=");
+            append_number(text, v);
+            text.append("\n");
         };
         line("connections_open", g_open.load());
         line("connections_total", g_total.load());
@@ -63,7 +88,9 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
                       c.pdus_per_send());
         text += ratios;
         if (connections) text += connections;
-        rbio::bs::write_file_atomically(expand(pattern), text);
+        expand(pattern, b.path);
+        b.tmp.assign(b.path).append(".tmp");
+        rbio::bs::write_file_atomically(b.path, b.tmp, text);
         return 0;
     } catch (const std::exception& e) {
         std::snprintf(err, errlen, "%s", e.what());
@@ -73,6 +100,10 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
     return -1;
 }
 
-void rbio_tp_stats_remove(const char* pattern) { ::unlink(expand(pattern).c_str()); }
+void rbio_tp_stats_remove(const char* pattern) {
+    std::string path;
+    expand(pattern, path);
+    ::unlink(path.c_str());
+}
 
 }  // extern "C"

@@ -15,4 +15,9 @@ namespace rbio::bs {
 // is gone then.
 void write_file_atomically(const std::string& path, std::string_view content);
 
+// The same with the temporary file's name given (PATH.tmp, the caller's
+// to build): a writer that runs every second keeps both names and so
+// allocates nothing here.
+void write_file_atomically(const std::string& path, const std::string& tmp, std::string_view content);
+
 }  // namespace rbio::bs
