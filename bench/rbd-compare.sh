@@ -4,7 +4,8 @@
 # cluster (scripts/ceph-dev.sh: one monitor, one memstore OSD, loopback).
 #
 #   bench/rbd-compare.sh [--rounds N] [--time S] [--quick] [--csv FILE]
-#       [--size-mb N] [--no-mixed] [--no-strace]
+#       [--size-mb N] [--no-mixed] [--no-strace] [--workloads LIST]
+#       [--configs LIST] [--ports N] [--ceph-port N] [--rbio-b BUILD_DIR]
 #
 #   --rounds N    interleaved rounds; the tables give medians (default 3)
 #   --time S      seconds per point (default 5)
@@ -14,6 +15,17 @@
 #                 twice that in RAM once the image is prefilled)
 #   --no-mixed    leave out bs_rbd behind rbio's transport
 #   --no-strace   leave out the system-call pass
+#   --workloads LIST  only these workloads, comma-separated OP:BYTES:DEPTH:PATTERN
+#                 (OP read|write, PATTERN rand|seq), e.g. write:4096:32:rand
+#                 for the 4 KiB random writes at 32 in flight
+#   --configs LIST    only these configurations (comma-separated; rbio is
+#                 always in): rbio, bs_rbd, librbd, bs_rbd+rt
+#   --ports N     tgtd control ports N (stock) and N+1 (rbio), portals
+#                 N+8000 and N+8001 (default 5950)
+#   --ceph-port N     Ceph monitor port; N+1 is used too (default 17000)
+#   --rbio-b DIR  A/B of rbio's code: one more configuration, rbio-b, the
+#                 bs_rbio.so of the build folder DIR in a third tgtd (control
+#                 port N+2, portal N+8002); its rbio/this column is A over B
 #
 # Configurations, all on the same image (pool rbd, created with only the
 # layering feature: without exclusive-lock the clients take turns without
@@ -45,8 +57,8 @@
 # the hypervisor stole ("stl"). After the rounds: one strace -c -f pass per
 # configuration (4 KiB random reads at 32) for system calls per I/O, and
 # the rbio engine's counters (logged when its LU is removed).
-# Ports: Ceph monitor 17000-17001, tgtd control 5950-5951, portals
-# 13950-13951. Everything started is stopped by PID at exit.
+# Ports (defaults): Ceph monitor 17000-17001, tgtd control 5950-5951,
+# portals 13950-13951. Everything started is stopped by PID at exit.
 set -euo pipefail
 
 ORIG_ARGS=("$@")
@@ -54,7 +66,8 @@ BENCH_NAME=rbd-compare
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ROUNDS=3 SECS=5 QUICK=0 CSV="" SIZE_MB=1024 MIXED=1 STRACE=1
+ROUNDS=3 SECS=5 QUICK=0 CSV="" SIZE_MB=1024 MIXED=1 STRACE=1 WL_ONLY="" CFG_ONLY=""
+CTL_BASE=5950 CEPH_PORT=17000 RBIO_B=""
 ROUNDS_SET=0 SECS_SET=0
 while (( $# )); do
   case $1 in
@@ -65,6 +78,11 @@ while (( $# )); do
     --size-mb) SIZE_MB=${2:-}; shift 2 ;;
     --no-mixed) MIXED=0; shift ;;
     --no-strace) STRACE=0; shift ;;
+    --workloads) WL_ONLY=${2:-}; [[ -n $WL_ONLY ]] || die "--workloads needs a list"; shift 2 ;;
+    --configs) CFG_ONLY=${2:-}; [[ -n $CFG_ONLY ]] || die "--configs needs a list"; shift 2 ;;
+    --ports) CTL_BASE=${2:-}; shift 2 ;;
+    --ceph-port) CEPH_PORT=${2:-}; shift 2 ;;
+    --rbio-b) RBIO_B=${2:-}; [[ -f $RBIO_B/modules/bs_rbio.so ]] || die "--rbio-b: no $RBIO_B/modules/bs_rbio.so"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'rbd-compare: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
@@ -73,13 +91,28 @@ if (( QUICK )); then
   (( ROUNDS_SET )) || ROUNDS=1
   (( SECS_SET )) || SECS=2
 fi
-for v in ROUNDS SECS SIZE_MB; do
+for v in ROUNDS SECS SIZE_MB CTL_BASE CEPH_PORT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "${v,,} must be a positive integer (got '${!v}')"
 done
 (( SIZE_MB >= 64 )) || die "--size-mb must be at least 64"
+(( CTL_BASE >= 1024 && CTL_BASE + 8001 <= 65535 )) || die "--ports must be 1024-57534"
+(( CEPH_PORT >= 1024 && CEPH_PORT < 65535 )) || die "--ceph-port must be 1024-65534"
+if [[ -n $CFG_ONLY ]]; then
+  for c in ${CFG_ONLY//,/ }; do
+    [[ $c =~ ^(rbio|bs_rbd|librbd|bs_rbd\+rt)$ ]] || die "--configs: unknown configuration '$c' (rbio, bs_rbd, librbd, bs_rbd+rt)"
+  done
+fi
+if [[ -n $WL_ONLY ]]; then
+  for w in ${WL_ONLY//,/ }; do
+    [[ $w =~ ^(read|write):[1-9][0-9]*:[1-9][0-9]*:(rand|seq)$ ]] \
+      || die "--workloads: '$w' is not OP:BYTES:DEPTH:PATTERN (e.g. write:4096:32:rand)"
+    (( $(cut -d: -f2 <<< "$w") % 512 == 0 )) \
+      || die "--workloads: '$w': BYTES must be a multiple of 512"
+  done
+fi
 
-CEPH_PORT=17000
-declare -A CTL=([rbio]=5951 [stock]=5950) PORTAL=([rbio]=13951 [stock]=13950)
+declare -A CTL=([rbio]=$(( CTL_BASE + 1 )) [stock]=$CTL_BASE [rbiob]=$(( CTL_BASE + 2 )))
+declare -A PORTAL=([rbio]=$(( CTL_BASE + 8001 )) [stock]=$(( CTL_BASE + 8000 )) [rbiob]=$(( CTL_BASE + 8002 )))
 BUILD=${RBIO_BUILD_DIR:-$ROOT/build}
 RBIO=$BUILD/initiator/rbio
 STOCK_BS_RBD=/usr/lib/tgt/backing-store/bs_rbd.so
@@ -94,7 +127,7 @@ command -v strace >/dev/null || (( ! STRACE )) || die "strace not found: apt-get
 [[ -x $RBIO && -f $BUILD/modules/bs_rbio.so ]] \
   || die "$RBIO or $BUILD/modules/bs_rbio.so missing: build first (cmake -S . -B build && cmake --build build)"
 port_busy "$CEPH_PORT" || port_busy $(( CEPH_PORT + 1 )) && die "Ceph ports $CEPH_PORT-$(( CEPH_PORT + 1 )) are in use"
-for t in rbio stock; do
+for t in rbio stock ${RBIO_B:+rbiob}; do
   port_busy "${CTL[$t]}" && die "control port ${CTL[$t]} is in use"
   port_busy "${PORTAL[$t]}" && die "portal port ${PORTAL[$t]} is in use"
 done
@@ -105,7 +138,7 @@ WORK=$(mktemp -d /tmp/rbd-compare.XXXXXX)
 CEPH_DIR=$WORK/ceph
 CONF=$CEPH_DIR/ceph.conf
 CEPH_STARTED=0 STRACE_PID=""
-declare -A TGTD_PID=() STATE=([rbio]=$WORK/tgtd-rbio [stock]=$WORK/tgtd-stock)
+declare -A TGTD_PID=() STATE=([rbio]=$WORK/tgtd-rbio [stock]=$WORK/tgtd-stock [rbiob]=$WORK/tgtd-rbiob)
 TGTDS=()
 
 cleanup() {
@@ -172,13 +205,21 @@ mkdir -p "$WORK/mods-stock" "$WORK/mods-rbio"
 cp "$STOCK_BS_RBD" "$WORK/mods-stock/"
 cp "$BUILD/modules/bs_rbio.so" "$WORK/mods-rbio/"
 (( MIXED )) && cp "$STOCK_BS_RBD" "$WORK/mods-rbio/"
+if [[ -n $RBIO_B ]]; then mkdir -p "$WORK/mods-rbiob"; cp "$RBIO_B/modules/bs_rbio.so" "$WORK/mods-rbiob/"; fi
 IQN_BASE=iqn.2026-12.local.rbd-compare
 # IQNs take no '_' or '+'.
-declare -A IQN=([rbio]=$IQN_BASE:rbio [bs_rbd]=$IQN_BASE:bs-rbd [bs_rbd+rt]=$IQN_BASE:bs-rbd-rt)
+declare -A IQN=([rbio]=$IQN_BASE:rbio [bs_rbd]=$IQN_BASE:bs-rbd [bs_rbd+rt]=$IQN_BASE:bs-rbd-rt [rbio-b]=$IQN_BASE:rbio-b)
 CONFIGS=(rbio bs_rbd librbd)
 (( MIXED )) && CONFIGS+=(bs_rbd+rt)
-declare -A TGTD_OF=([rbio]=rbio [bs_rbd]=stock [bs_rbd+rt]=rbio) TID_OF=([rbio]=1 [bs_rbd]=1 [bs_rbd+rt]=2)
-for t in stock rbio; do
+if [[ -n $CFG_ONLY ]]; then
+  kept=(rbio)
+  for c in "${CONFIGS[@]:1}"; do [[ ",$CFG_ONLY," == *",$c,"* ]] && kept+=("$c"); done
+  CONFIGS=("${kept[@]}")
+fi
+[[ -n $RBIO_B ]] && CONFIGS+=(rbio-b)
+declare -A TGTD_OF=([rbio]=rbio [bs_rbd]=stock [bs_rbd+rt]=rbio [rbio-b]=rbiob)
+declare -A TID_OF=([rbio]=1 [bs_rbd]=1 [bs_rbd+rt]=2 [rbio-b]=1)
+for t in stock rbio ${RBIO_B:+rbiob}; do
   TGTDS+=("$t")
   env -u RBIO_TRANSPORT "$SANDBOX" start "${STATE[$t]}" --modules "$WORK/mods-$t" \
     --control-port "${CTL[$t]}" --portal "127.0.0.1:${PORTAL[$t]}" >/dev/null
@@ -186,18 +227,20 @@ for t in stock rbio; do
   [[ $(cat "/proc/$pid/comm" 2>/dev/null) == tgtd ]] || die "pid $pid of the $t tgtd is not tgtd"
   TGTD_PID[$t]=$pid
 done
-for c in rbio bs_rbd bs_rbd+rt; do
+for c in rbio bs_rbd bs_rbd+rt rbio-b; do
   [[ -n ${TGTD_OF[$c]:-} && " ${CONFIGS[*]} " == *" $c "* ]] || continue
   t=${TGTD_OF[$c]} tid=${TID_OF[$c]}
   a=(tgtadm -C "${CTL[$t]}" --lld iscsi)
   "${a[@]}" --op new --mode target --tid "$tid" -T "${IQN[$c]}"
-  if [[ $c == rbio ]]; then lu=(--bstype rbio -b "rbd:rbd/$IMG" --bsopts "rbd_conf=$CONF")
+  if [[ $c == rbio* ]]; then lu=(--bstype rbio -b "rbd:rbd/$IMG" --bsopts "rbd_conf=$CONF")
   else lu=(--bstype rbd -b "rbd/$IMG" --bsopts "conf=$STOCK_CONF"); fi
   "${a[@]}" --op new --mode logicalunit --tid "$tid" --lun 1 "${lu[@]}" \
     || die "the $t tgtd refused the $c LU (${lu[*]}); see ${STATE[$t]}/tgtd.log"
   "${a[@]}" --op bind --mode target --tid "$tid" -I ALL
 done
-grep -q "served by rbio's transport" "${STATE[rbio]}/tgtd.log" || die "rbio's transport does not serve the rbio tgtd's portal"
+for t in rbio ${RBIO_B:+rbiob}; do
+  grep -q "served by rbio's transport" "${STATE[$t]}/tgtd.log" || die "rbio's transport does not serve the $t tgtd's portal"
+done
 grep -q "backing store 'rbio' registered" "${STATE[stock]}/tgtd.log" && die "the stock tgtd loaded rbio"
 
 # ---------------------------------------------------------------- measuring
@@ -208,6 +251,7 @@ else
   WORKLOADS=(write:4096:1:rand write:4096:32:rand write:65536:32:seq write:1048576:32:seq
              read:4096:1:rand read:4096:32:rand read:65536:32:seq read:1048576:32:seq)
 fi
+[[ -n $WL_ONLY ]] && IFS=, read -r -a WORKLOADS <<< "$WL_ONLY"
 declare -A EST=()   # workload -> librbd IOPS last seen (sizes rbd bench's total)
 
 # snap: TK[name]=ticks of each process that shares the cores with the bench.
