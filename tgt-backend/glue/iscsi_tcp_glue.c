@@ -370,7 +370,7 @@ static void tp_force_close(struct iscsi_connection *conn)
 static void tp_release(struct iscsi_connection *conn)
 {
 	struct rbio_conn *rc = RC(conn);
-	char counters[256];
+	char counters[384];
 
 	rbio_pass_cancel(&rc->pass);
 	conn_exit(conn);

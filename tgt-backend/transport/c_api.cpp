@@ -120,11 +120,13 @@ void rbio_tcp_conn_describe(const rbio_tcp_conn* c, char* out, size_t len) {
     const auto& k = c->conn.counters();
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu recv_calls=%llu send_calls=%llu "
-                  "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu",
+                  "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu "
+                  "lent=%llu lend_refused=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::RecvCalls], (unsigned long long)k[Counter::SendCalls],
                   k.pdus_per_recv(), k.pdus_per_send(), (unsigned long long)k[Counter::BytesIn],
-                  (unsigned long long)k[Counter::BytesOut]);
+                  (unsigned long long)k[Counter::BytesOut], (unsigned long long)k[Counter::Lent],
+                  (unsigned long long)k[Counter::LendRefused]);
 }
 
 void rbio_tcp_conn_publish(rbio_tcp_conn* c) { c->conn.publish(); }
