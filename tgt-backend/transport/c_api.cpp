@@ -82,11 +82,7 @@ int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data
     return 0;
 }
 
-int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) {
-    const auto& tx = c->conn.tx();
-    const TxState s = tx.state();
-    return s != TxState::Blocked && s != TxState::Failed && tx.queued_pdus() < tx.config().max_queued_pdus;
-}
+int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) { return c->conn.tx_open() ? 1 : 0; }
 
 void rbio_tcp_conn_tx_header(rbio_tcp_conn* c, const void* bhs) {
     c->conn.tx_header(static_cast<const uint8_t*>(bhs));
@@ -97,7 +93,8 @@ void rbio_tcp_conn_tx_data(rbio_tcp_conn* c, const void* data, size_t len) {
 }
 
 int rbio_tcp_conn_tx_end(rbio_tcp_conn* c, int header_digest, int data_digest) {
-    return c->conn.tx_end(header_digest != 0, data_digest != 0) == TxAccept::Queued ? 0 : -1;
+    if (c->conn.tx_end(header_digest != 0, data_digest != 0) != TxAccept::Queued) return -1;
+    return c->conn.tx_open() ? 1 : 0;
 }
 
 rbio_tx_state rbio_tcp_conn_flush(rbio_tcp_conn* c) { return to_c(c->conn.tx().flush()); }
