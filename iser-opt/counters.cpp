@@ -23,6 +23,8 @@ const char* counter_name(Counter c) {
         case Counter::RdmaReads: return "rdma_reads";
         case Counter::SpinHits: return "spin_hits";
         case Counter::SpinMisses: return "spin_misses";
+        case Counter::Lent: return "lent";
+        case Counter::LendRefused: return "lend_refused";
         case Counter::Count_: break;
     }
     return "unknown";

@@ -85,22 +85,39 @@ PduLayout layout_of(BhsView bhs, bool header_digest, bool data_digest) {
     return PduLayout{uint32_t(bhs.ahs_length()), bhs.data_segment_length(), header_digest, data_digest};
 }
 
-std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from) {
-    if (!is_known_opcode(bhs.opcode_byte(), from))
-        return make_error(PduErrc::UnknownOpcode, "unknown opcode 0x%02x from %s",
-                          unsigned(bhs.opcode_byte()), to_string(from));
-    uint32_t max_ahs =
-        limits.max_ahs_length < kMaxAhsLength ? limits.max_ahs_length : uint32_t(kMaxAhsLength);
-    if (bhs.ahs_length() > max_ahs)
-        return make_error(PduErrc::AhsTooLong, "total AHS length %zu exceeds limit %u (%s, ITT 0x%08x)",
-                          bhs.ahs_length(), max_ahs, opcode_name(bhs.opcode_byte()), bhs.itt());
-    if (bhs.data_segment_length() > limits.max_recv_data_segment_length)
-        return make_error(PduErrc::DataSegmentTooLong,
-                          "data segment length %u exceeds MaxRecvDataSegmentLength %u "
-                          "(%s, ITT 0x%08x)",
-                          bhs.data_segment_length(), limits.max_recv_data_segment_length,
-                          opcode_name(bhs.opcode_byte()), bhs.itt());
+namespace {
+
+uint32_t max_ahs_of(const PduLimits& limits) {
+    return limits.max_ahs_length < kMaxAhsLength ? limits.max_ahs_length : uint32_t(kMaxAhsLength);
+}
+
+}  // namespace
+
+std::optional<PduErrc> bhs_error(BhsView bhs, const PduLimits& limits, PduSender from) noexcept {
+    if (!is_known_opcode(bhs.opcode_byte(), from)) return PduErrc::UnknownOpcode;
+    if (bhs.ahs_length() > max_ahs_of(limits)) return PduErrc::AhsTooLong;
+    if (bhs.data_segment_length() > limits.max_recv_data_segment_length) return PduErrc::DataSegmentTooLong;
     return std::nullopt;
+}
+
+std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from) {
+    const auto code = bhs_error(bhs, limits, from);
+    if (!code) return std::nullopt;
+    switch (*code) {
+        case PduErrc::UnknownOpcode:
+            return make_error(*code, "unknown opcode 0x%02x from %s", unsigned(bhs.opcode_byte()),
+                              to_string(from));
+        case PduErrc::AhsTooLong:
+            return make_error(*code, "total AHS length %zu exceeds limit %u (%s, ITT 0x%08x)",
+                              bhs.ahs_length(), max_ahs_of(limits), opcode_name(bhs.opcode_byte()),
+                              bhs.itt());
+        default:
+            return make_error(*code,
+                              "data segment length %u exceeds MaxRecvDataSegmentLength %u "
+                              "(%s, ITT 0x%08x)",
+                              bhs.data_segment_length(), limits.max_recv_data_segment_length,
+                              opcode_name(bhs.opcode_byte()), bhs.itt());
+    }
 }
 
 std::optional<Ahs> AhsReader::next() {

@@ -75,20 +75,26 @@ bool StreamRx::switch_chunk() noexcept {
 }
 
 uint8_t* StreamRx::lend(size_t offset, size_t len) noexcept {
-    if (!config_.batch_reads || len == 0 || offset > buffered() || len > buffered() - offset) return nullptr;
+    if (!config_.batch_reads || len == 0 || offset > buffered() || len > buffered() - offset) return refuse();
     if (chunks_[cur_].lent == 0 && !spare_chunk()) {
         // The first lend from this chunk: another must be there to move on
         // to while it is out. Allocated once, when lends first need it.
-        if (nchunks_ == kMaxChunks) return nullptr;
+        if (nchunks_ == kMaxChunks) return refuse();
         try {
             chunks_[nchunks_].mem = std::make_unique_for_overwrite<uint8_t[]>(config_.capacity);
         } catch (...) {
-            return nullptr;
+            return refuse();
         }
         ++nchunks_;
     }
     ++chunks_[cur_].lent;
+    ++counters_[Counter::Lent];
     return buf_ + start_ + offset;
+}
+
+uint8_t* StreamRx::refuse() noexcept {
+    ++counters_[Counter::LendRefused];
+    return nullptr;
 }
 
 bool StreamRx::give_back(const void* p) noexcept {

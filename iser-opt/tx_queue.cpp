@@ -30,12 +30,6 @@ TxQueue::TxQueue(const TxConfig& config, StreamWriter& writer, TxCompletion comp
     iov_.resize(config_.max_iov);
 }
 
-TxState TxQueue::state() const {
-    if (failed_) return TxState::Failed;
-    if (blocked_) return TxState::Blocked;
-    return count_ > 0 ? TxState::Pending : TxState::Idle;
-}
-
 TxAccept TxQueue::enqueue(const TxPdu& pdu) {
     if (failed_) return TxAccept::Failed;
     if (pdu.header.size() < kBhsLength || pdu.header.size() % 4 != 0) return TxAccept::Invalid;

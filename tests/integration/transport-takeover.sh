@@ -63,6 +63,11 @@ check "responses were coalesced: at least $MIN_PDUS_PER_SEND PDUs per send call 
 check "responses left inline: below $MAX_EPOLL_CTL_PER_PDU epoll_ctl per PDU sent ($(stat_of epoll_ctl_calls) for $(stat_of pdus_out))" \
   epoll_per_pdu below "$MAX_EPOLL_CTL_PER_PDU"
 check "a closed connection logged its counters" log_has "connection ended; pdus_in="
+# write_in_place (default on; the LUs are bs rbio without O_DIRECT): the
+# 4-8 KiB writes, all immediate data, run from the receive buffer.
+check "writes were executed from the receive buffer ($(stat_of lent) lent, $(stat_of lend_refused) refused)" \
+  at_least lent 1
+check "a closed connection logged its lent writes" log_has "lent=[1-9][0-9]* lend_refused="
 
 iscsi-perf -t 3 -m 8 "$(url takeover)" >/dev/null 2>&1 & perf=$!
 shows_address() { tadm --op show --mode target | grep -q "IP Address: 127.0.0.1"; }
@@ -117,6 +122,14 @@ check "data reads back through the new portal" \
 
 tgtd_stop >/dev/null
 check "tgtd's exit removes the statistics file" test ! -e "$STATS"
+
+echo "== write_in_place = off: every write's data is copied"
+printf 'write_in_place = off\n' > "$WORK/rbio.conf"
+RBIO_CONFIG="$WORK/rbio.conf" RBIO_STATS_FILE=$STATS restart
+check "data reads back with write_in_place off" io_works
+check "the statistics file counts the connection, and none open" wait_for 10 stats_settled
+check "no write was lent, none asked for ($(stat_of lent) lent, $(stat_of lend_refused) refused)" \
+  test "$(stat_of lent)/$(stat_of lend_refused)" = 0/0
 
 echo "== RBIO_PORTALS limits the takeover to the listed portals"
 RBIO_PORTALS="127.0.0.1:$PORT2" RBIO_STATS_FILE=$STATS restart

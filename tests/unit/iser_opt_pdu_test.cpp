@@ -142,6 +142,38 @@ TEST(IserPduValidate, AhsBeyondLimit) {
     EXPECT_FALSE(validate_bhs(b.view(), lim, PduSender::Initiator));
 }
 
+// The per-PDU check (bhs_error) refuses exactly what validate_bhs refuses,
+// for the same reason: every opcode byte, from either side, with AHS and
+// data segment lengths at, below and beyond the limits.
+TEST(IserPduValidate, BhsErrorAgreesWithValidateBhs) {
+    PduLimits lim;
+    lim.max_recv_data_segment_length = 8192;
+    lim.max_ahs_length = 64;
+    size_t refused = 0, cases = 0;
+    for (unsigned op = 0; op < 256; ++op) {
+        for (PduSender from : {PduSender::Initiator, PduSender::Target}) {
+            for (uint8_t ahs_words : {uint8_t(0), uint8_t(16), uint8_t(17), uint8_t(255)}) {
+                for (uint32_t dsl : {0u, 8192u, 8193u, 0xffffffu}) {
+                    Bhs b;
+                    b.raw()[0] = uint8_t(op);
+                    b.set_total_ahs_words(ahs_words).set_data_segment_length(dsl);
+                    const auto code = bhs_error(b.view(), lim, from);
+                    const auto e = validate_bhs(b.view(), lim, from);
+                    ASSERT_EQ(code.has_value(), e.has_value())
+                        << "opcode " << op << " ahs " << int(ahs_words);
+                    if (e) {
+                        EXPECT_EQ(*code, e->code) << "opcode " << op;
+                    }
+                    refused += e.has_value();
+                    ++cases;
+                }
+            }
+        }
+    }
+    EXPECT_GT(refused, 0u);
+    EXPECT_LT(refused, cases);
+}
+
 TEST(IserAhs, ReaderWalksEntriesAndCatchesOverruns) {
     // Extended CDB of 20 bytes (AHSLength 5: reserved byte + CDB bytes 16..19)
     // then a Bidirectional Read Expected Data Transfer Length (AHSLength 5).

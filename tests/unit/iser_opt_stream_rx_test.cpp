@@ -219,6 +219,8 @@ TEST(StreamRx, LentBytesStayUntilGivenBackWhileReceivingGoesOn) {
     uint8_t* lent = rx.lend(0, 4096);
     ASSERT_NE(lent, nullptr);
     EXPECT_EQ(rx.lent(), 1u);
+    EXPECT_EQ(c[Counter::Lent], 1u);
+    EXPECT_EQ(c[Counter::LendRefused], 1u) << "the lend of one byte too many";
     ASSERT_EQ(rx.read(std::span<uint8_t>(lent, 4096)), 4096);
     const std::vector<uint8_t> want(first.begin() + 48, first.end());
     EXPECT_EQ(std::vector<uint8_t>(lent, lent + 4096), want);
@@ -299,6 +301,8 @@ TEST(StreamRx, LendsThatAreNeverGivenBackDoNotStallReceiving) {
     EXPECT_GT(refused, 0u);
     EXPECT_GT(lent.size(), 0u);
     EXPECT_EQ(rx.lent(), lent.size());
+    EXPECT_EQ(c[Counter::Lent], lent.size());
+    EXPECT_EQ(c[Counter::LendRefused], refused);
     for (size_t i = 0; i < lent.size(); ++i) {
         EXPECT_EQ(std::memcmp(lent[i], stream.data() + lent_pdu[i] * (48 + kData) + 48, kData), 0)
             << "lent data of pdu " << lent_pdu[i] << " overwritten";

@@ -84,6 +84,9 @@ struct rbio_conn {
 	struct rbio_pass pass;
 	int writable_event; /* this pass runs for EPOLLOUT */
 	int epollout_armed;
+	/* the send queue takes a response (rbio_tcp_conn_tx_open), as the
+	 * last call that can change it said: queueing, a flush, a cancel */
+	int tx_open;
 	uint64_t rx_served;                  /* bytes ep_read handed to the core */
 	int bhs_have;                        /* bytes of the current BHS handed over */
 	int bhs_fresh;                       /* a BHS was read, nothing after it yet */
@@ -146,6 +149,7 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 {
 	struct iscsi_connection *conn = &rc->iscsi_conn;
 
+	rc->tx_open = rbio_tcp_conn_tx_open(rc->engine);
 	deferred_release(rc, 0);
 	if (st == RBIO_TX_FAILED) {
 		if (conn->state != STATE_CLOSE) {
@@ -165,12 +169,13 @@ static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
 }
 
 /* Responses go out inline (send_inline), or in a pass that runs for
- * EPOLLOUT, while the socket takes them. */
+ * EPOLLOUT, while the socket takes them. Asked before each call of the
+ * core's send handler (two per PDU): what the queue said last, no call. */
 static int may_send(void *ctx)
 {
 	struct rbio_conn *rc = ctx;
 
-	return (settings.send_inline || rc->writable_event) && rbio_tcp_conn_tx_open(rc->engine);
+	return (settings.send_inline || rc->writable_event) && rc->tx_open;
 }
 
 /*
@@ -328,7 +333,14 @@ static void tp_write_end(struct iscsi_connection *conn)
 		hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C) != 0;
 		dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C) != 0;
 	}
-	if (rbio_tcp_conn_tx_end(rc->engine, hd, dd)) {
+	switch (rbio_tcp_conn_tx_end(rc->engine, hd, dd)) {
+	case 1:
+		return;
+	case 0:
+		rc->tx_open = 0;
+		return;
+	default:
+		rc->tx_open = 0;
 		conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED
 					   ? rbio_tcp_conn_tx_error(rc->engine)
 					   : "response not queued");
@@ -358,6 +370,7 @@ static size_t tp_close(struct iscsi_connection *conn)
 	conn->state = STATE_CLOSE;
 	rbio_ping_stop(&rc->ping);
 	rbio_tcp_conn_tx_cancel(rc->engine);
+	rc->tx_open = rbio_tcp_conn_tx_open(rc->engine);
 	deferred_release(rc, 0);
 	return 0;
 }
@@ -370,7 +383,7 @@ static void tp_force_close(struct iscsi_connection *conn)
 static void tp_release(struct iscsi_connection *conn)
 {
 	struct rbio_conn *rc = RC(conn);
-	char counters[256];
+	char counters[384];
 
 	rbio_pass_cancel(&rc->pass);
 	conn_exit(conn);
@@ -658,6 +671,7 @@ static void accept_handler(int lfd, int events, void *data)
 	if (!rc)
 		goto refuse;
 	rc->fd = fd;
+	rc->tx_open = 1;
 	memcpy(rc->peer, peer, sizeof(rc->peer));
 	memcpy(rc->portal, portal, sizeof(rc->portal));
 	rc->releases = rbio_release_queue_new();

@@ -118,6 +118,14 @@ ConnectionFamily connection_family(Counter c) {
             return {{"rbio_connection_rdma_spin_misses_total", C,
                      "Spins that found nothing and armed the completion channel"},
                     Applies::Iser};
+        case Counter::Lent:
+            return {{"rbio_connection_lent_write_buffers_total", C,
+                     "Writes executed from the receive buffer, without a copy (write_in_place)"},
+                    Applies::Tcp};
+        case Counter::LendRefused:
+            return {{"rbio_connection_lend_refused_total", C,
+                     "Writes eligible for write_in_place whose data was copied after all"},
+                    Applies::Tcp};
         case Counter::Count_: break;
     }
     return {{"rbio_connection_unknown_total", C, "unknown counter"}, Applies::Both};

@@ -73,20 +73,17 @@ int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data
     rbio::iser::PduLimits limits;
     limits.max_recv_data_segment_length = max_data;
     rbio::iser::BhsView view(static_cast<const uint8_t*>(bhs));
-    auto e = rbio::iser::validate_bhs(view, limits, rbio::iser::PduSender::Initiator);
-    if (e) {
-        std::snprintf(err, errlen, "%s", e->message.c_str());
+    // Every header is checked; only a refused one pays for the message.
+    if (rbio::iser::bhs_error(view, limits, rbio::iser::PduSender::Initiator)) [[unlikely]] {
+        auto e = rbio::iser::validate_bhs(view, limits, rbio::iser::PduSender::Initiator);
+        std::snprintf(err, errlen, "%s", e ? e->message.c_str() : "header refused");
         return -1;
     }
     ++c->conn.counters()[Counter::PdusIn];
     return 0;
 }
 
-int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) {
-    const auto& tx = c->conn.tx();
-    const TxState s = tx.state();
-    return s != TxState::Blocked && s != TxState::Failed && tx.queued_pdus() < tx.config().max_queued_pdus;
-}
+int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) { return c->conn.tx_open() ? 1 : 0; }
 
 void rbio_tcp_conn_tx_header(rbio_tcp_conn* c, const void* bhs) {
     c->conn.tx_header(static_cast<const uint8_t*>(bhs));
@@ -97,7 +94,8 @@ void rbio_tcp_conn_tx_data(rbio_tcp_conn* c, const void* data, size_t len) {
 }
 
 int rbio_tcp_conn_tx_end(rbio_tcp_conn* c, int header_digest, int data_digest) {
-    return c->conn.tx_end(header_digest != 0, data_digest != 0) == TxAccept::Queued ? 0 : -1;
+    if (c->conn.tx_end(header_digest != 0, data_digest != 0) != TxAccept::Queued) return -1;
+    return c->conn.tx_open() ? 1 : 0;
 }
 
 rbio_tx_state rbio_tcp_conn_flush(rbio_tcp_conn* c) { return to_c(c->conn.tx().flush()); }
@@ -120,11 +118,13 @@ void rbio_tcp_conn_describe(const rbio_tcp_conn* c, char* out, size_t len) {
     const auto& k = c->conn.counters();
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu recv_calls=%llu send_calls=%llu "
-                  "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu",
+                  "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu "
+                  "lent=%llu lend_refused=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::RecvCalls], (unsigned long long)k[Counter::SendCalls],
                   k.pdus_per_recv(), k.pdus_per_send(), (unsigned long long)k[Counter::BytesIn],
-                  (unsigned long long)k[Counter::BytesOut]);
+                  (unsigned long long)k[Counter::BytesOut], (unsigned long long)k[Counter::Lent],
+                  (unsigned long long)k[Counter::LendRefused]);
 }
 
 void rbio_tcp_conn_publish(rbio_tcp_conn* c) { c->conn.publish(); }

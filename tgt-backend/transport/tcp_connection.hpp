@@ -37,6 +37,12 @@ public:
     void tx_header(const uint8_t* bhs);
     void tx_data(std::span<const uint8_t> data) { data_ = data; }
     iser::TxAccept tx_end(bool header_digest, bool data_digest);
+    // The queue takes a response now: not blocked, not failed, room left.
+    bool tx_open() const {
+        const iser::TxState s = tx_.state();
+        return s != iser::TxState::Blocked && s != iser::TxState::Failed &&
+               tx_.queued_pdus() < tx_.config().max_queued_pdus;
+    }
 
     uint64_t queued_total() const { return queued_total_; }
     uint64_t done_total() const { return done_total_; }

@@ -34,6 +34,11 @@ enum class Counter : uint8_t {
     RdmaReads,       // RDMA READs posted: one per R2T a write's data did not avoid
     SpinHits,        // spins on an empty CQ that found a completion (no wake-up)
     SpinMisses,      // spins that found nothing and armed the channel after all
+    // TCP, write_in_place: a write's data buffer lent from the receive
+    // buffer (executed without a copy), or asked for and refused (not all
+    // buffered, or no receive chunk left free: the data is copied).
+    Lent,
+    LendRefused,
     Count_
 };
 

@@ -234,6 +234,9 @@ PduLayout layout_of(BhsView bhs, bool header_digest, bool data_digest);
 // Checks what the BHS alone tells: opcode, AHS and data segment lengths.
 // Nothing when the PDU may be read on.
 std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from);
+// The same checks, saying only which one failed: for a per-PDU path that
+// builds validate_bhs()'s message only for a header it refuses.
+std::optional<PduErrc> bhs_error(BhsView bhs, const PduLimits& limits, PduSender from) noexcept;
 
 // RFC 7143 §11.2.2: AHSType values.
 enum class AhsType : uint8_t { ExtendedCdb = 1, BidirectionalReadLength = 2 };

@@ -73,6 +73,7 @@ public:
     // the next byte read() serves, valid until give_back(); nullptr when
     // they are not all buffered or no chunk would be left to move on to.
     // A later read() into the lent bytes themselves skips the copy.
+    // Counts Counter::Lent or Counter::LendRefused.
     uint8_t* lend(size_t offset, size_t len) noexcept;
     // p came from lend(): its chunk may be reused once nothing else is lent
     // from it. false (and nothing done) when p lies in no chunk.
@@ -96,6 +97,8 @@ public:
 private:
     ssize_t receive(iovec* iov, int n);
     ssize_t unbatched_read(std::span<uint8_t> dst);
+    // lend()'s refusal: counted, nullptr.
+    uint8_t* refuse() noexcept;
     void make_room();
     // Starts receiving into a chunk with nothing lent, moving the unread
     // bytes there; false when there is none (never while a lend is out,

@@ -130,7 +130,11 @@ public:
     // Drops every queued PDU, running its completion with `status`.
     void cancel_all(int status);
 
-    TxState state() const;
+    TxState state() const {
+        if (failed_) return TxState::Failed;
+        if (blocked_) return TxState::Blocked;
+        return count_ > 0 ? TxState::Pending : TxState::Idle;
+    }
     size_t queued_pdus() const { return count_; }
     size_t queued_bytes() const { return unsent_bytes_; }
     // Why the stream broke; empty unless state() is Failed.

@@ -83,7 +83,10 @@ int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t m
 int rbio_tcp_conn_tx_open(const struct rbio_tcp_conn *c);
 void rbio_tcp_conn_tx_header(struct rbio_tcp_conn *c, const void *bhs);
 void rbio_tcp_conn_tx_data(struct rbio_tcp_conn *c, const void *data, size_t len);
-/* Queues the PDU; 0, or -1 (the stream failed or the queue overflowed). */
+/* Queues the PDU: 1, or 0 when the queue takes no more for now (what
+ * rbio_tcp_conn_tx_open() would say next), or -1 (the stream failed or the
+ * queue overflowed). Only this, a flush (or on_writable) and a cancel
+ * change what rbio_tcp_conn_tx_open() says. */
 int rbio_tcp_conn_tx_end(struct rbio_tcp_conn *c, int header_digest, int data_digest);
 enum rbio_tx_state rbio_tcp_conn_flush(struct rbio_tcp_conn *c);
 enum rbio_tx_state rbio_tcp_conn_on_writable(struct rbio_tcp_conn *c);
