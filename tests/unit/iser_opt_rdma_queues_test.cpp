@@ -22,6 +22,10 @@ struct Posted {
     ibv_wr_opcode opcode;
     bool signaled;
     bool inline_data;
+    int num_sge;
+    uint64_t addr;  // the first segment's
+    uint64_t remote_addr;
+    uint32_t rkey;
 };
 
 class RecordingPoster : public SendPoster {
@@ -34,8 +38,11 @@ public:
                 *bad = w;
                 return ENOMEM;
             }
+            const bool rdma = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ;
             posted.push_back({w->wr_id, w->opcode, (w->send_flags & IBV_SEND_SIGNALED) != 0,
-                              (w->send_flags & IBV_SEND_INLINE) != 0});
+                              (w->send_flags & IBV_SEND_INLINE) != 0, w->num_sge,
+                              w->num_sge > 0 ? w->sg_list[0].addr : 0, rdma ? w->wr.rdma.remote_addr : 0,
+                              rdma ? w->wr.rdma.rkey : 0});
         }
         return 0;
     }
@@ -267,6 +274,56 @@ TEST(RdmaSendQueue, NeverFillsTheQueueWithoutASignalledSendInFlight) {
     ASSERT_FALSE(ids.empty());
     ASSERT_TRUE(f.q.on_completion(ids.back(), 0));
     EXPECT_GE(f.q.config().depth - f.q.in_flight(), 16u);
+}
+
+TEST(RdmaSendQueue, RequestsGoRoundTheRingWithNothingLeftFromEarlierOnes) {
+    // Work requests are built in place, in a ring larger than the depth
+    // (a power of two): requests of every kind go round it several times,
+    // and each post carries what its own push said, never what an earlier
+    // request at the same place left (a signal, inline data, an address).
+    Fixture f(SendConfig{.depth = 24, .signal_every = 4, .max_inline = 100});
+    const ibv_sge small{0x1000, 76, 1}, big{0x2000, 4096, 2};
+    uint64_t token = 1;
+    for (int pass = 0; pass < 20; ++pass) {
+        const size_t first = f.poster.posted.size();
+        const uint64_t va = 0xa000 + uint64_t(pass) * 0x1000;
+        ASSERT_TRUE(f.q.push({WrKind::RdmaRead, {&big, 1}, va, uint32_t(pass), token++}));
+        ASSERT_TRUE(f.q.push({WrKind::RdmaWrite, {&big, 1}, va + 1, uint32_t(pass) + 1, token++}));
+        ASSERT_TRUE(f.q.push({WrKind::Send, {&small, 1}, 0, 0, token++}));
+        ASSERT_EQ(f.q.flush(), 0);
+        ASSERT_EQ(f.poster.posted.size(), first + 3);
+        const Posted* p = &f.poster.posted[first];
+        for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(p[i].wr_id, first + i);
+        EXPECT_EQ(p[0].opcode, IBV_WR_RDMA_READ);
+        EXPECT_TRUE(p[0].signaled);  // its data is awaited
+        EXPECT_EQ(p[0].remote_addr, va);
+        EXPECT_EQ(p[0].rkey, uint32_t(pass));
+        EXPECT_EQ(p[1].opcode, IBV_WR_RDMA_WRITE);
+        EXPECT_FALSE(p[1].signaled);
+        EXPECT_FALSE(p[1].inline_data);
+        EXPECT_EQ(p[1].remote_addr, va + 1);
+        EXPECT_EQ(p[1].rkey, uint32_t(pass) + 1);
+        EXPECT_EQ(p[2].opcode, IBV_WR_SEND);
+        EXPECT_FALSE(p[2].signaled);
+        EXPECT_TRUE(p[2].inline_data);
+        EXPECT_EQ(p[2].num_sge, 1);
+        EXPECT_EQ(p[2].addr, small.addr);
+        f.complete_signaled();
+    }
+    // Every request but the last pass's unsignalled two was released, in order.
+    ASSERT_EQ(f.released.size(), 58u);
+    for (size_t i = 0; i < f.released.size(); ++i) EXPECT_EQ(f.released[i].first, i + 1);
+    ASSERT_TRUE(f.q.needs_cover());
+    ASSERT_EQ(f.q.cover(), 0);
+    const Posted& c = f.poster.posted.back();
+    EXPECT_EQ(c.opcode, IBV_WR_RDMA_WRITE);
+    EXPECT_EQ(c.num_sge, 0);
+    EXPECT_EQ(c.remote_addr, 0u);
+    EXPECT_EQ(c.rkey, 0u);
+    EXPECT_TRUE(c.signaled);
+    f.complete_signaled();
+    EXPECT_EQ(f.released.size(), 61u);
+    EXPECT_EQ(f.q.in_flight(), 0u);
 }
 
 TEST(RdmaSendQueue, BatchingOffPostsEachRequestAlone) {

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -137,23 +138,30 @@ public:
     const SendConfig& config() const { return config_; }
 
 private:
+    // One per ring position, its work request built in place: sg_list points
+    // at the entry's own segments from the start, and push() writes only the
+    // fields the request's opcode uses (the provider reads no other), so no
+    // request is zeroed or copied on its way to the post.
     struct Entry {
         ibv_send_wr wr{};
         std::array<ibv_sge, kMaxSge> sge{};
         uint64_t token = 0;
         uint32_t slot = kNoSlot;
     };
-    Entry& at(uint64_t seq) { return ring_[seq % ring_.size()]; }
-    bool wants_signal(const Entry& e, uint64_t covered) const;
+    // The ring is a power of two (at least depth) so a sequence number finds
+    // its entry with a mask, not a division.
+    Entry& at(uint64_t seq) { return ring_[seq & mask_]; }
     int post_empty_write();
 
     SendConfig config_;
     SendPoster& poster_;
     SendRelease release_;
     ConnectionCounters& counters_;
-    std::vector<Entry> ring_;
-    uint64_t completed_ = 0;  // [completed_, posted_) in flight
-    uint64_t posted_ = 0;     // [posted_, next_) queued
+    std::unique_ptr<Entry[]> ring_;
+    uint64_t mask_ = 0;
+    uint64_t unsignaled_max_ = 0;  // the longest unsignalled stretch the queue allows
+    uint64_t completed_ = 0;       // [completed_, posted_) in flight
+    uint64_t posted_ = 0;          // [posted_, next_) queued
     uint64_t next_ = 0;
     uint64_t last_signaled_ = 0;  // sequence of the newest signalled request + 1
     uint32_t unsignaled_run_ = 0;
