@@ -63,9 +63,7 @@ IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
       qp_(make_qp(id_.get(), pd, config, poller_.cq(), config_.send)),
       send_poster_(qp_.get()),
       recv_poster_(qp_.get()),
-      sq_(
-          config_.send, send_poster_,
-          [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); }, counters) {
+      sq_(config_.send, send_poster_, counters) {
     if (config.srq) {
         if (config.srq->slot_size() < recv_slot_size(config))
             throw std::invalid_argument("the shared receive queue's slots are smaller than a message");
@@ -93,7 +91,8 @@ void IserEndpoint::shutdown() {
     }
     // With the QP gone nothing touches the slots or the owner's buffers.
     qp_.reset();
-    sq_.cancel_all(-ECANCELED);
+    sq_.cancel_all(-ECANCELED,
+                   [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); });
 }
 
 void IserEndpoint::post_receives() {
@@ -209,11 +208,6 @@ bool IserEndpoint::rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t 
     if (!sq_.push({WrKind::RdmaRead, {&local, 1}, remote_va, rkey, token, kNoSlot})) return false;
     counters_[Counter::RdmaReads] += 1;
     return true;
-}
-
-void IserEndpoint::on_release(uint64_t token, uint32_t slot, int status) {
-    if (slot != kNoSlot) send_pool_.release(slot);
-    if (token != 0 && release_) release_(token, status);
 }
 
 void IserEndpoint::fail(std::string why) {

@@ -4,13 +4,11 @@
 #include <bit>
 #include <cerrno>
 #include <stdexcept>
-#include <utility>
 
 namespace rbio::iser::rdma {
 
-SendQueue::SendQueue(const SendConfig& config, SendPoster& poster, SendRelease release,
-                     ConnectionCounters& counters)
-    : config_(config), poster_(poster), release_(std::move(release)), counters_(counters) {
+SendQueue::SendQueue(const SendConfig& config, SendPoster& poster, ConnectionCounters& counters)
+    : config_(config), poster_(poster), counters_(counters) {
     if (config.depth == 0 || config.signal_every == 0)
         throw std::invalid_argument("send queue: depth and signal_every must be positive");
     const uint64_t size = std::bit_ceil(uint64_t(config.depth));
@@ -132,31 +130,6 @@ int SendQueue::post_empty_write() {
     ++next_;
     unsignaled_run_ = config_.signal_every;  // forces the signal
     return flush();
-}
-
-bool SendQueue::on_completion(uint64_t wr_id, int status) {
-    if (wr_id < completed_ || wr_id >= posted_) return false;
-    while (completed_ <= wr_id) {
-        const Entry& e = at(completed_);
-        const uint64_t token = e.token;
-        const uint32_t slot = e.slot;
-        const int st = completed_ == wr_id ? status : 0;
-        ++completed_;
-        release_(token, slot, st);
-    }
-    return true;
-}
-
-void SendQueue::cancel_all(int status) {
-    while (completed_ < next_) {
-        const Entry& e = at(completed_);
-        const uint64_t token = e.token;
-        const uint32_t slot = e.slot;
-        ++completed_;
-        release_(token, slot, status);
-    }
-    posted_ = next_ = completed_;
-    last_signaled_ = completed_;
 }
 
 RecvQueue::RecvQueue(RecvPoster& poster, uint32_t capacity, ConnectionCounters& counters, bool batch)

@@ -59,13 +59,11 @@ public:
 };
 
 struct Fixture {
-    explicit Fixture(SendConfig c = {})
-        : q(
-              c, poster,
-              [this](uint64_t t, uint32_t, int s) {
-                  released.push_back({t, s});
-              },
-              counters) {}
+    explicit Fixture(SendConfig c = {}) : q(c, poster, counters) {}
+    // What the queue releases, in order.
+    auto rel() {
+        return [this](uint64_t t, uint32_t, int s) { released.push_back({t, s}); };
+    }
     void push_sends(int n, uint64_t first_token = 1) {
         static const ibv_sge sge{0x1000, 512, 7};
         for (int i = 0; i < n; ++i)
@@ -74,7 +72,7 @@ struct Fixture {
     void complete_signaled() {
         for (uint64_t id : poster.signaled_ids())
             if (id >= next_completion) {
-                ASSERT_TRUE(q.on_completion(id, 0));
+                ASSERT_TRUE(q.on_completion(id, 0, rel()));
                 next_completion = id + 1;
             }
     }
@@ -109,13 +107,13 @@ TEST(RdmaSendQueue, ACompletionReleasesEveryEarlierSendInOrder) {
     Fixture f(SendConfig{.depth = 256, .signal_every = 8});
     f.push_sends(16, 100);
     ASSERT_EQ(f.q.flush(), 0);
-    ASSERT_TRUE(f.q.on_completion(7, 0));
+    ASSERT_TRUE(f.q.on_completion(7, 0, f.rel()));
     ASSERT_EQ(f.released.size(), 8u);
     for (size_t i = 0; i < 8; ++i) EXPECT_EQ(f.released[i], std::make_pair(uint64_t(100 + i), 0));
     EXPECT_EQ(f.q.in_flight(), 8u);
     // A stale or unknown completion is refused, not acted on.
-    EXPECT_FALSE(f.q.on_completion(3, 0));
-    EXPECT_FALSE(f.q.on_completion(99, 0));
+    EXPECT_FALSE(f.q.on_completion(3, 0, f.rel()));
+    EXPECT_FALSE(f.q.on_completion(99, 0, f.rel()));
     EXPECT_EQ(f.released.size(), 8u);
 }
 
@@ -156,7 +154,7 @@ TEST(RdmaSendQueue, AProbeGoesOutOnlyWhenNothingIsQueuedOrInFlight) {
     EXPECT_EQ(f.q.in_flight(), 1u);
     // Its failure is reported like any send's.
     f.released.clear();
-    ASSERT_TRUE(f.q.on_completion(f.poster.posted.back().wr_id, -EIO));
+    ASSERT_TRUE(f.q.on_completion(f.poster.posted.back().wr_id, -EIO, f.rel()));
     ASSERT_EQ(f.released.size(), 1u);
     EXPECT_EQ(f.released[0], std::make_pair(uint64_t(0), -EIO));
 }
@@ -272,7 +270,7 @@ TEST(RdmaSendQueue, NeverFillsTheQueueWithoutASignalledSendInFlight) {
     EXPECT_FALSE(f.q.has_room());
     auto ids = f.poster.signaled_ids();
     ASSERT_FALSE(ids.empty());
-    ASSERT_TRUE(f.q.on_completion(ids.back(), 0));
+    ASSERT_TRUE(f.q.on_completion(ids.back(), 0, f.rel()));
     EXPECT_GE(f.q.config().depth - f.q.in_flight(), 16u);
 }
 
@@ -360,7 +358,7 @@ TEST(RdmaSendQueue, ARefusedPostIsStickyAndCancelReleasesEverything) {
     EXPECT_EQ(f.q.in_flight(), 3u);
     EXPECT_EQ(f.q.queued(), 3u);
     EXPECT_EQ(f.q.flush(), ENOMEM);
-    f.q.cancel_all(-ECANCELED);
+    f.q.cancel_all(-ECANCELED, f.rel());
     ASSERT_EQ(f.released.size(), 6u);
     for (size_t i = 0; i < 6; ++i) EXPECT_EQ(f.released[i], std::make_pair(uint64_t(10 + i), -ECANCELED));
 }
@@ -369,8 +367,8 @@ TEST(RdmaSendQueue, AnErrorCompletionFailsOnlyItsRequest) {
     Fixture f(SendConfig{.depth = 64, .signal_every = 1});
     f.push_sends(3, 1);
     ASSERT_EQ(f.q.flush(), 0);
-    ASSERT_TRUE(f.q.on_completion(0, 0));
-    ASSERT_TRUE(f.q.on_completion(1, -EIO));
+    ASSERT_TRUE(f.q.on_completion(0, 0, f.rel()));
+    ASSERT_TRUE(f.q.on_completion(1, -EIO, f.rel()));
     EXPECT_EQ(f.released[1], std::make_pair(uint64_t(2), -EIO));
     EXPECT_EQ(f.q.in_flight(), 1u);
 }

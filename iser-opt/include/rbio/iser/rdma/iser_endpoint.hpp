@@ -21,6 +21,7 @@
 //                                // re-arm only when nothing is left
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -216,7 +217,9 @@ private:
             repost(slot);
             return;
         }
-        sq_.on_completion(wc.wr_id, wc.status == IBV_WC_SUCCESS ? 0 : -EIO);
+        sq_.on_completion(
+            wc.wr_id, wc.status == IBV_WC_SUCCESS ? 0 : -EIO,
+            [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); });
         if (wc.status != IBV_WC_SUCCESS) fail_wc("send", wc);
     }
     bool parse(uint32_t slot, uint32_t bytes, IserRx& rx);
@@ -229,7 +232,12 @@ private:
                     const ibv_sge* data, uint64_t token);
     void fail(std::string why);
     void fail_wc(const char* what, const ibv_wc& wc);
-    void on_release(uint64_t token, uint32_t slot, int status);
+    // A send request is done (or cancelled): its header slot comes back,
+    // and the owner hears of its token.
+    void on_release(uint64_t token, uint32_t slot, int status) {
+        if (slot != kNoSlot) send_pool_.release(slot);
+        if (token != 0 && release_) release_(token, status);
+    }
 
     EndpointConfig config_;
     ConnectionCounters& counters_;
