@@ -104,6 +104,11 @@ public:
     bool send_pdu_registered(const IserHeader& iser, std::span<const uint8_t> header, const ibv_sge& data,
                              uint64_t token);
     bool rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
+    // An RDMA WRITE of `local` to (remote_va, rkey) and the SEND of a PDU
+    // that is a BHS alone right behind it, in the same post (a READ's data
+    // and its SCSI Response): both queued, or neither.
+    bool rdma_write_send(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
+                         std::span<const uint8_t, kBhsLength> bhs);
     bool rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
     // During the handler of run_pass(): hands the current PDU's AHS-and-data
     // buffer to the owner (the PDU's AHS, if any, then its data, from the
