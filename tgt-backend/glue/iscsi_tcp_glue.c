@@ -333,19 +333,15 @@ static void tp_write_end(struct iscsi_connection *conn)
 		hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C) != 0;
 		dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C) != 0;
 	}
-	switch (rbio_tcp_conn_tx_end(rc->engine, hd, dd)) {
-	case 1:
+	int queued = rbio_tcp_conn_tx_end(rc->engine, hd, dd);
+
+	rc->tx_open = queued == 1;
+	if (queued >= 0)
 		return;
-	case 0:
-		rc->tx_open = 0;
-		return;
-	default:
-		rc->tx_open = 0;
-		conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED
-					   ? rbio_tcp_conn_tx_error(rc->engine)
-					   : "response not queued");
-		conn->state = STATE_CLOSE;
-	}
+	conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED
+				   ? rbio_tcp_conn_tx_error(rc->engine)
+				   : "response not queued");
+	conn->state = STATE_CLOSE;
 }
 
 static void tp_event_modify(struct iscsi_connection *conn, int events)
