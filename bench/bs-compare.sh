@@ -346,9 +346,9 @@ round_ratios() {
   paste -d' ' <(tr ' ' '\n' <<< "$1" | awk NF) <(tr ' ' '\n' <<< "$2" | awk NF) \
     | awk '$1 != "nan" && $2 != "nan" && $2 + 0 > 0 { printf "%s ", $1 / $2 }'
 }
-# goal A B F: "MET >=Fx B (median [lowest-highest])" over the rounds' ratios
+# goal_of A B F: "MET >=Fx B (median [lowest-highest])" over the rounds' ratios
 # (MET if their median is at least F, compared unrounded).
-goal() {
+goal_of() {
   local rs; rs=$(round_ratios "${R_IOPS[$wl|$1]}" "${R_IOPS[$wl|$2]}")
   awk -v f="$3" -v b="$2" -v m="$(median <<< "$rs")" -v r="$rs" 'BEGIN {
     n = split(r, v, " "); lo = hi = v[1]
@@ -378,10 +378,10 @@ TABLE=$WORK/table.md
       goal=""
       if [[ $s == rbio ]]; then
         if (( bytes == 4096 && depth == 1 )); then
-          has_store rdwr && goal=$(goal rbio rdwr 1.5)
-          has_store null && goal+="${goal:+; }$(goal rbio null 0.9)"
+          has_store rdwr && goal=$(goal_of rbio rdwr 1.5)
+          has_store null && goal+="${goal:+; }$(goal_of rbio null 0.9)"
         elif (( depth == 32 )) && has_store aio; then
-          goal=$(goal rbio aio 1)
+          goal=$(goal_of rbio aio 1)
         fi
       fi
       printf '| %-25s | %-6s | %8.0f | %9s | %7s | %12s | %-28s |\n' \
