@@ -91,7 +91,15 @@ struct read_op {
 struct rbio_iser_conn {
 	struct rbio_iser_ep *ep;
 	struct rdma_cm_id *id; /* owned by ep */
-	int fd;                /* the completion channel, in tgtd's epoll */
+	int fd;                /* the completion channel, in tgtd's epoll once established */
+	/* The CM has told of the initiator's RTU. Its first message can
+	 * complete on the QP before that, and a connection closed for it then
+	 * is never disconnected: the kernel's CM skips the DREQ of a
+	 * disconnect while it waits for the RTU, and destroying the id sends
+	 * a REJ that the connected initiator ignores. So the completions are
+	 * read only from ESTABLISHED on; until then they wait in the CQ. */
+	int established;
+	int cq_watched; /* fd is in tgtd's epoll */
 	struct list_head siblings;
 	struct rbio_pass pass;
 	struct rbio_ping ping;
@@ -527,7 +535,10 @@ static size_t tp_close(struct iscsi_connection *conn)
 {
 	struct rbio_iser_conn *rc = RC(conn);
 
-	tgt_event_del(rc->fd);
+	if (rc->cq_watched) {
+		tgt_event_del(rc->fd);
+		rc->cq_watched = 0;
+	}
 	conn->state = STATE_CLOSE;
 	rbio_ping_stop(&rc->ping);
 	rbio_iser_ep_disconnect(rc->ep);
@@ -739,14 +750,9 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	rc->iscsi_conn.tp = &rbio_iser;
 	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
 	conn_read_pdu(&rc->iscsi_conn);
-	if (tgt_event_add(rc->fd, EPOLLIN, cq_event_handler, rc)) {
-		conn_exit(&rc->iscsi_conn);
-		goto fail;
-	}
 	if (rbio_iser_ep_accept(rc->ep, ev->param.conn.responder_resources,
 				ev->param.conn.initiator_depth, err, sizeof(err))) {
 		log_error("rbio: iser: %s: %s\n", rc->peer, err);
-		tgt_event_del(rc->fd);
 		conn_exit(&rc->iscsi_conn);
 		goto fail;
 	}
@@ -758,6 +764,25 @@ fail:
 	rbio_iser_ep_free(rc->ep); /* destroying the id rejects the request */
 	free(rc);
 	return 1;
+}
+
+/* The initiator's RTU has reached the CM: its messages may be read now. */
+static void on_established(struct rbio_iser_conn *rc)
+{
+	rc->established = 1;
+	if (rc->iscsi_conn.closed) {
+		/* closed before (tgtadm): the disconnect then was skipped */
+		rbio_iser_ep_disconnect(rc->ep);
+		return;
+	}
+	if (rc->iscsi_conn.state == STATE_CLOSE)
+		return; /* its pass closes it, and can disconnect now */
+	if (tgt_event_add(rc->fd, EPOLLIN, cq_event_handler, rc)) {
+		conn_fail(rc, "its completion channel cannot be watched");
+		rbio_pass_schedule_if_due(&rc->pass);
+		return;
+	}
+	rc->cq_watched = 1;
 }
 
 static void cm_handler(int fd, int events, void *data)
@@ -784,6 +809,9 @@ static void cm_handler(int fd, int events, void *data)
 		if (!rc)
 			continue;
 		switch (copy.event) {
+		case RDMA_CM_EVENT_ESTABLISHED:
+			on_established(rc);
+			break;
 		case RDMA_CM_EVENT_DISCONNECTED:
 		case RDMA_CM_EVENT_CONNECT_ERROR:
 		case RDMA_CM_EVENT_UNREACHABLE:
@@ -909,7 +937,8 @@ static void tick(void *data)
 			conn_fail(rc, why);
 			rbio_pass_schedule_if_due(&rc->pass);
 		}
-		if (!rc->passes_since_tick && rc->iscsi_conn.state != STATE_CLOSE)
+		if (!rc->passes_since_tick && rc->established &&
+		    rc->iscsi_conn.state != STATE_CLOSE)
 			quiet_tick(rc);
 		rc->passes_since_tick = 0;
 		rbio_iser_ep_publish(rc->ep);
