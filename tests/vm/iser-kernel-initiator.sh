@@ -43,11 +43,16 @@ must "a --lld iser target bound to another initiator's name" eval '
   iser_adm --op bind --mode target --tid 3 -Q iqn.2026-11.io.rbio:someone-else'
 
 # --- malformed iSER messages ------------------------------------------------
+# Five of each: a first message can complete on the target's QP before its
+# CM has the initiator's RTU (about half the connections here), and the
+# close must reach the initiator then too.
 for c in hello opcode length truncated; do
-  check "malformed message ($c): the target disconnects" "$CHECK" --addr "$RXE_ADDR" --port 3260 --hostile "$c"
+  for i in 1 2 3 4 5; do
+    check "malformed message ($c, $i): the target disconnects" "$CHECK" --addr "$RXE_ADDR" --port 3260 --hostile "$c"
+  done
 done
 check "each malformed message was logged as a closed connection" \
-  test "$(grep -c 'rbio: iser: .*closing connection' "$STATE/tgtd.log")" -ge 4
+  test "$(grep -c 'rbio: iser: .*closing connection' "$STATE/tgtd.log")" -ge 20
 check "tgtd is alive after them" tgtd_alive
 check "no tgtd queue pair is left" count_is 0 tgtd_qps
 
