@@ -54,6 +54,11 @@ std::optional<IserHeader> IserHeader::decode(std::span<const uint8_t> message, s
         error = why;
         return std::nullopt;
     }
+    return decode_control(message.first<kIserHeaderLength>());
+}
+
+IserHeader IserHeader::decode_control(std::span<const uint8_t, kIserHeaderLength> header) {
+    const uint8_t* p = header.data();
     IserHeader h;
     h.write_stag_valid = (p[0] & kWriteStagValid) != 0;
     h.read_stag_valid = (p[0] & kReadStagValid) != 0;

@@ -1,6 +1,7 @@
 #include "rbio/iser/rdma/iser_endpoint.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -63,9 +64,7 @@ IserEndpoint::IserEndpoint(CmIdPtr id, ibv_pd* pd, const EndpointConfig& config,
       qp_(make_qp(id_.get(), pd, config, poller_.cq(), config_.send)),
       send_poster_(qp_.get()),
       recv_poster_(qp_.get()),
-      sq_(
-          config_.send, send_poster_,
-          [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); }, counters) {
+      sq_(config_.send, send_poster_, counters) {
     if (config.srq) {
         if (config.srq->slot_size() < recv_slot_size(config))
             throw std::invalid_argument("the shared receive queue's slots are smaller than a message");
@@ -93,7 +92,8 @@ void IserEndpoint::shutdown() {
     }
     // With the QP gone nothing touches the slots or the owner's buffers.
     qp_.reset();
-    sq_.cancel_all(-ECANCELED);
+    sq_.cancel_all(-ECANCELED,
+                   [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); });
 }
 
 void IserEndpoint::post_receives() {
@@ -126,14 +126,18 @@ void IserEndpoint::flush() {
 bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
     const uint8_t* p = rx_buffers().head(slot);
     const uint8_t* rest = rx_buffers().rest(slot);  // AHS and data: contiguous, maybe not with p
-    std::string why;
-    auto iser = IserHeader::decode({p, std::min<size_t>(bytes, kIserHeaderLength + kBhsLength)}, why);
-    if (!iser) {
-        fail(why);
-        return false;
-    }
-    rx.iser = *iser;
-    if (bytes < kIserHeaderLength + kBhsLength) {
+    if (bytes >= kIserHeaderLength + kBhsLength && (p[0] >> 4) == uint8_t(IserOpcode::Control)) [[likely]] {
+        // A whole BHS behind a Control header: decoded without an error
+        // string in the way.
+        rx.iser =
+            IserHeader::decode_control(std::span<const uint8_t, kIserHeaderLength>(p, kIserHeaderLength));
+    } else {
+        std::string why;
+        auto iser = IserHeader::decode({p, std::min<size_t>(bytes, kIserHeaderLength + kBhsLength)}, why);
+        if (!iser) {
+            fail(why);
+            return false;
+        }
         fail("iSER message of " + std::to_string(bytes) + " bytes has no complete BHS");
         return false;
     }
@@ -173,8 +177,16 @@ bool IserEndpoint::queue_send(const IserHeader& iser, std::span<const uint8_t> h
         return false;
     const uint32_t slot = send_pool_.acquire();
     uint8_t* p = send_pool_.data(slot);
-    iser.encode(std::span<uint8_t, kIserHeaderLength>(p, kIserHeaderLength));
-    std::memcpy(p + kIserHeaderLength, header.data(), header.size());
+    // A target's header advertises no buffer: a constant, copied. The BHS
+    // alone (most PDUs) is copied with a constant size too: a few moves
+    // instead of a call per PDU.
+    static constexpr std::array<uint8_t, kIserHeaderLength> kControl{
+        uint8_t(uint8_t(IserOpcode::Control) << 4)};
+    if (iser.opcode == IserOpcode::Control && !iser.write_stag_valid && !iser.read_stag_valid)
+        std::memcpy(p, kControl.data(), kIserHeaderLength);
+    else iser.encode(std::span<uint8_t, kIserHeaderLength>(p, kIserHeaderLength));
+    if (header.size() == kBhsLength) std::memcpy(p + kIserHeaderLength, header.data(), kBhsLength);
+    else std::memcpy(p + kIserHeaderLength, header.data(), header.size());
     size_t len = kIserHeaderLength + header.size();
     if (!copy.empty()) {
         std::memcpy(p + len, copy.data(), copy.size());
@@ -204,16 +216,18 @@ bool IserEndpoint::rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t
     return sq_.push({WrKind::RdmaWrite, {&local, 1}, remote_va, rkey, token, kNoSlot});
 }
 
+bool IserEndpoint::rdma_write_send(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
+                                   std::span<const uint8_t, kBhsLength> bhs) {
+    if (failed_ || !has_room(2)) return false;
+    sq_.push({WrKind::RdmaWrite, {&local, 1}, remote_va, rkey, 0, kNoSlot});
+    return queue_send(IserHeader{}, bhs, {}, nullptr, 0);
+}
+
 bool IserEndpoint::rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token) {
     if (failed_ || !sq_.has_room()) return false;
     if (!sq_.push({WrKind::RdmaRead, {&local, 1}, remote_va, rkey, token, kNoSlot})) return false;
     counters_[Counter::RdmaReads] += 1;
     return true;
-}
-
-void IserEndpoint::on_release(uint64_t token, uint32_t slot, int status) {
-    if (slot != kNoSlot) send_pool_.release(slot);
-    if (token != 0 && release_) release_(token, status);
 }
 
 void IserEndpoint::fail(std::string why) {

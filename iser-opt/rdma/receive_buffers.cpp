@@ -44,10 +44,6 @@ ReceiveBuffers::~ReceiveBuffers() {
     for (auto& p : parts_) source_->release(p.data);
 }
 
-const uint8_t* ReceiveBuffers::rest(uint32_t slot) const {
-    return source_ ? parts_[slot].data : heads_.data(slot) + kHead;
-}
-
 uint8_t* ReceiveBuffers::take(uint32_t slot, size_t min_size) {
     if (!source_ || parts_[slot].size < min_size) return nullptr;
     auto fresh = source_->acquire(message_size_ - kHead);

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <cassert>
 #include <cerrno>
 #include <stdexcept>
 #include <string>
@@ -32,12 +31,6 @@ RegisteredPool::RegisteredPool(ibv_pd* pd, size_t slot_size, uint32_t slot_count
 RegisteredPool::~RegisteredPool() {
     mr_.reset();  // deregister before the memory goes
     munmap(base_, bytes_);
-}
-
-void RegisteredPool::release(uint32_t index) {
-    assert(index < count_ && "slot outside the pool");
-    assert(free_.size() < count_ && "more releases than acquires");
-    free_.push_back(index);
 }
 
 uint32_t RegisteredPool::index_of(const void* p) const {

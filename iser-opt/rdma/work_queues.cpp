@@ -1,50 +1,52 @@
 #include "rbio/iser/rdma/work_queues.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <stdexcept>
-#include <utility>
 
 namespace rbio::iser::rdma {
 
-SendQueue::SendQueue(const SendConfig& config, SendPoster& poster, SendRelease release,
-                     ConnectionCounters& counters)
-    : config_(config), poster_(poster), release_(std::move(release)), counters_(counters) {
+SendQueue::SendQueue(const SendConfig& config, SendPoster& poster, ConnectionCounters& counters)
+    : config_(config), poster_(poster), counters_(counters) {
     if (config.depth == 0 || config.signal_every == 0)
         throw std::invalid_argument("send queue: depth and signal_every must be positive");
-    ring_.resize(config.depth);
+    const uint64_t size = std::bit_ceil(uint64_t(config.depth));
+    ring_ = std::make_unique<Entry[]>(size);
+    mask_ = size - 1;
+    for (uint64_t i = 0; i < size; ++i) ring_[i].wr.sg_list = ring_[i].sge.data();
+    // Keep the unsignalled stretch well inside the send queue, so a full
+    // queue always has a completion on its way that frees it.
+    unsignaled_max_ = std::max(config.depth / 2, 1u);
 }
 
 bool SendQueue::push(const SendRequest& r) {
-    if (!has_room() || r.sge.size() > kMaxSge) return false;
+    const size_t n = r.sge.size();
+    if (!has_room() || n > kMaxSge) return false;
     Entry& e = at(next_);
     e.token = r.token;
     e.slot = r.slot;
-    e.wr = ibv_send_wr{};
-    e.wr.wr_id = next_;
+    ibv_send_wr& wr = e.wr;
+    wr.wr_id = next_;
     uint32_t bytes = 0;
-    for (size_t i = 0; i < r.sge.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
         e.sge[i] = r.sge[i];
         bytes += r.sge[i].length;
     }
-    e.wr.sg_list = r.sge.empty() ? nullptr : e.sge.data();
-    e.wr.num_sge = int(r.sge.size());
+    wr.num_sge = int(n);
     switch (r.kind) {
         case WrKind::Send:
-            e.wr.opcode = IBV_WR_SEND;
+            wr.opcode = IBV_WR_SEND;
             // Inline data is copied by the post call: the provider never reads
             // the buffer later, and small responses need no DMA of their own.
-            if (bytes <= config_.max_inline) e.wr.send_flags |= IBV_SEND_INLINE;
+            wr.send_flags = bytes <= config_.max_inline ? unsigned(IBV_SEND_INLINE) : 0u;
             break;
         case WrKind::RdmaWrite:
-            e.wr.opcode = IBV_WR_RDMA_WRITE;
-            e.wr.wr.rdma.remote_addr = r.remote_addr;
-            e.wr.wr.rdma.rkey = r.rkey;
-            break;
         case WrKind::RdmaRead:
-            e.wr.opcode = IBV_WR_RDMA_READ;
-            e.wr.wr.rdma.remote_addr = r.remote_addr;
-            e.wr.wr.rdma.rkey = r.rkey;
+            wr.opcode = r.kind == WrKind::RdmaWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+            wr.send_flags = 0;
+            wr.wr.rdma.remote_addr = r.remote_addr;
+            wr.wr.rdma.rkey = r.rkey;
             break;
     }
     ++next_;
@@ -52,37 +54,39 @@ bool SendQueue::push(const SendRequest& r) {
     return true;
 }
 
-bool SendQueue::wants_signal(const Entry& e, uint64_t covered) const {
-    if (config_.signal_every <= 1 || e.wr.opcode == IBV_WR_RDMA_READ) return true;
-    if (unsignaled_run_ + 1 >= config_.signal_every) return true;
-    // Keep the unsignalled stretch well inside the send queue, so a full
-    // queue always has a completion on its way that frees it.
-    return e.wr.wr_id + 1 - std::max(covered, completed_) >= std::max(config_.depth / 2, 1u);
-}
-
 int SendQueue::flush() {
     if (post_error_ != 0) return post_error_;
     if (next_ == posted_) return 0;
     uint32_t signaled = 0;
     uint64_t covered = last_signaled_;
+    const bool signal_all = config_.signal_every <= 1;
+    ibv_send_wr* prev = nullptr;
     for (uint64_t s = posted_; s < next_; ++s) {
-        Entry& e = at(s);
-        e.wr.next = s + 1 < next_ ? &at(s + 1).wr : nullptr;
-        if (wants_signal(e, covered)) {
-            e.wr.send_flags |= IBV_SEND_SIGNALED;
+        ibv_send_wr& wr = at(s).wr;
+        if (prev) prev->next = &wr;
+        prev = &wr;
+        // Signalled: every request when selective signalling is off, an
+        // RDMA READ (its data is awaited), one in signal_every, and one
+        // before the unsignalled stretch grows past half the queue.
+        if (signal_all || wr.opcode == IBV_WR_RDMA_READ || unsignaled_run_ + 1 >= config_.signal_every ||
+            s + 1 - std::max(covered, completed_) >= unsignaled_max_) {
+            wr.send_flags |= IBV_SEND_SIGNALED;
             unsignaled_run_ = 0;
             covered = s + 1;
             ++signaled;
         } else {
-            e.wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
+            wr.send_flags &= ~unsigned(IBV_SEND_SIGNALED);
             ++unsignaled_run_;
         }
     }
+    prev->next = nullptr;
     ibv_send_wr* bad = nullptr;
     const uint64_t first = posted_;
     int rc = poster_.post(&at(first).wr, &bad);
     uint64_t end = next_;
-    if (rc != 0) {
+    if (rc == 0) {
+        last_signaled_ = covered;
+    } else {
         // Requests before `bad` went out; the rest stay queued for cancel_all().
         end = first;
         if (bad) {
@@ -92,9 +96,9 @@ int SendQueue::flush() {
                     break;
                 }
         }
+        for (uint64_t s = first; s < end; ++s)
+            if (at(s).wr.send_flags & IBV_SEND_SIGNALED) last_signaled_ = s + 1;
     }
-    for (uint64_t s = first; s < end; ++s)
-        if (at(s).wr.send_flags & IBV_SEND_SIGNALED) last_signaled_ = s + 1;
     counters_[Counter::PostCalls] += 1;
     counters_[Counter::WorkRequests] += end - first;
     counters_[Counter::Signaled] += rc == 0 ? signaled : 0;
@@ -117,37 +121,15 @@ int SendQueue::post_empty_write() {
     Entry& e = at(next_);
     e.token = 0;
     e.slot = kNoSlot;
-    e.wr = ibv_send_wr{};
     e.wr.wr_id = next_;
+    e.wr.num_sge = 0;
     e.wr.opcode = IBV_WR_RDMA_WRITE;  // zero length: no R_Key is checked, nothing is written
+    e.wr.send_flags = 0;
+    e.wr.wr.rdma.remote_addr = 0;
+    e.wr.wr.rdma.rkey = 0;
     ++next_;
     unsignaled_run_ = config_.signal_every;  // forces the signal
     return flush();
-}
-
-bool SendQueue::on_completion(uint64_t wr_id, int status) {
-    if (wr_id < completed_ || wr_id >= posted_) return false;
-    while (completed_ <= wr_id) {
-        const Entry& e = at(completed_);
-        const uint64_t token = e.token;
-        const uint32_t slot = e.slot;
-        const int st = completed_ == wr_id ? status : 0;
-        ++completed_;
-        release_(token, slot, st);
-    }
-    return true;
-}
-
-void SendQueue::cancel_all(int status) {
-    while (completed_ < next_) {
-        const Entry& e = at(completed_);
-        const uint64_t token = e.token;
-        const uint32_t slot = e.slot;
-        ++completed_;
-        release_(token, slot, status);
-    }
-    posted_ = next_ = completed_;
-    last_signaled_ = completed_;
 }
 
 RecvQueue::RecvQueue(RecvPoster& poster, uint32_t capacity, ConnectionCounters& counters, bool batch)

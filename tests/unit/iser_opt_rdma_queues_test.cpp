@@ -22,6 +22,10 @@ struct Posted {
     ibv_wr_opcode opcode;
     bool signaled;
     bool inline_data;
+    int num_sge;
+    uint64_t addr;  // the first segment's
+    uint64_t remote_addr;
+    uint32_t rkey;
 };
 
 class RecordingPoster : public SendPoster {
@@ -34,8 +38,11 @@ public:
                 *bad = w;
                 return ENOMEM;
             }
+            const bool rdma = w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_READ;
             posted.push_back({w->wr_id, w->opcode, (w->send_flags & IBV_SEND_SIGNALED) != 0,
-                              (w->send_flags & IBV_SEND_INLINE) != 0});
+                              (w->send_flags & IBV_SEND_INLINE) != 0, w->num_sge,
+                              w->num_sge > 0 ? w->sg_list[0].addr : 0, rdma ? w->wr.rdma.remote_addr : 0,
+                              rdma ? w->wr.rdma.rkey : 0});
         }
         return 0;
     }
@@ -52,13 +59,11 @@ public:
 };
 
 struct Fixture {
-    explicit Fixture(SendConfig c = {})
-        : q(
-              c, poster,
-              [this](uint64_t t, uint32_t, int s) {
-                  released.push_back({t, s});
-              },
-              counters) {}
+    explicit Fixture(SendConfig c = {}) : q(c, poster, counters) {}
+    // What the queue releases, in order.
+    auto rel() {
+        return [this](uint64_t t, uint32_t, int s) { released.push_back({t, s}); };
+    }
     void push_sends(int n, uint64_t first_token = 1) {
         static const ibv_sge sge{0x1000, 512, 7};
         for (int i = 0; i < n; ++i)
@@ -67,7 +72,7 @@ struct Fixture {
     void complete_signaled() {
         for (uint64_t id : poster.signaled_ids())
             if (id >= next_completion) {
-                ASSERT_TRUE(q.on_completion(id, 0));
+                ASSERT_TRUE(q.on_completion(id, 0, rel()));
                 next_completion = id + 1;
             }
     }
@@ -102,13 +107,13 @@ TEST(RdmaSendQueue, ACompletionReleasesEveryEarlierSendInOrder) {
     Fixture f(SendConfig{.depth = 256, .signal_every = 8});
     f.push_sends(16, 100);
     ASSERT_EQ(f.q.flush(), 0);
-    ASSERT_TRUE(f.q.on_completion(7, 0));
+    ASSERT_TRUE(f.q.on_completion(7, 0, f.rel()));
     ASSERT_EQ(f.released.size(), 8u);
     for (size_t i = 0; i < 8; ++i) EXPECT_EQ(f.released[i], std::make_pair(uint64_t(100 + i), 0));
     EXPECT_EQ(f.q.in_flight(), 8u);
     // A stale or unknown completion is refused, not acted on.
-    EXPECT_FALSE(f.q.on_completion(3, 0));
-    EXPECT_FALSE(f.q.on_completion(99, 0));
+    EXPECT_FALSE(f.q.on_completion(3, 0, f.rel()));
+    EXPECT_FALSE(f.q.on_completion(99, 0, f.rel()));
     EXPECT_EQ(f.released.size(), 8u);
 }
 
@@ -149,7 +154,7 @@ TEST(RdmaSendQueue, AProbeGoesOutOnlyWhenNothingIsQueuedOrInFlight) {
     EXPECT_EQ(f.q.in_flight(), 1u);
     // Its failure is reported like any send's.
     f.released.clear();
-    ASSERT_TRUE(f.q.on_completion(f.poster.posted.back().wr_id, -EIO));
+    ASSERT_TRUE(f.q.on_completion(f.poster.posted.back().wr_id, -EIO, f.rel()));
     ASSERT_EQ(f.released.size(), 1u);
     EXPECT_EQ(f.released[0], std::make_pair(uint64_t(0), -EIO));
 }
@@ -265,8 +270,58 @@ TEST(RdmaSendQueue, NeverFillsTheQueueWithoutASignalledSendInFlight) {
     EXPECT_FALSE(f.q.has_room());
     auto ids = f.poster.signaled_ids();
     ASSERT_FALSE(ids.empty());
-    ASSERT_TRUE(f.q.on_completion(ids.back(), 0));
+    ASSERT_TRUE(f.q.on_completion(ids.back(), 0, f.rel()));
     EXPECT_GE(f.q.config().depth - f.q.in_flight(), 16u);
+}
+
+TEST(RdmaSendQueue, RequestsGoRoundTheRingWithNothingLeftFromEarlierOnes) {
+    // Work requests are built in place, in a ring larger than the depth
+    // (a power of two): requests of every kind go round it several times,
+    // and each post carries what its own push said, never what an earlier
+    // request at the same place left (a signal, inline data, an address).
+    Fixture f(SendConfig{.depth = 24, .signal_every = 4, .max_inline = 100});
+    const ibv_sge small{0x1000, 76, 1}, big{0x2000, 4096, 2};
+    uint64_t token = 1;
+    for (int pass = 0; pass < 20; ++pass) {
+        const size_t first = f.poster.posted.size();
+        const uint64_t va = 0xa000 + uint64_t(pass) * 0x1000;
+        ASSERT_TRUE(f.q.push({WrKind::RdmaRead, {&big, 1}, va, uint32_t(pass), token++}));
+        ASSERT_TRUE(f.q.push({WrKind::RdmaWrite, {&big, 1}, va + 1, uint32_t(pass) + 1, token++}));
+        ASSERT_TRUE(f.q.push({WrKind::Send, {&small, 1}, 0, 0, token++}));
+        ASSERT_EQ(f.q.flush(), 0);
+        ASSERT_EQ(f.poster.posted.size(), first + 3);
+        const Posted* p = &f.poster.posted[first];
+        for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(p[i].wr_id, first + i);
+        EXPECT_EQ(p[0].opcode, IBV_WR_RDMA_READ);
+        EXPECT_TRUE(p[0].signaled);  // its data is awaited
+        EXPECT_EQ(p[0].remote_addr, va);
+        EXPECT_EQ(p[0].rkey, uint32_t(pass));
+        EXPECT_EQ(p[1].opcode, IBV_WR_RDMA_WRITE);
+        EXPECT_FALSE(p[1].signaled);
+        EXPECT_FALSE(p[1].inline_data);
+        EXPECT_EQ(p[1].remote_addr, va + 1);
+        EXPECT_EQ(p[1].rkey, uint32_t(pass) + 1);
+        EXPECT_EQ(p[2].opcode, IBV_WR_SEND);
+        EXPECT_FALSE(p[2].signaled);
+        EXPECT_TRUE(p[2].inline_data);
+        EXPECT_EQ(p[2].num_sge, 1);
+        EXPECT_EQ(p[2].addr, small.addr);
+        f.complete_signaled();
+    }
+    // Every request but the last pass's unsignalled two was released, in order.
+    ASSERT_EQ(f.released.size(), 58u);
+    for (size_t i = 0; i < f.released.size(); ++i) EXPECT_EQ(f.released[i].first, i + 1);
+    ASSERT_TRUE(f.q.needs_cover());
+    ASSERT_EQ(f.q.cover(), 0);
+    const Posted& c = f.poster.posted.back();
+    EXPECT_EQ(c.opcode, IBV_WR_RDMA_WRITE);
+    EXPECT_EQ(c.num_sge, 0);
+    EXPECT_EQ(c.remote_addr, 0u);
+    EXPECT_EQ(c.rkey, 0u);
+    EXPECT_TRUE(c.signaled);
+    f.complete_signaled();
+    EXPECT_EQ(f.released.size(), 61u);
+    EXPECT_EQ(f.q.in_flight(), 0u);
 }
 
 TEST(RdmaSendQueue, BatchingOffPostsEachRequestAlone) {
@@ -303,7 +358,7 @@ TEST(RdmaSendQueue, ARefusedPostIsStickyAndCancelReleasesEverything) {
     EXPECT_EQ(f.q.in_flight(), 3u);
     EXPECT_EQ(f.q.queued(), 3u);
     EXPECT_EQ(f.q.flush(), ENOMEM);
-    f.q.cancel_all(-ECANCELED);
+    f.q.cancel_all(-ECANCELED, f.rel());
     ASSERT_EQ(f.released.size(), 6u);
     for (size_t i = 0; i < 6; ++i) EXPECT_EQ(f.released[i], std::make_pair(uint64_t(10 + i), -ECANCELED));
 }
@@ -312,8 +367,8 @@ TEST(RdmaSendQueue, AnErrorCompletionFailsOnlyItsRequest) {
     Fixture f(SendConfig{.depth = 64, .signal_every = 1});
     f.push_sends(3, 1);
     ASSERT_EQ(f.q.flush(), 0);
-    ASSERT_TRUE(f.q.on_completion(0, 0));
-    ASSERT_TRUE(f.q.on_completion(1, -EIO));
+    ASSERT_TRUE(f.q.on_completion(0, 0, f.rel()));
+    ASSERT_TRUE(f.q.on_completion(1, -EIO, f.rel()));
     EXPECT_EQ(f.released[1], std::make_pair(uint64_t(2), -EIO));
     EXPECT_EQ(f.q.in_flight(), 1u);
 }

@@ -352,7 +352,11 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 		return (size_t)-1;
 	}
 	n = nbytes < left ? nbytes : left;
-	if (rc->rx_off < BHS_SIZE) {
+	if (rc->rx_off == 0 && n == BHS_SIZE) {
+		/* The core reads a whole BHS first: a copy of constant size is
+		 * a few moves (the variable one below, a byte loop). */
+		memcpy(buf, rc->rx_bhs, BHS_SIZE);
+	} else if (rc->rx_off < BHS_SIZE) {
 		size_t h = BHS_SIZE - rc->rx_off;
 
 		if (n > h)
@@ -389,11 +393,9 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 
 /* The SCSI Response that a Data-In with status stands for (RFC 7145:
  * no Data-In crosses the wire, the status comes in a response). */
-static int send_status_of(struct rbio_iser_conn *rc, const uint8_t *din)
+static void status_of(uint8_t r[BHS_SIZE], const uint8_t *din)
 {
-	uint8_t r[BHS_SIZE];
-
-	memset(r, 0, sizeof(r));
+	memset(r, 0, BHS_SIZE);
 	r[0] = ISCSI_OP_SCSI_CMD_RSP;
 	/* F, and the Data-In's overflow/underflow bits, which are the same */
 	r[1] = (uint8_t)(ISCSI_FLAG_CMD_FINAL |
@@ -403,7 +405,6 @@ static int send_status_of(struct rbio_iser_conn *rc, const uint8_t *din)
 	memcpy(r + 24, din + 24, 12);             /* StatSN, ExpCmdSN, MaxCmdSN */
 	put_be32(r + 36, get_be32(din + 36) + 1); /* ExpDataSN: Data-Ins so far */
 	memcpy(r + 44, din + 44, 4);              /* residual count */
-	return rbio_iser_ep_send(rc->ep, r, BHS_SIZE, NULL, 0);
 }
 
 static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
@@ -469,10 +470,18 @@ static void tp_write_end(struct iscsi_connection *conn)
 			conn_fail(rc, "a Data-In without an advertised read buffer");
 			return;
 		}
-		rc_post = rbio_iser_ep_rdma_write(rc->ep, task->data, offset, rc->tx_data_len,
-						  p->read_va + offset, p->read_stag);
-		if (!rc_post && (rc->tx_bhs[1] & ISCSI_FLAG_DATA_STATUS))
-			rc_post = send_status_of(rc, rc->tx_bhs);
+		if (rc->tx_bhs[1] & ISCSI_FLAG_DATA_STATUS) {
+			uint8_t r[BHS_SIZE];
+
+			status_of(r, rc->tx_bhs);
+			rc_post = rbio_iser_ep_rdma_write_send(rc->ep, task->data, offset,
+							       rc->tx_data_len, p->read_va + offset,
+							       p->read_stag, r);
+		} else {
+			rc_post =
+				rbio_iser_ep_rdma_write(rc->ep, task->data, offset, rc->tx_data_len,
+							p->read_va + offset, p->read_stag);
+		}
 	} else if (op == ISCSI_OP_R2T) {
 		if (!task || post_read(rc, task)) {
 			conn_fail(rc, "an R2T that cannot become an RDMA READ");

@@ -319,6 +319,16 @@ int rbio_iser_ep_rdma_write(rbio_iser_ep* e, void* buf, size_t offset, size_t le
     return e->ep.rdma_write(buffer_sge(buf, offset, len), va, rkey, 0) ? 0 : -1;
 }
 
+int rbio_iser_ep_rdma_write_send(rbio_iser_ep* e, void* buf, size_t offset, size_t len, uint64_t va,
+                                 uint32_t rkey, const void* bhs) {
+    if (!registered(e, buf, offset, len)) return -1;
+    return e->ep.rdma_write_send(
+               buffer_sge(buf, offset, len), va, rkey,
+               std::span<const uint8_t, kBhsLength>(static_cast<const uint8_t*>(bhs), kBhsLength))
+               ? 0
+               : -1;
+}
+
 int rbio_iser_ep_rdma_read(rbio_iser_ep* e, void* buf, size_t offset, size_t len, uint64_t va, uint32_t rkey,
                            uint64_t token) {
     if (!registered(e, buf, offset, len)) return -1;

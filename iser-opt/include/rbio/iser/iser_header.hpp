@@ -42,6 +42,9 @@ struct IserHeader {
     // too short, or an opcode other than Control. Reserved bits are ignored,
     // as RFC 7143 asks of receivers.
     static std::optional<IserHeader> decode(std::span<const uint8_t> message, std::string& error);
+    // The same for a header known to be whole and of opcode Control (the
+    // receive path checks both first): nothing to report, no string.
+    static IserHeader decode_control(std::span<const uint8_t, kIserHeaderLength> header);
 };
 
 // Private data of the iSER CM REQ (RFC 7145 §9.3.1 as deployed by Linux and

@@ -89,6 +89,11 @@ int rbio_iser_ep_send(struct rbio_iser_ep *ep, const void *hdr, size_t hdr_len, 
  * rbio_iser_data_alloc) to the initiator's (va, rkey). 0, or -1. */
 int rbio_iser_ep_rdma_write(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len, uint64_t va,
                             uint32_t rkey);
+/* The same RDMA WRITE and, in the same post, the SEND of a PDU that is
+ * the 48-byte BHS `bhs` alone (a READ's data, then its SCSI Response):
+ * both queued, or neither (-1). */
+int rbio_iser_ep_rdma_write_send(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len, uint64_t va,
+                                 uint32_t rkey, const void *bhs);
 /* RDMA READ into `buf` + offset; done(token) follows. 0, or -1. */
 int rbio_iser_ep_rdma_read(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len, uint64_t va,
                            uint32_t rkey, uint64_t token);

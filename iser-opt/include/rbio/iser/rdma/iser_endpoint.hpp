@@ -21,6 +21,7 @@
 //                                // re-arm only when nothing is left
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -103,6 +104,11 @@ public:
     bool send_pdu_registered(const IserHeader& iser, std::span<const uint8_t> header, const ibv_sge& data,
                              uint64_t token);
     bool rdma_write(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
+    // An RDMA WRITE of `local` to (remote_va, rkey) and the SEND of a PDU
+    // that is a BHS alone right behind it, in the same post (a READ's data
+    // and its SCSI Response): both queued, or neither.
+    bool rdma_write_send(const ibv_sge& local, uint64_t remote_va, uint32_t rkey,
+                         std::span<const uint8_t, kBhsLength> bhs);
     bool rdma_read(const ibv_sge& local, uint64_t remote_va, uint32_t rkey, uint64_t token);
     // During the handler of run_pass(): hands the current PDU's AHS-and-data
     // buffer to the owner (the PDU's AHS, if any, then its data, from the
@@ -216,7 +222,9 @@ private:
             repost(slot);
             return;
         }
-        sq_.on_completion(wc.wr_id, wc.status == IBV_WC_SUCCESS ? 0 : -EIO);
+        sq_.on_completion(
+            wc.wr_id, wc.status == IBV_WC_SUCCESS ? 0 : -EIO,
+            [this](uint64_t token, uint32_t slot, int status) { on_release(token, slot, status); });
         if (wc.status != IBV_WC_SUCCESS) fail_wc("send", wc);
     }
     bool parse(uint32_t slot, uint32_t bytes, IserRx& rx);
@@ -229,7 +237,12 @@ private:
                     const ibv_sge* data, uint64_t token);
     void fail(std::string why);
     void fail_wc(const char* what, const ibv_wc& wc);
-    void on_release(uint64_t token, uint32_t slot, int status);
+    // A send request is done (or cancelled): its header slot comes back,
+    // and the owner hears of its token.
+    void on_release(uint64_t token, uint32_t slot, int status) {
+        if (slot != kNoSlot) send_pool_.release(slot);
+        if (token != 0 && release_) release_(token, status);
+    }
 
     EndpointConfig config_;
     ConnectionCounters& counters_;

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "rbio/iser/iser_header.hpp"
+#include "rbio/iser/pdu.hpp"
 #include "rbio/iser/rdma/registered_pool.hpp"
 #include "rbio/iser/rdma/work_queues.hpp"
 
@@ -58,7 +60,9 @@ public:
     // The iSER header (then the BHS) of the message in `slot`.
     const uint8_t* head(uint32_t slot) const { return heads_.data(slot); }
     // What follows the BHS: AHS, then the data segment.
-    const uint8_t* rest(uint32_t slot) const;
+    const uint8_t* rest(uint32_t slot) const {
+        return source_ ? parts_[slot].data : heads_.data(slot) + kIserHeaderLength + kBhsLength;
+    }
     // The slot's receive SGEs, sge_count() of them, kept up to date here so
     // a repost points at them instead of building them again.
     ibv_sge* sges(uint32_t slot) { return sges_[slot].data(); }

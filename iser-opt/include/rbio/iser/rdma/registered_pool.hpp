@@ -4,6 +4,7 @@
 // I/O ever registers memory; acquire/release are a pop and a push on a free
 // stack sized up front, with no allocation and no lock (a pool belongs to one
 // event-loop thread).
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -35,7 +36,11 @@ public:
     }
     // Gives a slot back; releasing one twice is a bug the pool does not check
     // on this path.
-    void release(uint32_t index);
+    void release(uint32_t index) {
+        assert(index < count_ && "slot outside the pool");
+        assert(free_.size() < count_ && "more releases than acquires");
+        free_.push_back(index);
+    }
 
     uint8_t* data(uint32_t index) const { return base_ + size_t(index) * slot_size_; }
     std::span<uint8_t> slot(uint32_t index) const { return {data(index), slot_size_}; }

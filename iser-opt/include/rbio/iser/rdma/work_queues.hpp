@@ -27,7 +27,7 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -74,7 +74,7 @@ struct SendRequest {
     std::span<const ibv_sge> sge;  // at most kMaxSge, registered memory
     uint64_t remote_addr = 0;      // RDMA WRITE / READ
     uint32_t rkey = 0;
-    // Released (SendRelease) once the request is known complete; a token of
+    // Handed to the owner's release once the request is known complete; a token of
     // 0 releases nothing but is still tracked.
     uint64_t token = 0;
     // The owner's own registered slot the request reads from (e.g. a header
@@ -84,15 +84,10 @@ struct SendRequest {
 
 inline constexpr uint32_t kNoSlot = UINT32_MAX;
 
-// Runs once per request, in posting order: status 0 when it completed, a
-// negative errno when it failed or was cancelled.
-using SendRelease = std::function<void(uint64_t token, uint32_t slot, int status)>;
-
 class SendQueue {
 public:
     // Throws std::invalid_argument for a depth or signal_every of 0.
-    SendQueue(const SendConfig& config, SendPoster& poster, SendRelease release,
-              ConnectionCounters& counters);
+    SendQueue(const SendConfig& config, SendPoster& poster, ConnectionCounters& counters);
     SendQueue(const SendQueue&) = delete;
     SendQueue& operator=(const SendQueue&) = delete;
 
@@ -106,9 +101,24 @@ public:
     // queued (the connection is to be closed, cancel_all() releases them).
     int flush();
     // A send completion from the CQ: releases every request up to and
-    // including wr_id, the completed one with `status` (0 or -EIO). False
-    // when wr_id is not a request in flight.
-    bool on_completion(uint64_t wr_id, int status);
+    // including wr_id, in posting order, each with
+    // release(token, slot, status): status 0 when it completed, the
+    // completed one's `status` (0 or -EIO) for it. False when wr_id is not a
+    // request in flight. The owner's release is a template argument, so it
+    // is inlined here rather than called through a std::function per request.
+    template <class Release>
+    bool on_completion(uint64_t wr_id, int status, Release&& release) {
+        if (wr_id < completed_ || wr_id >= posted_) return false;
+        while (completed_ <= wr_id) {
+            const Entry& e = at(completed_);
+            const uint64_t token = e.token;
+            const uint32_t slot = e.slot;
+            const int st = completed_ == wr_id ? status : 0;
+            ++completed_;
+            release(token, slot, st);
+        }
+        return true;
+    }
     // Unsignalled requests were posted after the newest signalled one: their
     // tokens wait for a completion that no posted request will bring.
     bool needs_cover() const { return queued() == 0 && last_signaled_ < posted_; }
@@ -123,9 +133,21 @@ public:
     // complete with an error, which is how an idle connection learns it is
     // dead. 0 (also when nothing was posted), or the post's errno.
     int probe();
-    // Releases everything queued and in flight with `status`; for a QP that
-    // is destroyed or flushed, when no completion will come any more.
-    void cancel_all(int status);
+    // Releases everything queued and in flight, release(token, slot,
+    // status) each; for a QP that is destroyed or flushed, when no
+    // completion will come any more.
+    template <class Release>
+    void cancel_all(int status, Release&& release) {
+        while (completed_ < next_) {
+            const Entry& e = at(completed_);
+            const uint64_t token = e.token;
+            const uint32_t slot = e.slot;
+            ++completed_;
+            release(token, slot, status);
+        }
+        posted_ = next_ = completed_;
+        last_signaled_ = completed_;
+    }
 
     uint32_t queued() const { return uint32_t(next_ - posted_); }
     uint32_t in_flight() const { return uint32_t(posted_ - completed_); }
@@ -137,23 +159,29 @@ public:
     const SendConfig& config() const { return config_; }
 
 private:
+    // One per ring position, its work request built in place: sg_list points
+    // at the entry's own segments from the start, and push() writes only the
+    // fields the request's opcode uses (the provider reads no other), so no
+    // request is zeroed or copied on its way to the post.
     struct Entry {
         ibv_send_wr wr{};
         std::array<ibv_sge, kMaxSge> sge{};
         uint64_t token = 0;
         uint32_t slot = kNoSlot;
     };
-    Entry& at(uint64_t seq) { return ring_[seq % ring_.size()]; }
-    bool wants_signal(const Entry& e, uint64_t covered) const;
+    // The ring is a power of two (at least depth) so a sequence number finds
+    // its entry with a mask, not a division.
+    Entry& at(uint64_t seq) { return ring_[seq & mask_]; }
     int post_empty_write();
 
     SendConfig config_;
     SendPoster& poster_;
-    SendRelease release_;
     ConnectionCounters& counters_;
-    std::vector<Entry> ring_;
-    uint64_t completed_ = 0;  // [completed_, posted_) in flight
-    uint64_t posted_ = 0;     // [posted_, next_) queued
+    std::unique_ptr<Entry[]> ring_;
+    uint64_t mask_ = 0;
+    uint64_t unsignaled_max_ = 0;  // the longest unsignalled stretch the queue allows
+    uint64_t completed_ = 0;       // [completed_, posted_) in flight
+    uint64_t posted_ = 0;          // [posted_, next_) queued
     uint64_t next_ = 0;
     uint64_t last_signaled_ = 0;  // sequence of the newest signalled request + 1
     uint32_t unsignaled_run_ = 0;
