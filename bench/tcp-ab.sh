@@ -5,7 +5,8 @@
 # switches (the counted half is bench/tcp-instructions.sh --config).
 #
 #   bench/tcp-ab.sh --a FILE --b FILE [--client perf|rbio] [--rounds R]
-#       [--seconds S] [--bstype LIST] [--control-port N] [--portal-port P]
+#       [--seconds S] [--bstype LIST] [--b-build DIR] [--no-stock]
+#       [--control-port N] [--portal-port P]
 #
 #   --a, --b FILE    the rbio transport's settings of tgtd A and tgtd B
 #                    (docs/tcp-transport.md), e.g. /dev/null (the defaults)
@@ -16,8 +17,14 @@
 #   --rounds R       interleaved rounds, medians reported (default 3)
 #   --seconds S      seconds per measurement (default 4)
 #   --bstype LIST    backing stores (default null,rbio: rbio on a tmpfs file)
-#   --control-port N tgtds on N, N+1, N+2 (default 5815); portals P, P+1,
-#   --portal-port P  P+2 on 127.0.0.1 (default 13815)
+#   --b-build DIR    tgtd B loads DIR/modules/bs_rbio.so instead of this
+#                    tree's build: an A/B of two builds of the code (e.g. a
+#                    change that no setting switches; --a and --b then both
+#                    /dev/null)
+#   --no-stock       leave out tgt's stock transport (A and B only)
+#   --control-port N tgtds (stock, A, B) on N, N+1, N+2 (default 5815);
+#   --portal-port P  portals P, P+1, P+2 on 127.0.0.1 (default 13815);
+#                    with --no-stock A and B take N and N+1, P and P+1
 #
 # Points: 4 KiB reads and writes at 32 in flight per backing store. Each
 # round runs every point against stock, A and B back to back (order
@@ -34,7 +41,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 BENCH_NAME=tcp-ab
 source "$HERE/lib.sh"
 
-A="" B="" CLIENT=perf ROUNDS=3 SECS=4 BSTYPES=null,rbio CTL=5815 PORT=13815
+A="" B="" CLIENT=perf ROUNDS=3 SECS=4 BSTYPES=null,rbio CTL=5815 PORT=13815 B_BUILD="" STOCK=1
 while (( $# )); do
   case $1 in
     --a) A=${2:-}; shift 2 ;;
@@ -43,6 +50,8 @@ while (( $# )); do
     --rounds) ROUNDS=${2:-}; shift 2 ;;
     --seconds) SECS=${2:-}; shift 2 ;;
     --bstype) BSTYPES=${2:-}; shift 2 ;;
+    --b-build) B_BUILD=${2:-}; [[ -f $B_BUILD/modules/bs_rbio.so ]] || die "--b-build: no $B_BUILD/modules/bs_rbio.so"; shift 2 ;;
+    --no-stock) STOCK=0; shift ;;
     --control-port) CTL=${2:-}; shift 2 ;;
     --portal-port) PORT=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
@@ -64,7 +73,8 @@ MODULES="$BUILD/modules" PERF="$BUILD/bench/iscsi-rwperf" RBIO="$BUILD/initiator
 [[ $CLIENT == perf || -x $RBIO ]] || die "no $RBIO: cmake --build build --target rbio"
 SANDBOX="$ROOT/scripts/tgtd-sandbox.sh"
 IQN=iqn.2026-11.io.rbio:tcp-ab INITIATOR=iqn.2026-11.io.rbio:tcp-ab-client
-CONFIGS=(stock A B)
+CONFIGS=(A B)
+(( STOCK )) && CONFIGS=(stock A B)
 declare -A CPORT PPORT PID STATE
 i=0
 for c in "${CONFIGS[@]}"; do
@@ -83,6 +93,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# B's module from another build: a copy (inside the sandbox a link into
+# /usr/lib/tgt/backing-store would point back at the folder itself).
+MODULES_B=$MODULES
+if [[ -n $B_BUILD ]]; then
+  MODULES_B="$WORK/mods-b"
+  mkdir -p "$MODULES_B"
+  cp "$B_BUILD/modules/bs_rbio.so" "$MODULES_B/"
+fi
+
 for c in "${CONFIGS[@]}"; do
   case $c in
     stock) envset=(RBIO_TRANSPORT=off RBIO_CONFIG=/dev/null) ;;
@@ -90,7 +109,9 @@ for c in "${CONFIGS[@]}"; do
     B) envset=(RBIO_TRANSPORT=on RBIO_CONFIG="$B") ;;
   esac
   STATE[$c]="$WORK/tgtd-$c"
-  env "${envset[@]}" RBIO_STATS_FILE=none "$SANDBOX" start "${STATE[$c]}" --modules "$MODULES" \
+  mods=$MODULES
+  [[ $c == B ]] && mods=$MODULES_B
+  env "${envset[@]}" RBIO_STATS_FILE=none "$SANDBOX" start "${STATE[$c]}" --modules "$mods" \
     --control-port "${CPORT[$c]}" --portal "127.0.0.1:${PPORT[$c]}" > /dev/null || die "$c: tgtd did not start"
   PID[$c]=$(cat "${STATE[$c]}/tgtd.pid")
   tgtadm -C "${CPORT[$c]}" --lld iscsi --op new --mode target --tid 1 -T "$IQN" &&
@@ -147,7 +168,8 @@ for (( r = 0; r < ROUNDS; r++ )); do
   lun=1
   for s in "${STORES[@]}"; do
     for rw in read write; do
-      order=("${CONFIGS[@]:r % 3}" "${CONFIGS[@]:0:r % 3}")
+      k=$(( r % ${#CONFIGS[@]} ))
+      order=("${CONFIGS[@]:k}" "${CONFIGS[@]:0:k}")
       for c in "${order[@]}"; do
         measure "$c" "$lun" "$rw"
         us=$(awk -v t="$M_TICKS" -v hz="$HZ" -v n="$M_IOS" 'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
@@ -161,6 +183,7 @@ done
 
 echo "tgtd CPU per 4 KiB I/O at 32 in flight; client: $CLIENT; ${SECS} s x ${ROUNDS} rounds, medians;"
 echo "A = $A ($(grep -v '^\s*#' "$A" | tr '\n' ' ')), B = $B ($(grep -v '^\s*#' "$B" | tr '\n' ' '));"
+if [[ -n $B_BUILD ]]; then echo "B's bs_rbio.so from $(realpath "$B_BUILD"), A's from $BUILD;"; fi
 echo "$(nproc) cores, shared; load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| store | I/O | stock IOPS | stock µs/IO | A IOPS | A µs/IO | A calls/IO | B IOPS | B µs/IO | B calls/IO | B/A µs |"
@@ -179,8 +202,10 @@ awk '
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, p, " ")
       ua = median(k "/A/us"); ub = median(k "/B/us")
-      printf "| %s | %s | %d | %.2f | %d | %.2f | %.2f | %d | %.2f | %.2f | %.2f |\n", p[1], p[2],
-        median(k "/stock/iops"), median(k "/stock/us"), median(k "/A/iops"), ua, median(k "/A/sys"),
+      si = (k "/stock/iops") in vals ? sprintf("%d", median(k "/stock/iops")) : "-"
+      su = (k "/stock/us") in vals ? sprintf("%.2f", median(k "/stock/us")) : "-"
+      printf "| %s | %s | %s | %s | %d | %.2f | %.2f | %d | %.2f | %.2f | %.2f |\n", p[1], p[2],
+        si, su, median(k "/A/iops"), ua, median(k "/A/sys"),
         median(k "/B/iops"), ub, median(k "/B/sys"), (ua > 0 ? ub / ua : 0)
     }
   }' "$WORK/raw"

