@@ -549,8 +549,9 @@ void Engine::issue_rw(Cmd* first) {
         if (io->n == 1 && !dsync) {
             // One buffer: pread/pwrite skip the kernel's import of an iovec
             // from user memory (~0.1 us of a ~0.9 us 4 KiB tmpfs read here).
-            r = io->write ? ::pwrite(fd, first->data, size_t(io->length), off_t(io->offset))
-                          : ::pread(fd, first->data, size_t(io->length), off_t(io->offset));
+            const iovec& v = io->iov[0];
+            r = io->write ? ::pwrite(fd, v.iov_base, v.iov_len, off_t(io->offset))
+                          : ::pread(fd, v.iov_base, v.iov_len, off_t(io->offset));
         } else {
             r = io->write ? ::pwritev2(fd, io->iov, int(io->n), off_t(io->offset), dsync ? RWF_DSYNC : 0)
                           : ::preadv2(fd, io->iov, int(io->n), off_t(io->offset), 0);
