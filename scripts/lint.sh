@@ -113,6 +113,18 @@ check_shell() {
   mapfile -t scripts < <(shell_scripts)
   log "shellcheck: ${#scripts[@]} scripts"
   cd "$ROOT"
+  # A script with a #! line is meant to be run as a command (the docs do):
+  # on a fresh clone it only runs if git has it executable.
+  local f first not_exec=0
+  for f in "${scripts[@]}"; do
+    IFS= read -r first < "$f" || continue
+    [[ $first == '#!'* ]] || continue
+    if [[ $(git ls-files -s -- "$f" | cut -d' ' -f1) != 100755 ]]; then
+      log "$f: has a #! line but is not executable in git (git update-index --chmod=+x)"
+      not_exec=1
+    fi
+  done
+  (( not_exec == 0 )) || return 1
   # In parallel, like clang-tidy; xargs exits nonzero if any run did.
   printf '%s\0' "${scripts[@]}" | xargs -0 -n 8 -P "$JOBS" shellcheck -S warning \
     || { log "shellcheck: findings above"; return 1; }
