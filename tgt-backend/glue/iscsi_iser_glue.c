@@ -92,14 +92,13 @@ struct rbio_iser_conn {
 	struct rbio_iser_ep *ep;
 	struct rdma_cm_id *id; /* owned by ep */
 	int fd;                /* the completion channel, in tgtd's epoll once established */
-	/* The CM has told of the initiator's RTU. Its first message can
-	 * complete on the QP before that, and a connection closed for it then
-	 * is never disconnected: the kernel's CM skips the DREQ of a
-	 * disconnect while it waits for the RTU, and destroying the id sends
-	 * a REJ that the connected initiator ignores. So the completions are
-	 * read only from ESTABLISHED on; until then they wait in the CQ. */
-	int established;
-	int cq_watched; /* fd is in tgtd's epoll */
+	/* fd is in tgtd's epoll: from the CM's ESTABLISHED (the initiator's
+	 * RTU) until the close. The initiator's first message can complete on the QP
+	 * before that, and a connection closed for it then is never
+	 * disconnected: the kernel's CM skips the DREQ of a disconnect while
+	 * it waits for the RTU, and destroying the id sends a REJ that the
+	 * connected initiator ignores. So the completions wait in the CQ. */
+	int cq_watched;
 	struct list_head siblings;
 	struct rbio_pass pass;
 	struct rbio_ping ping;
@@ -778,7 +777,6 @@ fail:
 /* The initiator's RTU has reached the CM: its messages may be read now. */
 static void on_established(struct rbio_iser_conn *rc)
 {
-	rc->established = 1;
 	if (rc->iscsi_conn.closed) {
 		/* closed before (tgtadm): the disconnect then was skipped */
 		rbio_iser_ep_disconnect(rc->ep);
@@ -946,8 +944,7 @@ static void tick(void *data)
 			conn_fail(rc, why);
 			rbio_pass_schedule_if_due(&rc->pass);
 		}
-		if (!rc->passes_since_tick && rc->established &&
-		    rc->iscsi_conn.state != STATE_CLOSE)
+		if (!rc->passes_since_tick && rc->cq_watched && rc->iscsi_conn.state != STATE_CLOSE)
 			quiet_tick(rc);
 		rc->passes_since_tick = 0;
 		rbio_iser_ep_publish(rc->ep);
