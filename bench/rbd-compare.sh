@@ -6,6 +6,7 @@
 #   bench/rbd-compare.sh [--rounds N] [--time S] [--quick] [--csv FILE]
 #       [--size-mb N] [--no-mixed] [--no-strace] [--workloads LIST]
 #       [--configs LIST] [--ports N] [--ceph-port N] [--rbio-b BUILD_DIR]
+#       [--no-warmup]
 #
 #   --rounds N    interleaved rounds; the tables give medians (default 3)
 #   --time S      seconds per point (default 5)
@@ -26,6 +27,7 @@
 #   --rbio-b DIR  A/B of rbio's code: one more configuration, rbio-b, the
 #                 bs_rbio.so of the build folder DIR in a third tgtd (control
 #                 port N+2, portal N+8002); its rbio/this column is A over B
+#   --no-warmup   measure right after the prefill (see "Warm-up" below)
 #
 # Configurations, all on the same image (pool rbd, created with only the
 # layering feature: without exclusive-lock the clients take turns without
@@ -50,6 +52,14 @@
 # `rbd bench` has no time limit, only a total: it gets the IOPS of its last
 # run (a short calibration run first) times --time.
 #
+# Warm-up: an OSD trims a PG's log only once it holds
+# osd_max_pg_log_entries (10,000 on pacific) entries, and from then on
+# every write costs it more: 4 KiB random writes on the single memstore
+# OSD here drop from ~10,500 to ~6,600 IOPS after 8 PGs x 10,000 writes.
+# Without a warm-up the points that happen to run before that (the first
+# of round 1) are measured on a cheaper OSD than the rest. So before the
+# rounds `rbd bench` writes 1.25 x that many 4 KiB blocks at random.
+#
 # Per point: IOPS, MB/s (10^6), median latency (rbio bench), CPU per I/O of
 # tgtd (utime+stime from /proc/PID/stat, all threads), of the client (rbio
 # bench or rbd bench, from `times`) and of the OSD, and the share of the
@@ -66,7 +76,7 @@ BENCH_NAME=rbd-compare
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ROUNDS=3 SECS=5 QUICK=0 CSV="" SIZE_MB=1024 MIXED=1 STRACE=1 WL_ONLY="" CFG_ONLY=""
+ROUNDS=3 SECS=5 QUICK=0 CSV="" SIZE_MB=1024 MIXED=1 STRACE=1 WL_ONLY="" CFG_ONLY="" WARMUP=1
 CTL_BASE=5950 CEPH_PORT=17000 RBIO_B=""
 ROUNDS_SET=0 SECS_SET=0
 while (( $# )); do
@@ -78,6 +88,7 @@ while (( $# )); do
     --size-mb) SIZE_MB=${2:-}; shift 2 ;;
     --no-mixed) MIXED=0; shift ;;
     --no-strace) STRACE=0; shift ;;
+    --no-warmup) WARMUP=0; shift ;;
     --workloads) WL_ONLY=${2:-}; [[ -n $WL_ONLY ]] || die "--workloads needs a list"; shift 2 ;;
     --configs) CFG_ONLY=${2:-}; [[ -n $CFG_ONLY ]] || die "--configs needs a list"; shift 2 ;;
     --ports) CTL_BASE=${2:-}; shift 2 ;;
@@ -194,6 +205,24 @@ rbd_ create --size "${SIZE_MB}M" --image-feature layering "rbd/$IMG" || die "rbd
 # exists and reads return stored pages, not ENOENT holes.
 rbd_ "${LIBRBD_SETTINGS[@]}" bench --io-type write --io-size 4M --io-threads 4 --io-pattern seq \
   --io-total "${SIZE_MB}M" "rbd/$IMG" > "$WORK/prefill.log" 2>&1 || die "prefilling rbd/$IMG failed: $(tail -n 2 "$WORK/prefill.log")"
+
+# Warm-up (see the header): bring every PG's log to its cap, so that all
+# points are measured on an OSD that trims, as it does from then on.
+WARMUP_WRITES=0
+if (( WARMUP )); then
+  ceph_() { timeout 60 ceph -c "$CONF" "$@"; }
+  max_log=$(ceph_ daemon osd.0 config get osd_max_pg_log_entries 2>/dev/null \
+    | sed -n 's/.*"osd_max_pg_log_entries": *"\([0-9]*\)".*/\1/p')
+  pgs=$(ceph_ osd pool get rbd pg_num 2>/dev/null | sed -n 's/^pg_num: *\([0-9]*\)$/\1/p')
+  [[ $max_log =~ ^[0-9]+$ && $pgs =~ ^[0-9]+$ ]] \
+    || die "cannot read osd_max_pg_log_entries ('$max_log') or pool rbd's pg_num ('$pgs') for the warm-up (--no-warmup skips it)"
+  WARMUP_WRITES=$(( max_log * pgs * 5 / 4 ))
+  note "warm-up: $WARMUP_WRITES random 4 KiB writes (PG logs: $pgs x $max_log entries before trimming starts)"
+  rbd_ "${LIBRBD_SETTINGS[@]}" bench --io-type write --io-size 4096 --io-threads 32 --io-pattern rand \
+    --io-total $(( WARMUP_WRITES * 4096 )) "rbd/$IMG" > "$WORK/warmup.log" 2>&1 \
+    || die "the warm-up writes failed: $(tail -n 2 "$WORK/warmup.log")"
+  note "warm-up done: $(awk '/^elapsed:/ { for (i = 1; i < NF; i++) if ($i == "ops/sec:") print $(i + 1) }' "$WORK/warmup.log") IOPS on average"
+fi
 
 # ---------------------------------------------------------------- two tgtds
 # Each sandbox binds its own module folder on /usr/lib/tgt/backing-store:
@@ -473,7 +502,7 @@ awk -F, -v cfgs="${CONFIGS[*]}" -v wls="${WORKLOADS[*]}" -v rounds="$ROUNDS" '
   agg="median of $ROUNDS rounds"; (( ROUNDS > 1 )) || agg="1 round"
   echo "## Ceph RBD: rbio vs stock bs_rbd vs librbd alone ($agg of $SECS s; $(date -u '+%Y-%m-%d %H:%M UTC'))"
   echo
-  echo "- tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null || echo '?'), tgt-rbd $(dpkg-query -W -f '${Version}' tgt-rbd 2>/dev/null || echo '?'), librbd $(dpkg-query -W -f '${Version}' librbd1 2>/dev/null || echo '?'); one mon + one memstore OSD on loopback; image ${SIZE_MB} MiB (layering only), prefilled."
+  echo "- tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null || echo '?'), tgt-rbd $(dpkg-query -W -f '${Version}' tgt-rbd 2>/dev/null || echo '?'), librbd $(dpkg-query -W -f '${Version}' librbd1 2>/dev/null || echo '?'); one mon + one memstore OSD on loopback; image ${SIZE_MB} MiB (layering only), prefilled$( (( WARMUP_WRITES )) && echo ", then warmed up with $WARMUP_WRITES random 4 KiB writes (PG logs at their cap)" || echo ", not warmed up (--no-warmup)")."
   echo "- nproc $(nproc); load average at start $LOAD_START, at end $LOAD_END."
   echo "- Client: rbio bench (one session) for the tgtds, rbd bench ${LIBRBD_SETTINGS[*]} for librbd; librbd's cache off for bs_rbd too. rbio/this = rbio's IOPS over that configuration's, per round."
   echo "- CPU µs/IO: tgtd (all threads, librbd's included), the client (rbio bench; rbd bench, librbd included, for librbd) and the OSD; all = their sum, what one I/O costs the machine."
