@@ -179,6 +179,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 rbd_() { timeout 120 rbd -c "$CONF" "$@"; }
+ceph_() { timeout 60 ceph -c "$CONF" "$@"; }
+# bench_rate FILE: the ops/sec of the `rbd bench` whose output is FILE (0 if none).
+bench_rate() { awk '/^elapsed:/ { for (i = 1; i < NF; i++) if ($i == "ops/sec:") r = $(i + 1) } END { print r + 0 }' "$1"; }
 # rbd bench runs librbd as rbio configures it (tgt-backend/rbd/rbd_image.cpp):
 # cache off, requests dispatched in the caller's thread.
 LIBRBD_SETTINGS=(--rbd_cache=false --rbd_non_blocking_aio=false)
@@ -210,7 +213,6 @@ rbd_ "${LIBRBD_SETTINGS[@]}" bench --io-type write --io-size 4M --io-threads 4 -
 # points are measured on an OSD that trims, as it does from then on.
 WARMUP_WRITES=0
 if (( WARMUP )); then
-  ceph_() { timeout 60 ceph -c "$CONF" "$@"; }
   max_log=$(ceph_ daemon osd.0 config get osd_max_pg_log_entries 2>/dev/null \
     | sed -n 's/.*"osd_max_pg_log_entries": *"\([0-9]*\)".*/\1/p')
   pgs=$(ceph_ osd pool get rbd pg_num 2>/dev/null | sed -n 's/^pg_num: *\([0-9]*\)$/\1/p')
@@ -221,7 +223,7 @@ if (( WARMUP )); then
   rbd_ "${LIBRBD_SETTINGS[@]}" bench --io-type write --io-size 4096 --io-threads 32 --io-pattern rand \
     --io-total $(( WARMUP_WRITES * 4096 )) "rbd/$IMG" > "$WORK/warmup.log" 2>&1 \
     || die "the warm-up writes failed: $(tail -n 2 "$WORK/warmup.log")"
-  note "warm-up done: $(awk '/^elapsed:/ { for (i = 1; i < NF; i++) if ($i == "ops/sec:") print $(i + 1) }' "$WORK/warmup.log") IOPS on average"
+  note "warm-up done: $(bench_rate "$WORK/warmup.log") IOPS on average"
 fi
 
 # ---------------------------------------------------------------- two tgtds
@@ -374,7 +376,7 @@ for wl in "${WORKLOADS[@]}"; do
   timeout 120 rbd -c "$CONF" "${LIBRBD_SETTINGS[@]}" bench --io-type "$op" --io-size "$bytes" --io-threads "$depth" \
     --io-pattern "$pat" --io-total $(( cal * bytes )) "rbd/$IMG" > "$WORK/cal.out" 2>&1 \
     || die "rbd bench failed: $(tail -n 2 "$WORK/cal.out")"
-  EST[$wl]=$(awk '/^elapsed:/ { for (i = 1; i < NF; i++) if ($i == "ops/sec:") r = $(i + 1) } END { print r + 0 }' "$WORK/cal.out")
+  EST[$wl]=$(bench_rate "$WORK/cal.out")
 done
 
 RAW=$WORK/raw.csv
