@@ -64,8 +64,13 @@ need_runtime() {
 build() {
   tree_of "$1"; need_runtime
   mkdir -p "$TREE"
+  # -O1 -g1, as the sanitizers' own documentation builds: line tables are
+  # all a report's stack needs, and the tree compiles in about half the
+  # time of -O2 -g (this build is CI's longest single step).
+  local flags="-O1 -g1 -DNDEBUG"
   cmake -S "$ROOT" -B "$TREE" -DRBIO_SANITIZE="$SAN" -DRBIO_BUILD_TESTS=ON \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$TREE/configure.log" 2>&1 \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" > "$TREE/configure.log" 2>&1 \
     || { cat "$TREE/configure.log"; die "configuring $TREE failed"; }
   local targets
   if [[ $1 == asan ]]; then
