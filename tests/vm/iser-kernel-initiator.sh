@@ -6,7 +6,9 @@
 # iSER login there); initiator-name ACLs; discovery, login, mkfs and files
 # that survive logout/login, fio crc32c verify jobs (4 KiB random: small
 # writes, carried as immediate data; 1 MiB sequential: immediate data, then
-# RDMA READs of several bursts); malformed iSER
+# RDMA READs of several bursts); a write's first burst by RDMA READ, not
+# copied unsolicited Data-Out, on a target set to InitialR2T=No (and with
+# write_in_place = off, the Data-Outs back); malformed iSER
 # messages (each closes its connection with a log line, tgtd keeps
 # serving); the initiator logging out in the middle of I/O; no queue pair
 # left behind; and the off switch (RBIO_ISER=off leaves tgt's own iSER).
@@ -179,16 +181,61 @@ MIN_WRS_PER_POST_KERNEL=4
 check "4 KiB random reads x 32 over a session of their own" read_run batched
 check "they were batched: at least $MIN_WRS_PER_POST_KERNEL work requests per post ($(wpp_of batched))" \
   wpp batched ">=" "$MIN_WRS_PER_POST_KERNEL"
-# The control: coalesce = off must fall below the threshold, or the check
-# above could not fail.
+
+# --- a write's first burst: one RDMA READ, not copied Data-Out SENDs ----------
+# With InitialR2T=No on the target (tgt offers Yes unless told), open-iscsi
+# (which offers No) gets No: a 64 KiB write then brings 8 KiB of immediate
+# data and 56 KiB in seven unsolicited Data-Out SENDs, each copied from its
+# receive buffer into the task's. rbio's transport offers InitialR2T=Yes on
+# iSER, so the 56 KiB come by one RDMA READ into the task's buffer. 64 KiB
+# random writes x 8 over a session of their own (the file system is no
+# longer needed), the session's negotiated InitialR2T kept in NAME.r2t.
+initial_r2t_no() { iser_adm --op update --mode target --tid 1 --name InitialR2T --value No; }
+write_run() {  # write_run NAME: login, 5 s of 64 KiB writes x 8, logout; NAME.conn
+  local before; before=$(ended_count)
+  iadm "$IQN" --login && wait_lun "$IQN" 1 &&
+  iscsiadm -m session -P 2 | sed -n 's/^[[:space:]]*InitialR2T: *//p' > "$WORK/$1.r2t" &&
+  fio --name="$1" --filename="$DISK" --direct=1 --ioengine=libaio --rw=randwrite --bs=64k \
+    --iodepth=8 --size=64M --time_based --runtime=5 --output="$WORK/fio-$1.log" &&
+  iadm "$IQN" --logout && conn_line "$1" "$before"
+}
+count_of() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" "$WORK/$1.conn"; }
+# PDUs received per PDU sent, against a threshold: near 1 when a write is
+# one command PDU, near 8 when seven Data-Outs follow it.
+pdus_in_per_out() {
+  awk -v i="$(count_of "$1" pdus_in)" -v o="$(count_of "$1" pdus_out)" -v op="$2" -v t="$3" \
+    'BEGIN { if (i == "" || o == "" || o == 0) exit 1; r = i / o; exit !(op == "<" ? r < t : r >= t) }'
+}
+ratio_of() { awk -v i="$(count_of "$1" pdus_in)" -v o="$(count_of "$1" pdus_out)" 'BEGIN { if (o > 0) printf "%.2f", i / o }'; }
+MAX_PDUS_IN_PER_OUT=3
+must "the target set to InitialR2T=No" initial_r2t_no
+check "64 KiB random writes x 8 over a session of their own" write_run firstburst
+check "the session negotiated InitialR2T=Yes ($(cat "$WORK/firstburst.r2t"))" \
+  test "$(cat "$WORK/firstburst.r2t")" = Yes
+check "no unsolicited Data-Out: below $MAX_PDUS_IN_PER_OUT PDUs in per PDU out ($(ratio_of firstburst))" \
+  pdus_in_per_out firstburst "<" "$MAX_PDUS_IN_PER_OUT"
+check "the first bursts came by RDMA READ ($(count_of firstburst rdma_reads))" \
+  test "$(count_of firstburst rdma_reads)" -gt 0
+check "tgtadm still shows the admin's InitialR2T=No" \
+  bash -c "tgtadm -C $CTL --lld iser --op show --mode target --tid 1 | grep -qx 'InitialR2T=No'"
+
+# The controls: coalesce = off must fall below the batching threshold, and
+# write_in_place = off (the admin's InitialR2T=No kept) must bring the
+# Data-Outs back, or the checks above could not fail.
 tgtd_stop
-printf 'coalesce = off\n' > "$WORK/rbio-off.conf"
+printf 'coalesce = off\nwrite_in_place = off\n' > "$WORK/rbio-off.conf"
 : > "$STATE/tgtd.log"
 RBIO_CONFIG="$WORK/rbio-off.conf" start_tgtd_rbio_iser
 must "the -I ALL target again" iser_target 1 "$IQN" "$BACKING"
 check "coalesce = off: the same reads" read_run unbatched
 check "coalesce = off: below $MIN_WRS_PER_POST_KERNEL work requests per post ($(wpp_of unbatched))" \
   wpp unbatched "<" "$MIN_WRS_PER_POST_KERNEL"
+must "the target set to InitialR2T=No again" initial_r2t_no
+check "write_in_place = off: the same writes" write_run unsolicited
+check "write_in_place = off: the session keeps InitialR2T=No ($(cat "$WORK/unsolicited.r2t"))" \
+  test "$(cat "$WORK/unsolicited.r2t")" = No
+check "write_in_place = off: at least $MAX_PDUS_IN_PER_OUT PDUs in per PDU out ($(ratio_of unsolicited))" \
+  pdus_in_per_out unsolicited ">=" "$MAX_PDUS_IN_PER_OUT"
 
 # --- the off switch: tgt's own iSER (which needs -Q for iSER logins) ---------
 tgtd_stop

@@ -187,11 +187,19 @@ static uint32_t get_be24(const uint8_t *p)
  *    receive buffers hold RBIO_ISER_RECV_DATA_MAX. The core copies the
  *    target's values into the connection on the first login PDU, so a
  *    lower value there is what gets negotiated.
+ *  - InitialR2T, when the admin has set it to No: a write's first burst
+ *    beyond its immediate data would then come as unsolicited Data-Out
+ *    SENDs, each landing in a receive buffer of its own and copied into
+ *    the task's buffer, and each a PDU through the core. Offered as Yes
+ *    (an OR key: the session gets Yes), that data is fetched by one RDMA
+ *    READ straight into the task's buffer; an R2T over iSER never crosses
+ *    the wire. write_in_place = off keeps the admin's value.
  */
 struct login_override {
 	struct iscsi_target *t;
 	int rdma;
 	unsigned int trdsl;
+	unsigned int initial_r2t;
 };
 
 static void login_override_apply(struct login_override *o, const uint8_t *bhs, const uint8_t *data,
@@ -215,10 +223,13 @@ static void login_override_apply(struct login_override *o, const uint8_t *bhs, c
 			o->t = t;
 			o->rdma = t->rdma;
 			o->trdsl = t->session_param[ISCSI_PARAM_TARGET_RDSL].val;
+			o->initial_r2t = t->session_param[ISCSI_PARAM_INITIAL_R2T_EN].val;
 			t->rdma = 0;
 			if (o->trdsl > RBIO_ISER_RECV_DATA_MAX)
 				t->session_param[ISCSI_PARAM_TARGET_RDSL].val =
 					RBIO_ISER_RECV_DATA_MAX;
+			if (settings.write_in_place)
+				t->session_param[ISCSI_PARAM_INITIAL_R2T_EN].val = 1;
 			return;
 		}
 		i += (uint32_t)n + 1;
@@ -231,6 +242,7 @@ static void login_override_restore(const struct login_override *o)
 		return;
 	o->t->rdma = o->rdma;
 	o->t->session_param[ISCSI_PARAM_TARGET_RDSL].val = o->trdsl;
+	o->t->session_param[ISCSI_PARAM_INITIAL_R2T_EN].val = o->initial_r2t;
 }
 
 /* The send queue has room for a few work requests (a PDU becomes at most
@@ -280,7 +292,7 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 {
 	struct rbio_iser_conn *rc = ctx;
 	struct iscsi_connection *conn = &rc->iscsi_conn;
-	struct login_override login = { NULL, 0, 0 };
+	struct login_override login = { NULL, 0, 0, 0 };
 	uint32_t ahs;
 
 	if (conn->state == STATE_CLOSE || conn->closed)
