@@ -14,7 +14,12 @@
 #                 callgrind profiles, each `rbio bench` report)
 #
 # Points: 4 KiB random reads and writes with 32 in flight (`rbio bench
-# --transport iser`, one session per point). Per point and target, from
+# --transport iser`, one session per point); then, for rbio's target only,
+# 64 KiB random writes with 8 in flight from the kernel's iSER initiator
+# (fio) on a target set to InitialR2T=No, with the defaults (the session
+# gets InitialR2T=Yes: the data past the immediate 8 KiB comes by RDMA
+# READ) and with `write_in_place = off` (the admin's No kept: seven
+# unsolicited Data-Outs per write, each copied). Per point and target, from
 # the profile of the counted seconds (callgrind_control turns counting on
 # and off in a running tgtd): instructions per command (all of tgtd's
 # threads: tgt's core, the transport, the backing store, libc, rxe's
@@ -30,7 +35,7 @@
 # allocation per I/O, no extra copy) can be checked against. Valgrind
 # slows tgtd about fiftyfold, so the IOPS here mean nothing.
 #
-# Run time: about 3 minutes idle; on a loaded machine (load ~13, other
+# Run time: about 5 minutes idle; on a loaded machine (load ~13, other
 # guests on the two cores) well over 9. Run it on an otherwise idle
 # machine; it is not part of ctest.
 set -euo pipefail
@@ -64,7 +69,7 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   # Three times the idle run's time: on a shared machine (load ~13, other
   # guests) the guest took over 9 min for what takes 3 idle; the limit is
   # there for a hung guest, not a slow one.
-  run=(--timeout $(( 3 * (300 + 4 * (SECONDS_PER + WARM + 40)) )) --mem 3072)
+  run=(--timeout $(( 3 * (300 + 6 * (SECONDS_PER + WARM + 40)) )) --mem 3072)
   [[ -n $OUT ]] && run+=(--out "$OUT")
   exec "$ROOT/scripts/vm/run.sh" "${run[@]}" "$HERE/iser-instructions.sh" "${args[@]}"
 fi
@@ -155,11 +160,55 @@ for c in stock rbio; do
   rm -f "$RESULTS"/callgrind.*.out*
 done
 
+# The first burst of a 64 KiB write from the kernel's iSER initiator, on a
+# target set to InitialR2T=No (open-iscsi offers No too).
+FB_NAME=64k-randwrite-qd8-kernel FB_IQN=iqn.2026-11.io.rbio:instr-firstburst
+modprobe -a ib_iser sd_mod || die "the kernel's iSER initiator does not load"
+start_iscsid
+kadm() { iscsiadm -m node -T "$FB_IQN" -p "$PORTAL" -I iser "$@"; }
+declare -A FB_CONF=([rbio]="write_in_place = on" [rbio-write_in_place-off]="write_in_place = off")
+for c in rbio rbio-write_in_place-off; do
+  state="$WORK/tgtd-fb-$c"
+  printf '%s\n' "${FB_CONF[$c]}" > "$WORK/fb-$c.conf"
+  RBIO_CONFIG="$WORK/fb-$c.conf" RBIO_ISER=on "$SANDBOX" start "$state" --modules "$MODULES" --tgtd "$WRAPPER" \
+    --control-port "$CTL" --portal "127.0.0.1:3273" -- --iser pool_sz_mb=128,buf_sz_kb=1024 > /dev/null \
+    || die "$c: tgtd under callgrind did not start"
+  VM_CLEANUP_HOOKS+=("kadm --logout 2>/dev/null; \"\$SANDBOX\" stop \"$state\" 2>/dev/null")
+  pid=$(cat "$state/tgtd.pid")
+  tgtadm -C "$CTL" --lld iser --op new --mode target --tid 1 -T "$FB_IQN" &&
+  tgtadm -C "$CTL" --lld iser --op new --mode logicalunit --tid 1 --lun 1 -b "$WORK/disk.img" --bstype rbio &&
+  tgtadm -C "$CTL" --lld iser --op bind --mode target --tid 1 -I ALL &&
+  tgtadm -C "$CTL" --lld iser --op update --mode target --tid 1 --name InitialR2T --value No \
+    || die "$c: cannot set up the target"
+  iscsiadm -m discovery -t sendtargets -p "$PORTAL" -I iser > /dev/null || die "$c: iSER discovery failed"
+  kadm -o update -n 'node.conn[0].timeo.login_timeout' -v 60 || die "$c: cannot set the login timeout"
+  kadm --login > /dev/null || die "$c: the kernel's initiator cannot log in"
+  wait_disk_of "$FB_IQN" 1 || wait_disk_of "$FB_IQN" 1 || die "$c: no disk for the LUN"
+  echo "iser-instructions: $c: $FB_NAME ($(iscsiadm -m session -P 2 | grep -o 'InitialR2T: [A-Za-z]*')), ${SECONDS_PER} s counted" >&2
+  fio --name="$FB_NAME" --filename="$DISK" --direct=1 --ioengine=libaio --rw=randwrite --bs=64k --iodepth=8 \
+    --size=64M --time_based --runtime=$(( WARM + SECONDS_PER + 4 )) --output="$RESULTS/fio-$FB_NAME@$c.log" &
+  fp=$!
+  sleep "$WARM"
+  callgrind_control -i on "$pid" > /dev/null 2>&1 || { kill "$fp"; die "$c: callgrind_control cannot reach tgtd"; }
+  sleep "$SECONDS_PER"
+  callgrind_control -i off "$pid" > /dev/null 2>&1
+  callgrind_control --dump="$FB_NAME" "$pid" > /dev/null 2>&1
+  wait "$fp" || die "$c: fio failed (see $RESULTS/fio-$FB_NAME@$c.log)"
+  kadm --logout > /dev/null || die "$c: logout failed"
+  "$SANDBOX" stop "$state"
+  prof=$(grep -l "^desc: Trigger: dump $FB_NAME\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1 || true)
+  [[ -n $prof ]] || die "$c: no callgrind profile for $FB_NAME"
+  mv "$prof" "$RESULTS/callgrind-$FB_NAME@$c.out"
+  summarise "$c" "$FB_NAME" "$RESULTS/callgrind-$FB_NAME@$c.out"
+  rm -f "$RESULTS"/callgrind.*.out*
+done
+
 {
   echo "# tgtd's user-space instructions per SCSI command over iSER (callgrind)"
   echo
   echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null); $(valgrind --version);"
   echo "initiator: \`rbio bench --transport iser\`, 4 KiB, 32 in flight; ${SECONDS_PER} s counted after ${WARM} s of warm-up;"
+  echo "$FB_NAME: the kernel's iSER initiator (fio, libaio), rbio's target set to InitialR2T=No, with the defaults and with \`write_in_place = off\`;"
   echo "backing store: stock bs $BS_STOCK, rbio bs $BS_RBIO; a 256 MiB fallocated tmpfs file."
   echo
   echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command | memcpy calls/command | memcpy instructions/command |"
