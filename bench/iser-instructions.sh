@@ -129,6 +129,15 @@ profile_point() {
 }
 
 source "$HERE/callgrind.sh"
+# keep_profile CONFIG NAME: the profile tgtd dumped as part NAME, kept as
+# callgrind-NAME@CONFIG.out and summarised; no such profile is an error.
+keep_profile() {
+  local c=$1 name=$2 f
+  f=$(grep -l "^desc: Trigger: dump $name\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1) && [[ -n $f ]] \
+    || die "$c: no callgrind profile for $name"
+  mv "$f" "$RESULTS/callgrind-$name@$c.out"
+  summarise "$c" "$name" "$RESULTS/callgrind-$name@$c.out"
+}
 
 : > "$WORK/rows.md"; : > "$WORK/top.md"
 for c in stock rbio; do
@@ -152,10 +161,7 @@ for c in stock rbio; do
   "$SANDBOX" stop "$state"
   for w in "${WORKLOADS[@]}"; do
     read -r name _ <<< "$w"
-    prof=$(grep -l "^desc: Trigger: dump $name\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1 || true)
-    [[ -n $prof ]] || die "$c: no callgrind profile for $name"
-    mv "$prof" "$RESULTS/callgrind-$name@$c.out"
-    summarise "$c" "$name" "$RESULTS/callgrind-$name@$c.out"
+    keep_profile "$c" "$name"
   done
   rm -f "$RESULTS"/callgrind.*.out*
 done
@@ -196,10 +202,7 @@ for c in rbio rbio-write_in_place-off; do
   wait "$fp" || die "$c: fio failed (see $RESULTS/fio-$FB_NAME@$c.log)"
   kadm --logout > /dev/null || die "$c: logout failed"
   "$SANDBOX" stop "$state"
-  prof=$(grep -l "^desc: Trigger: dump $FB_NAME\$" "$RESULTS"/callgrind.*.out* 2>/dev/null | head -1 || true)
-  [[ -n $prof ]] || die "$c: no callgrind profile for $FB_NAME"
-  mv "$prof" "$RESULTS/callgrind-$FB_NAME@$c.out"
-  summarise "$c" "$FB_NAME" "$RESULTS/callgrind-$FB_NAME@$c.out"
+  keep_profile "$c" "$FB_NAME"
   rm -f "$RESULTS"/callgrind.*.out*
 done
 
