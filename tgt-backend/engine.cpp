@@ -904,11 +904,15 @@ void Engine::io_done(Io* io, int64_t res64) {
 }
 
 void Engine::rw_done(Io* io, int res) {
-    if (res >= 0 && uint64_t(res) == io->length) {
-        for (uint32_t i = 0; i < io->n; ++i) finish(io->cmds[i], good());
-        free_io(io);
+    if (res < 0 || uint64_t(res) != io->length) [[unlikely]] {
+        rw_failed(io, res);
         return;
     }
+    for (uint32_t i = 0; i < io->n; ++i) finish(io->cmds[i], good());
+    free_io(io);
+}
+
+void Engine::rw_failed(Io* io, int res) {
     // Error or short transfer: settle each command of the I/O on its own so
     // only the ones really affected fail. A merged I/O that failed as a whole
     // (EIO from one bad block) is retried command by command: its other

@@ -147,7 +147,9 @@ static void conn_log_close(struct rbio_iser_conn *rc, const char *why)
 	log_error("rbio: iser: %s: closing connection: %s\n", rc->peer, why);
 }
 
-static void conn_fail(struct rbio_iser_conn *rc, const char *why)
+/* The cold paths of per-PDU functions (a failure, a login, an R2T) stay
+ * out of line, so those functions save no registers for them. */
+__attribute__((noinline, cold)) static void conn_fail(struct rbio_iser_conn *rc, const char *why)
 {
 	if (rc->iscsi_conn.state != STATE_CLOSE) {
 		conn_log_close(rc, why);
@@ -202,8 +204,9 @@ struct login_override {
 	unsigned int initial_r2t;
 };
 
-static void login_override_apply(struct login_override *o, const uint8_t *bhs, const uint8_t *data,
-				 uint32_t len)
+__attribute__((noinline, cold)) static void login_override_apply(struct login_override *o,
+								 const uint8_t *bhs,
+								 const uint8_t *data, uint32_t len)
 {
 	const char key[] = "TargetName=";
 	uint32_t i = 0;
@@ -418,7 +421,7 @@ static void status_of(uint8_t r[BHS_SIZE], const uint8_t *din)
 	memcpy(r + 44, din + 44, 4);              /* residual count */
 }
 
-static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
+__attribute__((noinline)) static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
 {
 	struct iser_task_prefix *p = prefix_of(task);
 	const uint8_t *r2t = rc->tx_bhs;

@@ -50,12 +50,17 @@ int BlockPool::size_class(size_t size) const noexcept {
 
 void* BlockPool::alloc(size_t size) noexcept {
     const int cls = size_class(size);
-    if (cls >= 0 && free_[size_t(cls)]) {
-        Block* b = free_[size_t(cls)];
-        free_[size_t(cls)] = b->next;
-        pooled_ -= b->size;
-        return b->payload();
+    if (cls >= 0) [[likely]] {
+        if (Block* b = free_[size_t(cls)]) [[likely]] {
+            free_[size_t(cls)] = b->next;
+            pooled_ -= b->size;
+            return b->payload();
+        }
     }
+    return alloc_new(cls, size);
+}
+
+void* BlockPool::alloc_new(int cls, size_t size) noexcept {
     Block* b = make(cls, cls >= 0 ? size_t(1) << (c_.min_shift + unsigned(cls)) : size);
     return b ? b->payload() : nullptr;
 }
@@ -102,7 +107,7 @@ void BlockPool::free_memory(Block* b) noexcept {
 }
 
 void BlockPool::put_back(Block* b) noexcept {
-    if (b->cls >= 0 && pooled_ + b->size <= c_.pooled_max) {
+    if (b->cls >= 0 && pooled_ + b->size <= c_.pooled_max) [[likely]] {
         b->next = free_[size_t(b->cls)];
         free_[size_t(b->cls)] = b;
         pooled_ += b->size;

@@ -170,6 +170,9 @@ private:
     void complete_later(Cmd* c);
     void wait_for_completion();
     void rw_done(Io* io, int res);
+    // rw_done() for an error or a short transfer: out of line, so that the
+    // per-I/O path saves no registers and keeps no frame for its messages.
+    [[gnu::noinline, gnu::cold]] void rw_failed(Io* io, int res);
     void step_done(Cmd* c, int res);
     void finish(Cmd* c, const rbio_bs_result& r);
     void deliver_done();
