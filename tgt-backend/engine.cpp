@@ -127,14 +127,17 @@ void Engine::close() noexcept {
 // ---------------------------------------------------------------- pools
 
 Engine::Cmd* Engine::alloc_cmd() {
-    if (!free_cmds_) {
-        // Grows once per new concurrency high-water mark, never per command.
-        cmd_store_.emplace_back();
-        return &cmd_store_.back();
-    }
+    if (!free_cmds_) [[unlikely]]
+        return grow_cmds();
     Cmd* c = free_cmds_;
     free_cmds_ = c->next;
     return c;
+}
+
+Engine::Cmd* Engine::grow_cmds() {
+    // Once per new concurrency high-water mark, never per command.
+    cmd_store_.emplace_back();
+    return &cmd_store_.back();
 }
 
 void Engine::free_cmd(Cmd* c) {
@@ -536,9 +539,7 @@ void Engine::issue_rw(Cmd* first) {
     io->length = run.length;
 
     if (rbd_) {
-        io->rbd_fua = io->write && first->fua;
-        rbd_start(io, io->write ? rbd_->writev(io->iov, int(io->n), io->offset, io)
-                                : rbd_->readv(io->iov, int(io->n), io->offset, io));
+        issue_rbd(io, first);
         return;
     }
 
@@ -563,13 +564,8 @@ void Engine::issue_rw(Cmd* first) {
     }
 
     io_uring_sqe* sqe = next_sqe();
-    if (!sqe) {
-        // Cannot happen while in-flight Ios never exceed the SQ size; fail
-        // loudly rather than hang the commands.
-        log(RBIO_BS_LOG_ERROR, "submission queue full");
-        for (uint32_t i = 0; i < io->n; ++i)
-            finish(io->cmds[i], check(kHardwareError, kAscInternalTargetFailure));
-        free_io(io);
+    if (!sqe) [[unlikely]] {
+        sq_full(io);
         return;
     }
     const int fd = fd_.get();
@@ -584,6 +580,21 @@ void Engine::issue_rw(Cmd* first) {
     io_uring_sqe_set_data(sqe, io);
     ++inflight_;
     ++counters_.ios;
+}
+
+void Engine::issue_rbd(Io* io, Cmd* first) {
+    io->rbd_fua = io->write && first->fua;
+    rbd_start(io, io->write ? rbd_->writev(io->iov, int(io->n), io->offset, io)
+                            : rbd_->readv(io->iov, int(io->n), io->offset, io));
+}
+
+void Engine::sq_full(Io* io) {
+    // Cannot happen while in-flight Ios never exceed the SQ size; fail
+    // loudly rather than hang the commands.
+    log(RBIO_BS_LOG_ERROR, "submission queue full");
+    for (uint32_t i = 0; i < io->n; ++i)
+        finish(io->cmds[i], check(kHardwareError, kAscInternalTargetFailure));
+    free_io(io);
 }
 
 // ---------------------------------------------------------------- steps

@@ -173,6 +173,11 @@ private:
     // rw_done() for an error or a short transfer: out of line, so that the
     // per-I/O path saves no registers and keeps no frame for its messages.
     [[gnu::noinline, gnu::cold]] void rw_failed(Io* io, int res);
+    // issue_rw()'s other ends, out of line so the file path's pread and
+    // SQE stay lean: an RBD image's request (librbd dwarfs a call) and a
+    // full submission queue (cannot happen; fails the commands).
+    [[gnu::noinline]] void issue_rbd(Io* io, Cmd* first);
+    [[gnu::noinline, gnu::cold]] void sq_full(Io* io);
     void step_done(Cmd* c, int res);
     void finish(Cmd* c, const rbio_bs_result& r);
     void deliver_done();
@@ -192,6 +197,8 @@ private:
     void log(int level, const std::string& msg) const;
 
     Cmd* alloc_cmd();
+    // alloc_cmd() past the high-water mark: out of line (see rw_failed).
+    [[gnu::noinline, gnu::cold]] Cmd* grow_cmds();
     void free_cmd(Cmd* c);
     Io* alloc_io();
     void free_io(Io* io);
