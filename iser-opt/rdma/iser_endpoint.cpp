@@ -142,8 +142,8 @@ bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
         return false;
     }
     rx.bhs = BhsView(p + kIserHeaderLength);
-    // Checked first without a message (bhs_error); validate_bhs builds the
-    // message only for a header it refuses (-23 instructions per PDU).
+    // Every PDU's header is checked; only a refused one pays for building
+    // validate_bhs's message (as rbio_tcp_conn_check_bhs does over TCP).
     if (bhs_error(rx.bhs, limits_, config_.peer)) [[unlikely]] {
         if (auto e = validate_bhs(rx.bhs, limits_, config_.peer)) fail(e->message);
         return false;
