@@ -100,19 +100,17 @@ std::optional<PduErrc> bhs_error(BhsView bhs, const PduLimits& limits, PduSender
     return std::nullopt;
 }
 
-std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from) {
-    const auto code = bhs_error(bhs, limits, from);
-    if (!code) return std::nullopt;
-    switch (*code) {
+PduError bhs_refusal(BhsView bhs, const PduLimits& limits, PduSender from, PduErrc code) {
+    switch (code) {
         case PduErrc::UnknownOpcode:
-            return make_error(*code, "unknown opcode 0x%02x from %s", unsigned(bhs.opcode_byte()),
+            return make_error(code, "unknown opcode 0x%02x from %s", unsigned(bhs.opcode_byte()),
                               to_string(from));
         case PduErrc::AhsTooLong:
-            return make_error(*code, "total AHS length %zu exceeds limit %u (%s, ITT 0x%08x)",
+            return make_error(code, "total AHS length %zu exceeds limit %u (%s, ITT 0x%08x)",
                               bhs.ahs_length(), max_ahs_of(limits), opcode_name(bhs.opcode_byte()),
                               bhs.itt());
         default:
-            return make_error(*code,
+            return make_error(code,
                               "data segment length %u exceeds MaxRecvDataSegmentLength %u "
                               "(%s, ITT 0x%08x)",
                               bhs.data_segment_length(), limits.max_recv_data_segment_length,

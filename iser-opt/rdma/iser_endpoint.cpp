@@ -142,10 +142,8 @@ bool IserEndpoint::parse(uint32_t slot, uint32_t bytes, IserRx& rx) {
         return false;
     }
     rx.bhs = BhsView(p + kIserHeaderLength);
-    // Every PDU's header is checked; only a refused one pays for building
-    // validate_bhs's message (as rbio_tcp_conn_check_bhs does over TCP).
-    if (bhs_error(rx.bhs, limits_, config_.peer)) [[unlikely]] {
-        if (auto e = validate_bhs(rx.bhs, limits_, config_.peer)) fail(e->message);
+    if (auto e = validate_bhs(rx.bhs, limits_, config_.peer)) [[unlikely]] {
+        fail(e->message);
         return false;
     }
     const size_t ahs = rx.bhs.ahs_length();

@@ -73,10 +73,8 @@ int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data
     rbio::iser::PduLimits limits;
     limits.max_recv_data_segment_length = max_data;
     rbio::iser::BhsView view(static_cast<const uint8_t*>(bhs));
-    // Every header is checked; only a refused one pays for the message.
-    if (rbio::iser::bhs_error(view, limits, rbio::iser::PduSender::Initiator)) [[unlikely]] {
-        auto e = rbio::iser::validate_bhs(view, limits, rbio::iser::PduSender::Initiator);
-        std::snprintf(err, errlen, "%s", e ? e->message.c_str() : "header refused");
+    if (auto e = rbio::iser::validate_bhs(view, limits, rbio::iser::PduSender::Initiator)) [[unlikely]] {
+        std::snprintf(err, errlen, "%s", e->message.c_str());
         return -1;
     }
     ++c->conn.counters()[Counter::PdusIn];

@@ -231,12 +231,19 @@ struct PduLayout {
 
 PduLayout layout_of(BhsView bhs, bool header_digest, bool data_digest);
 
-// Checks what the BHS alone tells: opcode, AHS and data segment lengths.
-// Nothing when the PDU may be read on.
-std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from);
-// The same checks, saying only which one failed: for a per-PDU path that
-// builds validate_bhs()'s message only for a header it refuses.
+// What the BHS alone tells: opcode, AHS and data segment lengths. Nothing
+// when the PDU may be read on, else which check failed.
 std::optional<PduErrc> bhs_error(BhsView bhs, const PduLimits& limits, PduSender from) noexcept;
+// The message for a header bhs_error() refused with `code`.
+[[gnu::cold]] PduError bhs_refusal(BhsView bhs, const PduLimits& limits, PduSender from, PduErrc code);
+
+// The same checks with a message. Inline, so that a per-PDU caller pays for
+// bhs_error() alone and builds the message only for a header it refuses.
+inline std::optional<PduError> validate_bhs(BhsView bhs, const PduLimits& limits, PduSender from) {
+    if (const auto code = bhs_error(bhs, limits, from)) [[unlikely]]
+        return bhs_refusal(bhs, limits, from, *code);
+    return std::nullopt;
+}
 
 // RFC 7143 §11.2.2: AHSType values.
 enum class AhsType : uint8_t { ExtendedCdb = 1, BidirectionalReadLength = 2 };
