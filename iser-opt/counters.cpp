@@ -25,6 +25,8 @@ const char* counter_name(Counter c) {
         case Counter::SpinMisses: return "spin_misses";
         case Counter::Lent: return "lent";
         case Counter::LendRefused: return "lend_refused";
+        case Counter::RxWaitCalls: return "rx_wait_calls";
+        case Counter::RxWaitExpired: return "rx_wait_expired";
         case Counter::Count_: break;
     }
     return "unknown";

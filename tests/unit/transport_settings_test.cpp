@@ -42,13 +42,16 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_EQ(s.write_in_place, 1);
     EXPECT_STREQ(s.portals, "");
     EXPECT_STREQ(s.stats_file, "/run/rbio/tgtd-%p.stats");
+    EXPECT_EQ(s.rx_wait_pdus, 16u);
+    EXPECT_EQ(s.rx_wait_us, 150u);
 }
 
 TEST(TransportSettings, FileThenEnvironment) {
     Env env;
     auto path = write_config(
         "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
-        "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n");
+        "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n"
+        "rx_wait_pdus = 0\nrx_wait_us = 2000\n");
     ::setenv("RBIO_CONFIG", path.c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
@@ -57,6 +60,8 @@ TEST(TransportSettings, FileThenEnvironment) {
     EXPECT_EQ(s.coalesce, 0);
     EXPECT_EQ(s.direct_read_kib, 128u);
     EXPECT_EQ(s.write_in_place, 0);
+    EXPECT_EQ(s.rx_wait_pdus, 0u);
+    EXPECT_EQ(s.rx_wait_us, 2000u);
     EXPECT_STREQ(s.stats_file, "");
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "127.0.0.1", 3260));
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "::1", 3261));
@@ -88,6 +93,12 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     std::ofstream(path) << "rx_buffer_kib = 1\n";
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
     EXPECT_NE(std::string(err).find("rx_buffer_kib"), std::string::npos) << err;
+
+    for (const char* bad : {"rx_wait_pdus = 257\n", "rx_wait_us = 9\n", "rx_wait_us = 100001\n"}) {
+        std::ofstream(path) << bad;
+        EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
+        EXPECT_NE(std::string(err).find(path + ":1: rx_wait_"), std::string::npos) << err;
+    }
     ::unlink(path.c_str());
 
     ::setenv("RBIO_CONFIG", "/nonexistent/rbio.conf", 1);

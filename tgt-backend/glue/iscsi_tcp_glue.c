@@ -83,6 +83,7 @@ struct rbio_conn {
 	struct list_head siblings; /* all rbio connections */
 	struct rbio_pass pass;
 	int writable_event; /* this pass runs for EPOLLOUT */
+	int rx_wait_fired;  /* this pass runs because a moderated wait ran out */
 	int epollout_armed;
 	/* the send queue takes a response (rbio_tcp_conn_tx_open), as the
 	 * last call that can change it said: queueing, a flush, a cancel */
@@ -214,6 +215,14 @@ static void conn_pass(void *ctx)
 	/* Also when the core is closing: its last response (a login reject,
 	 * a logout response) is queued and must leave before the close. */
 	after_send(rc, rbio_tcp_conn_flush(rc->engine));
+	if (conn->state != STATE_CLOSE && rbio_tcp_conn_rx_wait_fd(rc->engine) >= 0) {
+		char why[128];
+
+		if (rbio_tcp_conn_rx_wait_end_pass(rc->engine, rc->rx_wait_fired,
+						   conn->state == STATE_SCSI, why, sizeof(why)))
+			log_error("rbio: tcp: %s: %s\n", rc->peer, why);
+	}
+	rc->rx_wait_fired = 0;
 }
 
 static void conn_event_handler(int fd, int events, void *data)
@@ -241,6 +250,21 @@ static void conn_event_handler(int fd, int events, void *data)
 	conn_pass(rc);
 	rc->writable_event = 0;
 	rbio_pass_finish(&rc->pass);
+}
+
+/* Receive moderation: the socket wakes tgtd only once a few requests are in
+ * (rbio/iser/rx_moderation.hpp). When the initiator sends fewer, this timer
+ * ends the wait and the pass takes what came. */
+static void rx_wait_handler(int fd, int events, void *data)
+{
+	struct rbio_conn *rc = data;
+
+	(void)fd;
+	(void)events;
+	if (!rbio_tcp_conn_rx_wait_expired(rc->engine))
+		return;
+	rc->rx_wait_fired = 1;
+	conn_event_handler(rc->fd, EPOLLIN, rc);
 }
 
 /* ---- struct iscsi_transport */
@@ -281,8 +305,17 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 					? conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val
 					: INCOMING_BUFSIZE;
 
+			int hd = 0, dd = 0;
+
+			if (conn->state == STATE_SCSI) {
+				hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val &
+				      DIGEST_CRC32C) != 0;
+				dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val &
+				      DIGEST_CRC32C) != 0;
+			}
 			rc->bhs_have = 0;
-			if (rbio_tcp_conn_check_bhs(rc->engine, bhs, max_data, why, sizeof(why))) {
+			if (rbio_tcp_conn_check_bhs(rc->engine, bhs, max_data, hd, dd, why,
+						    sizeof(why))) {
 				conn_log_close(rc, why);
 				return 0;
 			}
@@ -363,6 +396,8 @@ static size_t tp_close(struct iscsi_connection *conn)
 	struct rbio_conn *rc = RC(conn);
 
 	tgt_event_del(rc->fd);
+	if (rbio_tcp_conn_rx_wait_fd(rc->engine) >= 0)
+		tgt_event_del(rbio_tcp_conn_rx_wait_fd(rc->engine));
 	conn->state = STATE_CLOSE;
 	rbio_ping_stop(&rc->ping);
 	rbio_tcp_conn_tx_cancel(rc->engine);
@@ -692,6 +727,18 @@ static void accept_handler(int lfd, int events, void *data)
 	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
 	conn_read_pdu(&rc->iscsi_conn);
 	if (tgt_event_add(fd, EPOLLIN, conn_event_handler, rc)) {
+		conn_exit(&rc->iscsi_conn);
+		rbio_tcp_conn_free(rc->engine);
+		rbio_release_queue_free(rc->releases);
+		free(rc);
+		goto refuse;
+	}
+	if (rbio_tcp_conn_rx_wait_fd(rc->engine) >= 0 &&
+	    tgt_event_add(rbio_tcp_conn_rx_wait_fd(rc->engine), EPOLLIN, rx_wait_handler, rc)) {
+		log_error(
+			"rbio: tcp: %s: refused: the receive-moderation timer cannot be watched\n",
+			rc->peer);
+		tgt_event_del(fd);
 		conn_exit(&rc->iscsi_conn);
 		rbio_tcp_conn_free(rc->engine);
 		rbio_release_queue_free(rc->releases);

@@ -126,6 +126,14 @@ ConnectionFamily connection_family(Counter c) {
             return {{"rbio_connection_lend_refused_total", C,
                      "Writes eligible for write_in_place whose data was copied after all"},
                     Applies::Tcp};
+        case Counter::RxWaitCalls:
+            return {{"rbio_connection_rx_wait_calls_total", C,
+                     "System calls of receive moderation (SO_RCVLOWAT, its wait timer)"},
+                    Applies::Tcp};
+        case Counter::RxWaitExpired:
+            return {{"rbio_connection_rx_wait_expired_total", C,
+                     "Receive-moderation waits ended by the timer (the initiator sent fewer requests)"},
+                    Applies::Tcp};
         case Counter::Count_: break;
     }
     return {{"rbio_connection_unknown_total", C, "unknown counter"}, Applies::Both};

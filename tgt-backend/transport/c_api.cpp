@@ -2,6 +2,7 @@
 // here lets a C++ exception unwind into tgtd.
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <span>
 
@@ -69,7 +70,8 @@ int rbio_tcp_conn_rx_ready(const rbio_tcp_conn* c) {
     return rx.buffered() > 0 || rx.at_eof() || rx.direct_pending();
 }
 
-int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data, char* err, size_t errlen) {
+int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data, int header_digest,
+                            int data_digest, char* err, size_t errlen) {
     rbio::iser::PduLimits limits;
     limits.max_recv_data_segment_length = max_data;
     rbio::iser::BhsView view(static_cast<const uint8_t*>(bhs));
@@ -78,7 +80,20 @@ int rbio_tcp_conn_check_bhs(rbio_tcp_conn* c, const void* bhs, uint32_t max_data
         return -1;
     }
     ++c->conn.counters()[Counter::PdusIn];
+    c->conn.on_request_header(view, header_digest != 0, data_digest != 0);
     return 0;
+}
+
+int rbio_tcp_conn_rx_wait_fd(const rbio_tcp_conn* c) { return c->conn.rx_wait_fd(); }
+
+int rbio_tcp_conn_rx_wait_expired(rbio_tcp_conn* c) { return c->conn.rx_wait_take_expiry() ? 1 : 0; }
+
+int rbio_tcp_conn_rx_wait_end_pass(rbio_tcp_conn* c, int timer_fired, int full_feature, char* err,
+                                   size_t errlen) {
+    const int rc = c->conn.rx_wait_end_pass(timer_fired != 0, full_feature != 0);
+    if (rc == 0) return 0;
+    std::snprintf(err, errlen, "receive moderation off: %s", std::strerror(-rc));
+    return -1;
 }
 
 int rbio_tcp_conn_tx_open(const rbio_tcp_conn* c) { return c->conn.tx_open() ? 1 : 0; }
@@ -117,12 +132,13 @@ void rbio_tcp_conn_describe(const rbio_tcp_conn* c, char* out, size_t len) {
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu recv_calls=%llu send_calls=%llu "
                   "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu "
-                  "lent=%llu lend_refused=%llu",
+                  "lent=%llu lend_refused=%llu rx_wait_calls=%llu rx_wait_expired=%llu rx_wait_level=%u",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::RecvCalls], (unsigned long long)k[Counter::SendCalls],
                   k.pdus_per_recv(), k.pdus_per_send(), (unsigned long long)k[Counter::BytesIn],
                   (unsigned long long)k[Counter::BytesOut], (unsigned long long)k[Counter::Lent],
-                  (unsigned long long)k[Counter::LendRefused]);
+                  (unsigned long long)k[Counter::LendRefused], (unsigned long long)k[Counter::RxWaitCalls],
+                  (unsigned long long)k[Counter::RxWaitExpired], c->conn.moderation().level());
 }
 
 void rbio_tcp_conn_publish(rbio_tcp_conn* c) { c->conn.publish(); }

@@ -82,7 +82,8 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
         line("connections_total", g_total.load());
         for (size_t i = 0; i < rbio::iser::kCounterCount; ++i)
             line(rbio::iser::counter_name(Counter(i)), c.values[i]);
-        line("syscalls", c[Counter::RecvCalls] + c[Counter::SendCalls] + c[Counter::EventCtl]);
+        line("syscalls",
+             c[Counter::RecvCalls] + c[Counter::SendCalls] + c[Counter::EventCtl] + c[Counter::RxWaitCalls]);
         char ratios[96];
         std::snprintf(ratios, sizeof ratios, "pdus_per_recv=%.2f\npdus_per_send=%.2f\n", c.pdus_per_recv(),
                       c.pdus_per_send());

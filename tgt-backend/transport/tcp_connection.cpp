@@ -1,6 +1,12 @@
 #include "tcp_connection.hpp"
 
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "rbio/bs/tcp_transport.h"
 
@@ -26,6 +32,12 @@ iser::TxConfig tx_config(const rbio_tp_settings& s) {
     return c;
 }
 
+iser::RxModerationConfig moderation_config(const rbio_tp_settings& s) {
+    iser::RxModerationConfig c;
+    c.max_pdus = s.rx_wait_pdus;
+    return c;
+}
+
 }  // namespace
 
 iser::CounterTotals& totals() {
@@ -38,7 +50,58 @@ TcpConnection::TcpConnection(int fd, const rbio_tp_settings& s)
       writer_(fd),
       headers_(kMaxQueuedPdus),
       tx_(
-          tx_config(s), writer_, [this](uint64_t, int) { ++done_total_; }, counters_) {}
+          tx_config(s), writer_, [this](uint64_t, int) { ++done_total_; }, counters_),
+      fd_(fd),
+      moderation_(moderation_config(s)),
+      wait_us_(s.rx_wait_us) {
+    if (moderation_.enabled()) {
+        timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+        if (!timer_)
+            throw std::system_error(errno, std::generic_category(), "timerfd_create (receive moderation)");
+    }
+}
+
+int TcpConnection::rx_wait_end_pass(bool timer_fired, bool full_feature) {
+    if (!moderation_.enabled()) return 0;
+    // Bytes in beyond the headers read: part of a header the core has not
+    // read yet; short of them: the rest of the PDU under way.
+    const uint64_t in = counters_[iser::Counter::BytesIn];
+    const size_t awaited = in > announced_ ? SIZE_MAX : size_t(announced_ - in);
+    const bool answered = queued_total_ != queued_at_last_pass_;
+    queued_at_last_pass_ = queued_total_;
+    const auto step = moderation_.end_pass(timer_fired, full_feature, awaited, answered);
+    if (step.set_lowat) {
+        const int v = int(moderation_.lowat());
+        ++counters_[iser::Counter::RxWaitCalls];
+        if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) < 0) return stop_moderating();
+    }
+    if (step.arm_timer) {
+        itimerspec t{};
+        t.it_value.tv_sec = time_t(wait_us_ / 1000000);
+        t.it_value.tv_nsec = long(wait_us_ % 1000000) * 1000;
+        ++counters_[iser::Counter::RxWaitCalls];
+        if (::timerfd_settime(timer_.get(), 0, &t, nullptr) < 0) return stop_moderating();
+    }
+    return 0;
+}
+
+// A socket call of the moderation failed: wake on every byte from now on,
+// so no wait depends on a timer that may not run.
+int TcpConnection::stop_moderating() {
+    const int err = errno;
+    moderation_.disable();
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+    return -err;
+}
+
+bool TcpConnection::rx_wait_take_expiry() {
+    uint64_t expirations = 0;
+    ++counters_[iser::Counter::RxWaitCalls];
+    if (::read(timer_.get(), &expirations, sizeof expirations) != ssize_t(sizeof expirations)) return false;
+    ++counters_[iser::Counter::RxWaitExpired];
+    return true;
+}
 
 void TcpConnection::tx_header(const uint8_t* bhs) {
     std::memcpy(headers_[queued_total_ % headers_.size()].data(), bhs, iser::kBhsLength);

@@ -9,8 +9,10 @@
 #include <span>
 #include <vector>
 
+#include "rbio/common/unique_fd.hpp"
 #include "rbio/iser/counters.hpp"
 #include "rbio/iser/pdu.hpp"
+#include "rbio/iser/rx_moderation.hpp"
 #include "rbio/iser/socket_io.hpp"
 #include "rbio/iser/stream_rx.hpp"
 #include "rbio/iser/tx_queue.hpp"
@@ -44,11 +46,30 @@ public:
                tx_.queued_pdus() < tx_.config().max_queued_pdus;
     }
 
+    // Receive moderation (rbio/iser/rx_moderation.hpp). The wait timer's
+    // descriptor, for the event loop; -1 when moderation is off.
+    int rx_wait_fd() const { return timer_.get(); }
+    // A request header the core just read, with the session's digests.
+    void on_request_header(iser::BhsView bhs, bool header_digest, bool data_digest) {
+        const size_t bytes = iser::layout_of(bhs, header_digest, data_digest).total_bytes();
+        announced_ += bytes;
+        moderation_.on_pdu(bytes);
+    }
+    // The end of a pass: sets the socket's SO_RCVLOWAT and arms the wait
+    // timer as the moderation says. 0, or -errno of a call that failed (then
+    // moderation is off for good and the socket wakes on every byte).
+    int rx_wait_end_pass(bool timer_fired, bool full_feature);
+    // The wait timer's event: true when it expired (read and counted).
+    bool rx_wait_take_expiry();
+    const iser::RxModeration& moderation() const { return moderation_; }
+
     uint64_t queued_total() const { return queued_total_; }
     uint64_t done_total() const { return done_total_; }
     void publish();
 
 private:
+    int stop_moderating();
+
     iser::ConnectionCounters counters_;
     iser::CounterPublisher publisher_;
     iser::StreamRx rx_;
@@ -61,6 +82,12 @@ private:
     uint64_t queued_total_ = 0;
     uint64_t done_total_ = 0;
     iser::TxQueue tx_;
+    int fd_;
+    iser::RxModeration moderation_;
+    uint32_t wait_us_;
+    UniqueFd timer_;          // CLOCK_MONOTONIC timerfd, when moderating
+    uint64_t announced_ = 0;  // bytes of the PDUs whose headers were read
+    uint64_t queued_at_last_pass_ = 0;
 };
 
 // Counters summed over every connection of the process.

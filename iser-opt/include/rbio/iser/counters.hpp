@@ -39,6 +39,11 @@ enum class Counter : uint8_t {
     // buffered, or no receive chunk left free: the data is copied).
     Lent,
     LendRefused,
+    // TCP, receive moderation (rbio/iser/rx_moderation.hpp): its system
+    // calls (SO_RCVLOWAT changes, the wait timer's arming and reading), and
+    // waits the timer ended.
+    RxWaitCalls,
+    RxWaitExpired,
     Count_
 };
 

@@ -33,6 +33,8 @@ struct rbio_tp_settings {
     int write_in_place;       /* a write's data buffered whole becomes its buffer, uncopied */
     uint32_t rx_buffer_kib;   /* receive buffer per connection */
     uint32_t max_queued_kib;  /* queued response bytes that force a send */
+    uint32_t rx_wait_pdus;    /* receive moderation: most requests waited for; 0/1: off */
+    uint32_t rx_wait_us;      /* receive moderation: longest wait for them */
     uint32_t iser_spin_us;    /* iSER: longest spin on an empty CQ (adaptive); 0: never */
     uint32_t iser_srq_depth;  /* iSER: receives shared by a device's connections; 0: per connection */
     char source[4200];        /* where the settings came from, for the log */
@@ -73,9 +75,22 @@ int rbio_tcp_conn_give_back(struct rbio_tcp_conn *c, const void *p);
 /* The core has bytes (or an end of stream, or a direct read) to take now. */
 int rbio_tcp_conn_rx_ready(const struct rbio_tcp_conn *c);
 /* A header the core just read: 0 if acceptable, else -1 and why. Counts
- * one PDU in. max_data is the largest DataSegmentLength accepted now. */
-int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t max_data, char *err,
-                            size_t errlen);
+ * one PDU in. max_data is the largest DataSegmentLength accepted now; the
+ * digests are the session's (what follows the header on the wire). */
+int rbio_tcp_conn_check_bhs(struct rbio_tcp_conn *c, const void *bhs, uint32_t max_data, int header_digest,
+                            int data_digest, char *err, size_t errlen);
+
+/* receive moderation (rbio/iser/rx_moderation.hpp): the socket wakes tgtd
+ * only once a few requests are in, with a timer ending a wait that lasts */
+/* The wait timer's descriptor (readable when a wait ran out), or -1 when
+ * moderation is off. */
+int rbio_tcp_conn_rx_wait_fd(const struct rbio_tcp_conn *c);
+/* 1 if the timer expired (its event is taken), else 0. */
+int rbio_tcp_conn_rx_wait_expired(struct rbio_tcp_conn *c);
+/* The end of a pass: adjusts the socket's wake-up threshold and arms the
+ * timer. 0, or -1 and why (then moderation is off for this connection). */
+int rbio_tcp_conn_rx_wait_end_pass(struct rbio_tcp_conn *c, int timer_fired, int full_feature, char *err,
+                                   size_t errlen);
 
 /* send side: header, optional data, end; queued until a flush */
 /* The queue takes a response now: not blocked, not failed, room left (what
