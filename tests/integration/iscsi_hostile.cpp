@@ -23,6 +23,14 @@
 //                   in flight
 //   flood           log in, send --count READ(10) of --kib KiB each, never
 //                   read the responses; hold the connection
+//   lone-after-burst  log in; three times: 8 TEST UNIT READY one by one
+//                   (each answered before the next: the passes of an
+//                   initiator that sends one PDU per call), --count in one
+//                   send call (so they arrive in one receive) and their
+//                   responses read, then one TEST UNIT READY alone, timed.
+//                   Prints "lone_ms=<ms>" per round: how long the lone
+//                   command waited for its response (receive moderation
+//                   holds it until its wait timer ends)
 //
 // Options:
 //   --port N             the target's portal port on 127.0.0.1 (required)
@@ -669,10 +677,55 @@ int case_flood(const Options& o) {
     return 0;
 }
 
+// --count TEST UNIT READY in one send, then their responses.
+void tur_burst(Session& s, const Options& o, unsigned n) {
+    const std::array<uint8_t, 6> tur{};
+    Bytes burst;
+    uint32_t last_itt = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        Bhs b = scsi_command(s, o, tur, false, false, 0, 0);
+        last_itt = b.view().itt();
+        Bytes pdu = encode(b);
+        burst.insert(burst.end(), pdu.begin(), pdu.end());
+    }
+    s.conn.send_or_throw(burst, "the TEST UNIT READY burst");
+    const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
+    for (unsigned answered = 0; answered < n;) {
+        auto [bhs, data] = s.conn.recv_pdu(deadline, "the burst's responses");
+        BhsView v(bhs.data());
+        if (v.opcode() != Opcode::ScsiResponse)
+            throw SetupError("unexpected PDU in the burst's responses: " + describe_pdu(bhs.data(), data));
+        s.exp_stat_sn = v.stat_sn() + 1;
+        s.max_cmd_sn = v.max_cmd_sn();
+        ++answered;
+        if (answered == n && v.itt() != last_itt)
+            throw SetupError("the burst's last response is not its last");
+    }
+}
+
+int case_lone_after_burst(const Options& o) {
+    Session s = ready_session(o);
+    const unsigned window = s.max_cmd_sn - s.cmd_sn + 1;
+    if (o.count + 1 > window)
+        throw SetupError("--count " + std::to_string(o.count) + " exceeds the command window (" +
+                         std::to_string(window) + ")");
+    for (int round = 0; round < 3; ++round) {
+        for (int i = 0; i < 8; ++i) tur_burst(s, o, 1);
+        tur_burst(s, o, o.count);
+        const auto t0 = Clock::now();
+        tur_burst(s, o, 1);
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        std::printf("lone-after-burst: round %d: %u commands at once, then one alone: lone_ms=%.3f\n",
+                    round + 1, o.count, ms);
+    }
+    return 0;
+}
+
 [[noreturn]] void usage(int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: iscsi_hostile "
-                 "random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood\n"
+                 "random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood|\n"
+                 "         lone-after-burst\n"
                  "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
                  "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
                  "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N]\n"
@@ -736,6 +789,7 @@ int main(int argc, char** argv) {
         if (c == "idle") return case_idle(o);
         if (c == "churn") return case_churn(o);
         if (c == "flood") return case_flood(o);
+        if (c == "lone-after-burst") return case_lone_after_burst(o);
         throw SetupError("unknown case '" + c + "'");
     } catch (const SetupError& e) {
         std::fprintf(stderr, "iscsi_hostile: error: %s\n", e.what());
