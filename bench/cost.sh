@@ -176,13 +176,14 @@ for s in rbio null; do
 done
 # strace slows tgtd, so each wake-up finds more PDUs waiting and the count
 # above is lower than an unobserved tgtd's. The transport's own count over
-# the timed runs (its receive, send and epoll_ctl calls; epoll_wait is not
-# counted) has no observer; stock has no such count.
+# the timed runs (its receive, send and epoll_ctl calls and receive
+# moderation's; epoll_wait is not counted) has no observer; stock has no
+# such count.
 for s in null rbio; do
   for op in read write; do
     rb_sc=$(tsv_get "$op" "$s" rbio xport_syscalls_per_io)
     st="n/a"; num "$rb_sc" && st=$(verdict "$rb_sc <= 0.3")
-    row "TCP" "rbio transport's receive+send+epoll_ctl calls per I/O, no strace (load ${LOAD[tcp-time]})" \
+    row "TCP" "rbio transport's receive+send+epoll_ctl+moderation calls per I/O, no strace (load ${LOAD[tcp-time]})" \
       "4 KiB $op, QD32, bs $s" "-" "$rb_sc" "-" "rbio <= 0.3" "$st"
   done
 done
