@@ -36,8 +36,10 @@
 # loopback on this machine's cores:
 #   stock        tgtd without bs_rbio.so, `--bstype rdwr`: tgt as it ships
 #   unopt        rbio, every technique off: transport batch_reads=off,
-#                coalesce=off, send_inline=off; store batch=off,
-#                coalesce=off, inline_reap=off (the "unoptimized" baseline)
+#                coalesce=off, send_inline=off, rx_wait_pdus=0 (no receive
+#                moderation; it stays off in the next three too); store
+#                batch=off, coalesce=off, inline_reap=off (the
+#                "unoptimized" baseline)
 #   batching     unopt + request batching (batch_reads=on: every request
 #                that arrived in one receive call)
 #   coalescing   unopt + message coalescing (coalesce=on: a pass's
@@ -263,10 +265,10 @@ port_busy "$IPERF_PORT" && die "iperf3 port $IPERF_PORT is already in use (--por
 # t0: every transport technique off (unopt, store-batch); t1-t3: one on;
 # t4: rbio's defaults. The stock tgtd loads no module at all.
 declare -A T_SETTINGS=(
-  [t0]="batch_reads=off coalesce=off send_inline=off"
-  [t1]="batch_reads=on coalesce=off send_inline=off"
-  [t2]="batch_reads=off coalesce=on send_inline=off"
-  [t3]="batch_reads=off coalesce=off send_inline=on"
+  [t0]="batch_reads=off coalesce=off send_inline=off rx_wait_pdus=0"
+  [t1]="batch_reads=on coalesce=off send_inline=off rx_wait_pdus=0"
+  [t2]="batch_reads=off coalesce=on send_inline=off rx_wait_pdus=0"
+  [t3]="batch_reads=off coalesce=off send_inline=on rx_wait_pdus=0"
   [t4]=""
 )
 declare -A C_TGTD=([stock]=stock [unopt]=t0 [batching]=t1 [coalescing]=t2 [async-send]=t3 [store-batch]=t0 [all]=t4)
@@ -320,13 +322,15 @@ if (( TODO )); then
   # Each rbio tgtd must serve its portal with the settings meant for it.
   for t in "${TGTDS[@]}"; do
     [[ $t == stock ]] && continue
-    want=${T_SETTINGS[$t]:-batch_reads=on coalesce=on send_inline=on}
+    want=${T_SETTINGS[$t]:-batch_reads=on coalesce=on send_inline=on rx_wait_pdus=16}
     for (( i = 0; i < 30; i++ )); do
       grep -q "served by rbio's transport" "$WORK/tgtd-$t/tgtd.log" && break; sleep 0.1
     done
     grep -q "served by rbio's transport" "$WORK/tgtd-$t/tgtd.log" \
       || die "tgtd $t: rbio's transport did not take the portal over: $(tail -n 3 "$WORK/tgtd-$t/tgtd.log")"
-    grep -q "$want" "$WORK/tgtd-$t/tgtd.log" || die "tgtd $t does not run with $want: $(grep -m1 'batch_reads=' "$WORK/tgtd-$t/tgtd.log")"
+    for kv in $want; do
+      grep -q " $kv " "$WORK/tgtd-$t/tgtd.log" || die "tgtd $t does not run with $kv: $(grep -m1 'batch_reads=' "$WORK/tgtd-$t/tgtd.log")"
+    done
   done
   iperf_server_start "$IPERF_PORT" "$WORK/iperf3-server.log"
 fi
