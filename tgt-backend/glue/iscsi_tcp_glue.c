@@ -269,6 +269,17 @@ static void rx_wait_handler(int fd, int events, void *data)
 
 /* ---- struct iscsi_transport */
 
+/* The digests PDUs carry: CRC32C where the session negotiated it, none
+ * before full feature phase. */
+static void session_digests(const struct iscsi_connection *conn, int *hd, int *dd)
+{
+	*hd = *dd = 0;
+	if (conn->state != STATE_SCSI)
+		return;
+	*hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C) != 0;
+	*dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C) != 0;
+}
+
 static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 {
 	struct rbio_conn *rc = RC(conn);
@@ -305,14 +316,9 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 					? conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val
 					: INCOMING_BUFSIZE;
 
-			int hd = 0, dd = 0;
+			int hd, dd;
 
-			if (conn->state == STATE_SCSI) {
-				hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val &
-				      DIGEST_CRC32C) != 0;
-				dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val &
-				      DIGEST_CRC32C) != 0;
-			}
+			session_digests(conn, &hd, &dd);
 			rc->bhs_have = 0;
 			if (rbio_tcp_conn_check_bhs(rc->engine, bhs, max_data, hd, dd, why,
 						    sizeof(why))) {
@@ -359,13 +365,10 @@ static size_t tp_write_begin(struct iscsi_connection *conn, void *buf, size_t nb
 static void tp_write_end(struct iscsi_connection *conn)
 {
 	struct rbio_conn *rc = RC(conn);
-	int hd = 0, dd = 0;
+	int hd, dd;
 
 	rc->pass.tx_parts++; /* progress, though nothing is written (see struct rbio_pass) */
-	if (conn->state == STATE_SCSI) {
-		hd = (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C) != 0;
-		dd = (conn->session_param[ISCSI_PARAM_DATADGST_EN].val & DIGEST_CRC32C) != 0;
-	}
+	session_digests(conn, &hd, &dd);
 	int queued = rbio_tcp_conn_tx_end(rc->engine, hd, dd);
 
 	rc->tx_open = queued == 1;
