@@ -31,9 +31,9 @@
 # rotated), so other load on the shared machine hits them alike. Per point:
 # IOPS and tgtd CPU µs per I/O (utime + stime of tgtd from /proc/PID/stat
 # over the run, login included), medians, and B/A of the CPU per I/O; for
-# A and B also the transport's receive and send calls per I/O (the counts
-# tgtd logs when the client's connection ends; they exclude epoll_wait and
-# io_uring). The load average is printed with the results: timed figures
+# A and B also the transport's receive, send and receive-moderation calls
+# per I/O (the counts tgtd logs when the client's connection ends; they
+# exclude epoll_wait and io_uring). The load average is printed with the results: timed figures
 # depend on it.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -157,7 +157,7 @@ measure() {
   [[ $line != "${LAST_END[$c]:-}" && -n $line ]] || die "$c: tgtd logged no end of the client's connection"
   LAST_END[$c]=$line
   M_SYS=$(awk -v n="$M_IOS" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-    END { printf "%.2f", (v["recv_calls"] + v["send_calls"]) / n }' <<< "$line")
+    END { printf "%.2f", (v["recv_calls"] + v["send_calls"] + v["rx_wait_calls"]) / n }' <<< "$line")
 }
 declare -A LAST_END
 
@@ -174,7 +174,7 @@ for (( r = 0; r < ROUNDS; r++ )); do
         measure "$c" "$lun" "$rw"
         us=$(awk -v t="$M_TICKS" -v hz="$HZ" -v n="$M_IOS" 'BEGIN { printf "%.2f", t * 1e6 / hz / n }')
         printf '%s %s %s %s %s %s %s\n' "$s" "$rw" "$c" "$r" "$(( M_IOS / SECS ))" "$us" "$M_SYS" >> "$WORK/raw"
-        note "round $r: bs $s, 4 KiB $rw, $c: $(( M_IOS / SECS )) IOPS, tgtd $us µs/I/O, $M_SYS recv+send calls/I/O"
+        note "round $r: bs $s, 4 KiB $rw, $c: $(( M_IOS / SECS )) IOPS, tgtd $us µs/I/O, $M_SYS recv+send+moderation calls/I/O"
       done
     done
     lun=$(( lun + 1 ))
@@ -209,3 +209,5 @@ awk '
         median(k "/B/iops"), ub, median(k "/B/sys"), (ua > 0 ? ub / ua : 0)
     }
   }' "$WORK/raw"
+echo
+echo "calls/IO: the transport's recv, sendmsg and receive-moderation calls (rx_wait_calls) per I/O"
