@@ -72,9 +72,9 @@ waits=$(lone_ms 4)
 check "after 4 at once (below the minimum of 8), a lone one is answered at once: under 50 ms (${waits//$'\n'/ })" \
   all_below 50 "$waits"
 
-echo "== the defaults (rx_wait_us 150), real initiators"
+echo "== the defaults (rx_wait_us 300), real initiators"
 RBIO_CONFIG=/dev/null restart
-check "the settings line shows the moderation's defaults" log_has "rx_wait_pdus=16 rx_wait_us=150"
+check "the settings line shows the moderation's defaults" log_has "rx_wait_pdus=16 rx_wait_us=300"
 perf read 32
 check "4 KiB reads x32 (libiscsi, one PDU per call) were moderated ($WAITS moderation calls)" test "$WAITS" -gt 0
 perf write 32

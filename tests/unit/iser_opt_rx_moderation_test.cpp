@@ -163,6 +163,28 @@ TEST(RxModeration, OnlyInFullFeaturePhase) {
     EXPECT_EQ(m.lowat(), 1u);
 }
 
+TEST(RxModeration, OneTimerSetServesPassesThatComeClose) {
+    RxModeration m;  // wait_us 300
+    // The first wait sets the timer.
+    EXPECT_TRUE(m.rearm_due(1000));
+    EXPECT_EQ(m.deadline_us(), 1300u);
+    // A pass 150 µs later (a store's completions): 150 µs still to go, half
+    // of the wait: the running timer serves.
+    EXPECT_FALSE(m.rearm_due(1150));
+    // At 151 µs only 149 are left: set again, 300 from now.
+    EXPECT_TRUE(m.rearm_due(1151));
+    EXPECT_EQ(m.deadline_us(), 1451u);
+    EXPECT_FALSE(m.rearm_due(1300));
+    // A deadline passed (the timer fired, or the connection sat idle).
+    EXPECT_TRUE(m.rearm_due(5000));
+    EXPECT_EQ(m.deadline_us(), 5300u);
+    // A longer wait keeps its own half.
+    RxModeration slow(RxModerationConfig{16, 64 * 1024, 8, 10000});
+    EXPECT_TRUE(slow.rearm_due(0));
+    EXPECT_FALSE(slow.rearm_due(5000));
+    EXPECT_TRUE(slow.rearm_due(5001));
+}
+
 TEST(RxModeration, OffAndDisabled) {
     for (uint32_t max : {0u, 1u}) {
         RxModeration m(RxModerationConfig{max, 64 * 1024, 8});

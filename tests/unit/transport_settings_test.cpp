@@ -43,7 +43,7 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_STREQ(s.portals, "");
     EXPECT_STREQ(s.stats_file, "/run/rbio/tgtd-%p.stats");
     EXPECT_EQ(s.rx_wait_pdus, 16u);
-    EXPECT_EQ(s.rx_wait_us, 150u);
+    EXPECT_EQ(s.rx_wait_us, 300u);
 }
 
 TEST(TransportSettings, FileThenEnvironment) {

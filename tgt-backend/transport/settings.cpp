@@ -92,7 +92,7 @@ void load(rbio_tp_settings& s) {
     s.rx_buffer_kib = 256;
     s.max_queued_kib = 4096;
     s.rx_wait_pdus = 16;
-    s.rx_wait_us = 150;
+    s.rx_wait_us = 300;
     s.iser_spin_us = 16;
     s.iser_srq_depth = 1024;
     std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <system_error>
 
 #include "rbio/bs/tcp_transport.h"
@@ -32,9 +33,16 @@ iser::TxConfig tx_config(const rbio_tp_settings& s) {
     return c;
 }
 
+uint64_t monotonic_us() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
+}
+
 iser::RxModerationConfig moderation_config(const rbio_tp_settings& s) {
     iser::RxModerationConfig c;
     c.max_pdus = s.rx_wait_pdus;
+    c.wait_us = s.rx_wait_us;
     return c;
 }
 
@@ -52,8 +60,7 @@ TcpConnection::TcpConnection(int fd, const rbio_tp_settings& s)
       tx_(
           tx_config(s), writer_, [this](uint64_t, int) { ++done_total_; }, counters_),
       fd_(fd),
-      moderation_(moderation_config(s)),
-      wait_us_(s.rx_wait_us) {
+      moderation_(moderation_config(s)) {
     if (moderation_.enabled()) {
         timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
         if (!timer_)
@@ -75,13 +82,8 @@ int TcpConnection::rx_wait_end_pass(bool timer_fired, bool full_feature) {
         ++counters_[iser::Counter::RxWaitCalls];
         if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) < 0) return stop_moderating();
     }
-    if (step.arm_timer) {
-        itimerspec t{};
-        t.it_value.tv_sec = time_t(wait_us_ / 1000000);
-        t.it_value.tv_nsec = long(wait_us_ % 1000000) * 1000;
-        ++counters_[iser::Counter::RxWaitCalls];
-        if (::timerfd_settime(timer_.get(), 0, &t, nullptr) < 0) return stop_moderating();
-    }
+    // (the clock is read through the vDSO: no system call)
+    if (step.arm_timer && moderation_.rearm_due(monotonic_us())) return set_timer();
     return 0;
 }
 
@@ -93,6 +95,17 @@ int TcpConnection::stop_moderating() {
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
     return -err;
+}
+
+// To the moderation's deadline, absolute: the clock it was reckoned on.
+int TcpConnection::set_timer() {
+    const uint64_t at = moderation_.deadline_us();
+    itimerspec t{};
+    t.it_value.tv_sec = time_t(at / 1000000);
+    t.it_value.tv_nsec = long(at % 1000000) * 1000;
+    ++counters_[iser::Counter::RxWaitCalls];
+    if (::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &t, nullptr) < 0) return stop_moderating();
+    return 0;
 }
 
 bool TcpConnection::rx_wait_take_expiry() {

@@ -69,6 +69,7 @@ public:
 
 private:
     int stop_moderating();
+    int set_timer();
 
     iser::ConnectionCounters counters_;
     iser::CounterPublisher publisher_;
@@ -84,7 +85,6 @@ private:
     iser::TxQueue tx_;
     int fd_;
     iser::RxModeration moderation_;
-    uint32_t wait_us_;
     UniqueFd timer_;          // CLOCK_MONOTONIC timerfd, when moderating
     uint64_t announced_ = 0;  // bytes of the PDUs whose headers were read
     uint64_t queued_at_last_pass_ = 0;

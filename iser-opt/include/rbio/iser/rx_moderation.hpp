@@ -10,14 +10,16 @@
 // to wait for) only rises to what a pass has seen arrive at once: requests
 // queued in one socket at one time were all in flight at the initiator
 // together, so an initiator that keeps its depth always sends that many
-// again. One whose depth then falls leaves the socket short; a timer (armed
-// by the transport after each pass that took requests or answered some,
-// while it waits above one request) ends that wait, and the level falls to
-// what had come. A connection at one request in flight
-// never moderates: its passes never see more than one. Nor does one whose
-// requests already come many per receive (an initiator that batches its
-// sends, such as rbio's): waiting would only put it in lockstep. So waiting
-// starts only where passes usually see few requests yet one saw many.
+// again. One whose depth then falls leaves the socket short; a timer ends
+// that wait, half of wait_us to all of it after the last pass that took
+// requests or answered some, and the level falls to what had come. (The
+// timer is set again only when the one running has less than half of the
+// wait to go: passes close together share one system call.) A
+// connection at one request in flight never moderates: its passes never see
+// more than one. Nor does one whose requests already come many per receive
+// (an initiator that batches its sends, such as rbio's): waiting would only
+// put it in lockstep. So waiting starts only where passes usually see few
+// requests yet one saw many.
 #include <cstddef>
 #include <cstdint>
 
@@ -31,6 +33,8 @@ struct RxModerationConfig {
     // A pass must see this many requests at once before any waiting starts:
     // below it, waiting costs pipelining and saves little.
     uint32_t min_pdus = 8;
+    // The longest wait, in microseconds; a wait lasts half of it at least.
+    uint32_t wait_us = 300;
 };
 
 class RxModeration {
@@ -40,6 +44,7 @@ public:
     explicit RxModeration(RxModerationConfig c = {}) : config_(c), usual_x8_(c.min_pdus * 4) {}
 
     bool enabled() const { return config_.max_pdus > 1; }
+    const RxModerationConfig& config() const { return config_; }
 
     // A whole PDU of `bytes` (header, AHS, data, padding, digests) arrived.
     void on_pdu(size_t bytes) {
@@ -63,6 +68,21 @@ public:
         bool arm_timer = false;  // a wait above one request starts now
     };
     Step end_pass(bool timer_fired, bool full_feature, size_t awaited, bool answered);
+
+    // A wait starts at `now_us` (a Step's arm_timer). True when the timer
+    // must be set, to deadline_us() (wait_us from now); false when the one
+    // already running has half of wait_us or more to go. So a wait lasts
+    // from half of wait_us to all of it after the last pass that took
+    // requests or answered, and a pass that takes requests and the pass
+    // that answers them (a backing store's completions) share one
+    // timerfd_settime when they come close together.
+    bool rearm_due(uint64_t now_us) {
+        if (deadline_us_ >= now_us + config_.wait_us / 2) return false;
+        deadline_us_ = now_us + config_.wait_us;
+        return true;
+    }
+    // When the timer, as last set, fires (CLOCK_MONOTONIC, microseconds).
+    uint64_t deadline_us() const { return deadline_us_; }
 
     // Moderation off for good (a socket call it needs failed): lowat() 1.
     void disable() {
@@ -88,6 +108,7 @@ private:
     uint32_t pdus_ = 0;
     size_t smallest_ = SIZE_MAX;
     size_t pdu_bytes_ = 48;  // smallest PDU of the last pass with any
+    uint64_t deadline_us_ = 0;
 };
 
 }  // namespace rbio::iser
