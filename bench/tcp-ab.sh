@@ -5,7 +5,7 @@
 # switches (the counted half is bench/tcp-instructions.sh --config).
 #
 #   bench/tcp-ab.sh --a FILE --b FILE [--client perf|rbio] [--rounds R]
-#       [--seconds S] [--bstype LIST] [--b-build DIR] [--no-stock]
+#       [--seconds S] [--depth N] [--bstype LIST] [--b-build DIR] [--no-stock]
 #       [--control-port N] [--portal-port P]
 #
 #   --a, --b FILE    the rbio transport's settings of tgtd A and tgtd B
@@ -16,6 +16,7 @@
 #                    which batches its PDUs
 #   --rounds R       interleaved rounds, medians reported (default 3)
 #   --seconds S      seconds per measurement (default 4)
+#   --depth N        commands in flight (default 32; 1-128)
 #   --bstype LIST    backing stores (default null,rbio: rbio on a tmpfs file)
 #   --b-build DIR    tgtd B loads DIR/modules/bs_rbio.so instead of this
 #                    tree's build: an A/B of two builds of the code (e.g. a
@@ -26,7 +27,7 @@
 #   --portal-port P  portals P, P+1, P+2 on 127.0.0.1 (default 13815);
 #                    with --no-stock A and B take N and N+1, P and P+1
 #
-# Points: 4 KiB reads and writes at 32 in flight per backing store. Each
+# Points: 4 KiB reads and writes at --depth in flight per backing store. Each
 # round runs every point against stock, A and B back to back (order
 # rotated), so other load on the shared machine hits them alike. Per point:
 # IOPS and tgtd CPU µs per I/O (utime + stime of tgtd from /proc/PID/stat
@@ -41,7 +42,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 BENCH_NAME=tcp-ab
 source "$HERE/lib.sh"
 
-A="" B="" CLIENT=perf ROUNDS=3 SECS=4 BSTYPES=null,rbio CTL=5815 PORT=13815 B_BUILD="" STOCK=1
+A="" B="" CLIENT=perf ROUNDS=3 SECS=4 DEPTH=32 BSTYPES=null,rbio CTL=5815 PORT=13815 B_BUILD="" STOCK=1
 while (( $# )); do
   case $1 in
     --a) A=${2:-}; shift 2 ;;
@@ -49,6 +50,7 @@ while (( $# )); do
     --client) CLIENT=${2:-}; shift 2 ;;
     --rounds) ROUNDS=${2:-}; shift 2 ;;
     --seconds) SECS=${2:-}; shift 2 ;;
+    --depth) DEPTH=${2:-}; shift 2 ;;
     --bstype) BSTYPES=${2:-}; shift 2 ;;
     --b-build) B_BUILD=${2:-}; [[ -f $B_BUILD/modules/bs_rbio.so ]] || die "--b-build: no $B_BUILD/modules/bs_rbio.so"; shift 2 ;;
     --no-stock) STOCK=0; shift ;;
@@ -64,6 +66,7 @@ A=$(realpath "$A") B=$(realpath "$B")
 for n in "$ROUNDS" "$SECS" "$CTL" "$PORT"; do
   [[ $n =~ ^[0-9]+$ && $n -gt 0 ]] || die "--rounds, --seconds and the ports take positive integers"
 done
+[[ $DEPTH =~ ^[0-9]+$ && $DEPTH -ge 1 && $DEPTH -le 128 ]] || die "--depth: a number from 1 to 128"
 IFS=, read -ra STORES <<< "$BSTYPES"
 for s in "${STORES[@]}"; do [[ $s == null || $s == rbio ]] || die "--bstype: '$s' is not null or rbio"; done
 [[ $(id -u) -eq 0 ]] || die "run as root (tgtd runs in a private mount namespace)"
@@ -133,12 +136,12 @@ measure() {
   proc_ticks "${PID[$c]}" || die "the $c tgtd is gone"
   t0=$TICKS
   if [[ $CLIENT == perf ]]; then
-    local args=(-m 32 -s 4096 -i "$INITIATOR" -t "$SECS")
+    local args=(-m "$DEPTH" -s 4096 -i "$INITIATOR" -t "$SECS")
     [[ $rw == write ]] && args+=(-w)
     "$PERF" "${args[@]}" "iscsi://127.0.0.1:${PPORT[$c]}/$IQN/$lun" > "$out" 2>&1 || { tail -3 "$out" >&2; die "$c: iscsi-rwperf failed"; }
     M_IOS=$(sed -n 's/^RESULT .* ios=\([0-9]*\) .*/\1/p' "$out")
   else
-    "$RBIO" bench -T "$IQN" -p "127.0.0.1:${PPORT[$c]}" --lun "$lun" --bs 4096 --iodepth 32 \
+    "$RBIO" bench -T "$IQN" -p "127.0.0.1:${PPORT[$c]}" --lun "$lun" --bs 4096 --iodepth "$DEPTH" \
       --rw "rand$rw" --time "$SECS" --initiator-name "$INITIATOR" > "$out" 2>&1 || { tail -3 "$out" >&2; die "$c: rbio bench failed"; }
     M_IOS=$(sed -n 's/.*ios=\([0-9]*\) .*/\1/p' "$out" | tail -1)
   fi
@@ -181,7 +184,7 @@ for (( r = 0; r < ROUNDS; r++ )); do
   done
 done
 
-echo "tgtd CPU per 4 KiB I/O at 32 in flight; client: $CLIENT; ${SECS} s x ${ROUNDS} rounds, medians;"
+echo "tgtd CPU per 4 KiB I/O at $DEPTH in flight; client: $CLIENT; ${SECS} s x ${ROUNDS} rounds, medians;"
 echo "A = $A ($(grep -v '^\s*#' "$A" | tr '\n' ' ')), B = $B ($(grep -v '^\s*#' "$B" | tr '\n' ' '));"
 if [[ -n $B_BUILD ]]; then echo "B's bs_rbio.so from $(realpath "$B_BUILD"), A's from $BUILD;"; fi
 echo "$(nproc) cores, shared; load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)"
