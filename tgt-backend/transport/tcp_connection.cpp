@@ -33,6 +33,8 @@ iser::TxConfig tx_config(const rbio_tp_settings& s) {
     return c;
 }
 
+// CLOCK_MONOTONIC itself, not std::chrono::steady_clock: the moderation's
+// deadline is handed to a CLOCK_MONOTONIC timerfd as an absolute time.
 uint64_t monotonic_us() {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -44,7 +44,6 @@ public:
     explicit RxModeration(RxModerationConfig c = {}) : config_(c), usual_x8_(c.min_pdus * 4) {}
 
     bool enabled() const { return config_.max_pdus > 1; }
-    const RxModerationConfig& config() const { return config_; }
 
     // A whole PDU of `bytes` (header, AHS, data, padding, digests) arrived.
     void on_pdu(size_t bytes) {
