@@ -31,11 +31,13 @@
 # round runs every point against stock, A and B back to back (order
 # rotated), so other load on the shared machine hits them alike. Per point:
 # IOPS and tgtd CPU µs per I/O (utime + stime of tgtd from /proc/PID/stat
-# over the run, login included), medians, and B/A of the CPU per I/O; for
-# A and B also the transport's receive, send and receive-moderation calls
-# per I/O (the counts tgtd logs when the client's connection ends; they
-# exclude epoll_wait and io_uring). The load average is printed with the results: timed figures
-# depend on it.
+# over the run, login included), medians, and B/A of the CPU per I/O: of
+# the medians, its lowest and highest over the rounds, and the rounds in
+# which A cost less (a change is seen only where it beats the rounds' own
+# scatter); for A and B also the transport's receive, send and
+# receive-moderation calls per I/O (the counts tgtd logs when the client's
+# connection ends; they exclude epoll_wait and io_uring). The load average
+# is printed with the results: timed figures depend on it.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -189,8 +191,8 @@ echo "A = $A ($(grep -v '^\s*#' "$A" | tr '\n' ' ')), B = $B ($(grep -v '^\s*#' 
 if [[ -n $B_BUILD ]]; then echo "B's bs_rbio.so from $(realpath "$B_BUILD"), A's from $BUILD;"; fi
 echo "$(nproc) cores, shared; load average at start $LOAD0, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| store | I/O | stock IOPS | stock µs/IO | A IOPS | A µs/IO | A calls/IO | B IOPS | B µs/IO | B calls/IO | B/A µs |"
-echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+echo "| store | I/O | stock IOPS | stock µs/IO | A IOPS | A µs/IO | A calls/IO | B IOPS | B µs/IO | B calls/IO | B/A µs | B/A per round | A cheaper |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 awk '
   function median(k,   n, i, j, t, a) {
     n = split(vals[k], a, " ")
@@ -200,17 +202,30 @@ awk '
   { key = $1 " " $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
     vals[key "/" $3 "/iops"] = vals[key "/" $3 "/iops"] " " $5
     vals[key "/" $3 "/us"] = vals[key "/" $3 "/us"] " " $6
-    vals[key "/" $3 "/sys"] = vals[key "/" $3 "/sys"] " " $7 }
+    vals[key "/" $3 "/sys"] = vals[key "/" $3 "/sys"] " " $7
+    round_us[key "/" $3 "/" $4] = $6 }
   END {
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, p, " ")
       ua = median(k "/A/us"); ub = median(k "/B/us")
       si = (k "/stock/iops") in vals ? sprintf("%d", median(k "/stock/iops")) : "-"
       su = (k "/stock/us") in vals ? sprintf("%.2f", median(k "/stock/us")) : "-"
-      printf "| %s | %s | %s | %s | %d | %.2f | %.2f | %d | %.2f | %.2f | %.2f |\n", p[1], p[2],
+      # the spread of the per-round ratios: an effect is real only when it
+      # outruns the scatter of the rounds
+      lo = ""; hi = ""; wins = 0
+      for (r = 0; r < rounds; r++) {
+        ra = round_us[k "/A/" r]; rb = round_us[k "/B/" r]
+        if (ra <= 0) continue
+        q = rb / ra
+        if (lo == "" || q < lo) lo = q
+        if (hi == "" || q > hi) hi = q
+        if (q > 1) wins++
+      }
+      printf "| %s | %s | %s | %s | %d | %.2f | %.2f | %d | %.2f | %.2f | %.2f | %.2f-%.2f | %d of %d |\n", p[1], p[2],
         si, su, median(k "/A/iops"), ua, median(k "/A/sys"),
-        median(k "/B/iops"), ub, median(k "/B/sys"), (ua > 0 ? ub / ua : 0)
+        median(k "/B/iops"), ub, median(k "/B/sys"), (ua > 0 ? ub / ua : 0), lo, hi, wins, rounds
     }
-  }' "$WORK/raw"
+  }' rounds="$ROUNDS" "$WORK/raw"
 echo
 echo "calls/IO: the transport's recv, sendmsg and receive-moderation calls (rx_wait_calls) per I/O"
+echo "B/A per round: the lowest and highest of the rounds' own B/A µs; A cheaper: rounds in which B/A > 1"
