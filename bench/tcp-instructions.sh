@@ -6,7 +6,7 @@
 # PDU per call (bench/iscsi-rwperf, libiscsi).
 #
 #   bench/tcp-instructions.sh [--seconds S] [--warm S] [--bstype LIST] [--config FILE]
-#       [--out DIR] [--control-port N] [--portal-port P]
+#       [--out DIR] [--control-port N] [--portal-port P] [--tgtd BINARY]
 #
 #   --seconds S     seconds counted per point (default 10), after 4 s of
 #                   warm-up in the same session
@@ -17,6 +17,11 @@
 #                   defaults), e.g. `write_in_place = off` for an A/B run
 #   --out DIR       keep the profiles and results.md in DIR
 #   --control-port N, --portal-port P   tgtd's ports (default 5955, 13955)
+#   --tgtd BINARY   the tgtd to profile (default: the installed one). Debian's
+#                   is stripped, so its own functions show as one lump; a
+#                   tgtd built with symbols from the same source package
+#                   splits tgt's core by function (bench/README, "tgt's core
+#                   per command")
 #
 # Points: 4 KiB reads and writes, 32 in flight, per backing store and
 # transport. Per point: instructions per command (all of tgtd's threads;
@@ -36,7 +41,7 @@ BENCH_NAME=tcp-instructions
 source "$HERE/lib.sh"
 source "$HERE/callgrind.sh"
 
-SECONDS_PER=10 BSTYPES=null,rbio OUT="" WARM=4 CONFIG=/dev/null CTL=5955 PORT=13955
+SECONDS_PER=10 BSTYPES=null,rbio OUT="" WARM=4 CONFIG=/dev/null CTL=5955 PORT=13955 TGTD=""
 while (( $# )); do
   case $1 in
     --seconds) SECONDS_PER=${2:-}; shift 2 ;;
@@ -46,6 +51,7 @@ while (( $# )); do
     --out) OUT=${2:-}; shift 2 ;;
     --control-port) CTL=${2:-}; shift 2 ;;
     --portal-port) PORT=${2:-}; shift 2 ;;
+    --tgtd) TGTD=${2:-}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) printf 'tcp-instructions: unknown option %s\n\n' "$1" >&2; usage 2 ;;
   esac
@@ -55,6 +61,12 @@ done
 for v in CTL PORT; do [[ ${!v} =~ ^[0-9]+$ ]] || die "ports are numbers (got '${!v}')"; done
 [[ -r $CONFIG ]] || die "--config: cannot read '$CONFIG'"
 CONFIG=$(realpath "$CONFIG")
+if [[ -n $TGTD ]]; then
+  [[ -f $TGTD && -x $TGTD ]] || die "--tgtd: '$TGTD' is not an executable file"
+  TGTD=$(realpath "$TGTD")
+else
+  TGTD=$(command -v tgtd) || die "tgtd is not installed (scripts/setup.sh installs it)"
+fi
 IFS=, read -ra STORES <<< "$BSTYPES"
 for s in "${STORES[@]}"; do
   [[ $s == null || $s == rbio || $s == rdwr ]] || die "--bstype: '$s' is not null, rbio or rdwr"
@@ -87,7 +99,7 @@ cat > "$WRAPPER" <<EOF
 #!/bin/sh
 exec valgrind --tool=callgrind --instr-atstart=no --dump-instr=no \\
   --callgrind-out-file="$WORK/callgrind.%p.out" --log-file="$WORK/valgrind.%p.log" \\
-  "$(command -v tgtd)" "\$@"
+  "$TGTD" "\$@"
 EOF
 chmod +x "$WRAPPER"
 declare -A ENVS=([stock]="RBIO_TRANSPORT=off RBIO_CONFIG=/dev/null" [rbio]="RBIO_TRANSPORT=on RBIO_CONFIG=$CONFIG")
@@ -144,7 +156,7 @@ done
 {
   echo "# tgtd's user-space instructions per SCSI command over iSCSI/TCP (callgrind)"
   echo
-  echo "host: Linux $(uname -r), $(nproc) cores; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null); $(valgrind --version);"
+  echo "host: Linux $(uname -r), $(nproc) cores; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null) (tgtd: $TGTD); $(valgrind --version);"
   echo "client: bench/iscsi-rwperf (libiscsi, one PDU per call), 4 KiB, 32 in flight, on loopback;"
   echo "${SECONDS_PER} s counted after ${WARM} s of warm-up; stores: ${STORES[*]} (rbio on a 256 MiB tmpfs file)."
   [[ $CONFIG == /dev/null ]] || echo "rbio transport settings ($CONFIG): $(grep -v '^\s*#' "$CONFIG" | tr '\n' ' ')"
