@@ -40,6 +40,7 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_EQ(s.batch_reads, 1);
     EXPECT_EQ(s.coalesce, 1);
     EXPECT_EQ(s.write_in_place, 1);
+    EXPECT_EQ(s.direct_commands, 1);
     EXPECT_STREQ(s.portals, "");
     EXPECT_STREQ(s.stats_file, "/run/rbio/tgtd-%p.stats");
     EXPECT_EQ(s.rx_wait_pdus, 16u);
@@ -51,7 +52,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     auto path = write_config(
         "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
         "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n"
-        "rx_wait_pdus = 0\nrx_wait_us = 2000\n");
+        "rx_wait_pdus = 0\nrx_wait_us = 2000\ndirect_commands = off\n");
     ::setenv("RBIO_CONFIG", path.c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
@@ -60,6 +61,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     EXPECT_EQ(s.coalesce, 0);
     EXPECT_EQ(s.direct_read_kib, 128u);
     EXPECT_EQ(s.write_in_place, 0);
+    EXPECT_EQ(s.direct_commands, 0);
     EXPECT_EQ(s.rx_wait_pdus, 0u);
     EXPECT_EQ(s.rx_wait_us, 2000u);
     EXPECT_STREQ(s.stats_file, "");

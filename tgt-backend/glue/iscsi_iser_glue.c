@@ -59,6 +59,7 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "direct_commands.h"
 #include "glue_settings.h"
 #include "iscsi_iser_glue.h"
 #include "metrics_glue.h"
@@ -257,8 +258,49 @@ static int may_send(void *ctx)
 	return rbio_iser_ep_room(rc->ep, 4);
 }
 
+/*
+ * The responses at the head of the core's list that need not go through
+ * its writer (direct_commands.h), each queued as work requests at once: a
+ * READ's RDMA WRITE and SCSI Response in one post, a WRITE's SCSI
+ * Response. It stops at the first the core must send, so responses leave
+ * in the order the core would have sent them.
+ */
+static void direct_responses(struct rbio_iser_conn *rc)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct iscsi_task *task;
+	uint8_t r[BHS_SIZE];
+
+	while (may_send(rc) && (task = rbio_direct_cmd_next(conn)) != NULL) {
+		struct iser_task_prefix *p = prefix_of(task);
+		int failed;
+
+		if (scsi_get_data_dir(&task->scmd) == DATA_READ) {
+			uint32_t len = scsi_get_in_transfer_len(&task->scmd);
+
+			/* No read buffer advertised: the core's writer hands
+			 * the Data-In to tp_write_end(), which says so. */
+			if (!p->read_valid)
+				return;
+			rbio_direct_cmd_response(conn, task, r, len);
+			failed = rbio_iser_ep_rdma_write_send(rc->ep, task->data, 0, len,
+							      p->read_va, p->read_stag, r);
+		} else {
+			rbio_direct_cmd_response(conn, task, r, 0);
+			failed = rbio_iser_ep_send(rc->ep, r, BHS_SIZE, NULL, 0);
+		}
+		if (failed) {
+			conn_fail(rc, "a response could not be queued");
+			return;
+		}
+		rbio_direct_cmd_finish(task);
+	}
+}
+
 static void run_tx(struct rbio_iser_conn *rc)
 {
+	if (settings.direct_commands)
+		direct_responses(rc);
 	rbio_pass_tx(&rc->pass, may_send, rc);
 }
 
@@ -291,6 +333,48 @@ static void feed(struct rbio_iser_conn *rc, const struct login_override *login)
 		run_tx(rc);
 }
 
+static struct iscsi_task *tp_alloc_task(struct iscsi_connection *conn, size_t ext_len);
+static void tp_free_data_buf(struct iscsi_connection *conn, void *buf);
+
+/*
+ * A READ or WRITE the core need not read (direct_commands.h): its task and
+ * data buffer as the core's reader would get them from this transport (a
+ * WRITE's immediate data is the receive's data block, uncopied), then
+ * SCSI. 1: taken (or the connection failed); 0: the core reads it.
+ */
+static int direct_command(struct rbio_iser_conn *rc, const struct rbio_iser_rx *rx)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	uint32_t edtl;
+	struct iscsi_task *task;
+	void *data;
+
+	if (!rbio_direct_cmd_eligible(conn, rx->bhs))
+		return 0;
+	edtl = get_be32(rx->bhs + 20);
+	if (rx->bhs[1] & ISCSI_FLAG_CMD_WRITE) {
+		data = rbio_iser_ep_take_rx(rc->ep, edtl);
+		if (!data)
+			return 0;
+	} else {
+		data = rbio_iser_data_alloc(rc->ep, edtl);
+		if (!data) {
+			conn_fail(rc, "no data buffer for a READ");
+			return 1;
+		}
+	}
+	task = tp_alloc_task(conn, 0); /* the prefix from rc->adv */
+	if (!task) {
+		tp_free_data_buf(conn, data);
+		conn_fail(rc, "no task for a command");
+		return 1;
+	}
+	task->data = data;
+	rbio_iser_ep_count_direct(rc->ep);
+	rbio_direct_cmd_queue(conn, task, rx->bhs);
+	return 1;
+}
+
 static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 {
 	struct rbio_iser_conn *rc = ctx;
@@ -308,6 +392,9 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 	if (conn->state != STATE_SCSI) {
 		ahs = (uint32_t)rx->bhs[4] * 4;
 		login_override_apply(&login, rx->bhs, rx->rest + ahs, rx->len - BHS_SIZE - ahs);
+	} else if (settings.direct_commands && direct_command(rc, rx)) {
+		rc->rx_len = 0;
+		return;
 	}
 	feed(rc, &login);
 }

@@ -134,6 +134,10 @@ ConnectionFamily connection_family(Counter c) {
             return {{"rbio_connection_rx_wait_expired_total", C,
                      "Receive-moderation waits ended by the timer (the initiator sent fewer requests)"},
                     Applies::Tcp};
+        case Counter::DirectCommands:
+            return {{"rbio_connection_direct_commands_total", C,
+                     "READs and WRITEs past tgt's byte-stream reader and writer (direct_commands)"},
+                    Applies::Iser};
         case Counter::Count_: break;
     }
     return {{"rbio_connection_unknown_total", C, "unknown counter"}, Applies::Both};

@@ -345,15 +345,17 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu work_requests=%llu post_calls=%llu wrs_per_post=%.2f "
                   "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
-                  "rdma_reads=%llu spin_hits=%llu spin_misses=%llu",
+                  "rdma_reads=%llu spin_hits=%llu spin_misses=%llu direct_commands=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::WorkRequests], (unsigned long long)k[Counter::PostCalls],
                   posts > 0 ? double(k[Counter::WorkRequests]) / posts : 0.0,
                   (unsigned long long)k[Counter::Signaled], (unsigned long long)k[Counter::Completions],
                   k.completions_per_poll(), (unsigned long long)k[Counter::ChannelWakeups],
                   (unsigned long long)k[Counter::RdmaReads], (unsigned long long)k[Counter::SpinHits],
-                  (unsigned long long)k[Counter::SpinMisses]);
+                  (unsigned long long)k[Counter::SpinMisses], (unsigned long long)k[Counter::DirectCommands]);
 }
+
+void rbio_iser_ep_count_direct(rbio_iser_ep* e) { ++e->counters[Counter::DirectCommands]; }
 
 void rbio_iser_ep_publish(rbio_iser_ep* e) {
     e->publisher.publish(e->counters, rbio::tp::totals());

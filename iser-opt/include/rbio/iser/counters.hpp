@@ -44,6 +44,9 @@ enum class Counter : uint8_t {
     // waits the timer ended.
     RxWaitCalls,
     RxWaitExpired,
+    // iSER, direct_commands: READs and WRITEs that went past tgt's
+    // byte-stream reader and writer (tgt-backend/glue/direct_commands.h).
+    DirectCommands,
     Count_
 };
 

@@ -97,6 +97,8 @@ int rbio_iser_ep_rdma_write_send(struct rbio_iser_ep *ep, void *buf, size_t offs
 /* RDMA READ into `buf` + offset; done(token) follows. 0, or -1. */
 int rbio_iser_ep_rdma_read(struct rbio_iser_ep *ep, void *buf, size_t offset, size_t len, uint64_t va,
                            uint32_t rkey, uint64_t token);
+/* One more command past tgt's reader and writer (Counter::DirectCommands). */
+void rbio_iser_ep_count_direct(struct rbio_iser_ep *ep);
 /* Room for `n` more work requests now. */
 int rbio_iser_ep_room(const struct rbio_iser_ep *ep, unsigned n);
 uint64_t rbio_iser_ep_queued_total(const struct rbio_iser_ep *ep);
