@@ -17,16 +17,7 @@
 
 #include "iscsi_proto.h"
 #include "scsi.h"
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint32_t get_be24(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-}
+#include "util.h" /* get_unaligned_be24/32 (be_byteshift.h) */
 
 /* BHS offsets (RFC 7143 11.3) */
 enum {
@@ -55,8 +46,8 @@ int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const uint8_t 
 	     conn->session_param[ISCSI_PARAM_DATADGST_EN].val) &
 	    DIGEST_CRC32C)
 		return 0;
-	dlength = get_be24(bhs + OFF_DLENGTH);
-	edtl = get_be32(bhs + OFF_EDTL);
+	dlength = get_unaligned_be24(bhs + OFF_DLENGTH);
+	edtl = get_unaligned_be32(bhs + OFF_EDTL);
 	if (edtl == 0)
 		return 0;
 	if (rw == ISCSI_FLAG_CMD_READ) {
@@ -73,14 +64,15 @@ int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const uint8_t 
 	 * becomes due; anything else goes through the core's queue. */
 	if (bhs[0] & ISCSI_OP_IMMEDIATE)
 		return 1;
-	return get_be32(bhs + OFF_CMDSN) == s->exp_cmd_sn && list_empty(&s->pending_cmd_list);
+	return get_unaligned_be32(bhs + OFF_CMDSN) == s->exp_cmd_sn &&
+	       list_empty(&s->pending_cmd_list);
 }
 
 void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *task,
 			   const uint8_t *bhs)
 {
 	struct iscsi_session *s = conn->session;
-	uint32_t dlength = get_be24(bhs + OFF_DLENGTH);
+	uint32_t dlength = get_unaligned_be24(bhs + OFF_DLENGTH);
 	int write = bhs[OFF_FLAGS] & ISCSI_FLAG_CMD_WRITE;
 
 	memcpy(&task->req, bhs, BHS_SIZE);
@@ -96,11 +88,11 @@ void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *tas
 		task->r2t_count = 0;
 		task->unsol_count = 0;
 	}
-	conn->exp_stat_sn = get_be32(bhs + OFF_EXP_STATSN);
+	conn->exp_stat_sn = get_unaligned_be32(bhs + OFF_EXP_STATSN);
 	conn->stats.rxdata_octets += BHS_SIZE + dlength;
 	conn->stats.scsicmd_pdus++;
 	if (!(bhs[0] & ISCSI_OP_IMMEDIATE))
-		s->exp_cmd_sn = get_be32(bhs + OFF_CMDSN) + 1;
+		s->exp_cmd_sn = get_unaligned_be32(bhs + OFF_CMDSN) + 1;
 	scsi_set_data_dir(&task->scmd, write ? DATA_WRITE : DATA_READ);
 	/* Errors are the SCSI layer's to report in the response; the core
 	 * ignores this return value too. */

@@ -14,17 +14,17 @@
  * (session->exp_cmd_sn, pending_cmd_list), StatSN (conn->stat_sn), task
  * management (the commands reach SCSI through the same target_cmd_queue),
  * connection close (the tasks are on conn->task_list and session->cmd_list
- * as the core puts them) and tgtadm's connection counters. Anything outside the narrow common
- * case (AHS, digests, bidirectional, unsolicited Data-Out, an R2T, a
- * command out of CmdSN order, a status other than GOOD, sense data) is left
- * to the core, which then handles it exactly as before.
+ * as the core puts them) and tgtadm's connection counters. Anything
+ * outside the narrow common case (AHS, digests, bidirectional, unsolicited
+ * Data-Out, an R2T, a command out of CmdSN order, a status other than
+ * GOOD, sense data) is left to the core, which then handles it exactly as
+ * before.
  *
  * Research: tgt-backend/docs/iser-takeover.md, section 8.
  */
 #ifndef RBIO_GLUE_DIRECT_COMMANDS_H
 #define RBIO_GLUE_DIRECT_COMMANDS_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "iscsid.h"

@@ -351,7 +351,7 @@ static int direct_command(struct rbio_iser_conn *rc, const struct rbio_iser_rx *
 
 	if (!rbio_direct_cmd_eligible(conn, rx->bhs))
 		return 0;
-	edtl = get_be32(rx->bhs + 20);
+	edtl = get_be32(rx->bhs + 20); /* Expected Data Transfer Length */
 	if (rx->bhs[1] & ISCSI_FLAG_CMD_WRITE) {
 		data = rbio_iser_ep_take_rx(rc->ep, edtl);
 		if (!data)
