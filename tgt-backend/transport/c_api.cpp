@@ -64,6 +64,11 @@ void* rbio_tcp_conn_lend(rbio_tcp_conn* c, size_t offset, size_t len) {
 
 int rbio_tcp_conn_give_back(rbio_tcp_conn* c, const void* p) { return c->conn.rx().give_back(p) ? 1 : 0; }
 
+const void* rbio_tcp_conn_peek(const rbio_tcp_conn* c, size_t len) {
+    const auto bytes = c->conn.rx().peek();
+    return bytes.size() >= len ? bytes.data() : nullptr;
+}
+
 int rbio_tcp_conn_rx_ready(const rbio_tcp_conn* c) {
     const auto& rx = c->conn.rx();
     if (!rx.config().batch_reads) return 1;  // every read is its own read()
@@ -127,18 +132,22 @@ uint64_t rbio_tcp_conn_tx_done_total(const rbio_tcp_conn* c) { return c->conn.do
 
 void rbio_tcp_conn_count_event_ctl(rbio_tcp_conn* c) { ++c->conn.counters()[Counter::EventCtl]; }
 
+void rbio_tcp_conn_count_direct(rbio_tcp_conn* c) { ++c->conn.counters()[Counter::DirectCommands]; }
+
 void rbio_tcp_conn_describe(const rbio_tcp_conn* c, char* out, size_t len) {
     const auto& k = c->conn.counters();
     std::snprintf(out, len,
                   "pdus_in=%llu pdus_out=%llu recv_calls=%llu send_calls=%llu "
                   "pdus_per_recv=%.2f pdus_per_send=%.2f bytes_in=%llu bytes_out=%llu "
-                  "lent=%llu lend_refused=%llu rx_wait_calls=%llu rx_wait_expired=%llu rx_wait_level=%u",
+                  "lent=%llu lend_refused=%llu rx_wait_calls=%llu rx_wait_expired=%llu rx_wait_level=%u "
+                  "direct_commands=%llu",
                   (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
                   (unsigned long long)k[Counter::RecvCalls], (unsigned long long)k[Counter::SendCalls],
                   k.pdus_per_recv(), k.pdus_per_send(), (unsigned long long)k[Counter::BytesIn],
                   (unsigned long long)k[Counter::BytesOut], (unsigned long long)k[Counter::Lent],
                   (unsigned long long)k[Counter::LendRefused], (unsigned long long)k[Counter::RxWaitCalls],
-                  (unsigned long long)k[Counter::RxWaitExpired], c->conn.moderation().level());
+                  (unsigned long long)k[Counter::RxWaitExpired], c->conn.moderation().level(),
+                  (unsigned long long)k[Counter::DirectCommands]);
 }
 
 void rbio_tcp_conn_publish(rbio_tcp_conn* c) { c->conn.publish(); }

@@ -73,6 +73,9 @@ long rbio_tcp_conn_read(struct rbio_tcp_conn *c, void *buf, size_t n);
 void *rbio_tcp_conn_lend(struct rbio_tcp_conn *c, size_t offset, size_t len);
 /* 1 if p came from rbio_tcp_conn_lend() (and is given back now), else 0. */
 int rbio_tcp_conn_give_back(struct rbio_tcp_conn *c, const void *p);
+/* The next len buffered bytes, not yet read, to look at in place (valid
+ * until the next read or fill); NULL when fewer are buffered. */
+const void *rbio_tcp_conn_peek(const struct rbio_tcp_conn *c, size_t len);
 /* The core has bytes (or an end of stream, or a direct read) to take now. */
 int rbio_tcp_conn_rx_ready(const struct rbio_tcp_conn *c);
 /* A header the core just read: 0 if acceptable, else -1 and why. Counts
@@ -115,6 +118,8 @@ uint64_t rbio_tcp_conn_tx_queued_total(const struct rbio_tcp_conn *c);
 uint64_t rbio_tcp_conn_tx_done_total(const struct rbio_tcp_conn *c);
 
 void rbio_tcp_conn_count_event_ctl(struct rbio_tcp_conn *c);
+/* A command that went past tgt's reader and writer (direct_commands). */
+void rbio_tcp_conn_count_direct(struct rbio_tcp_conn *c);
 /* One line of this connection's counters, for logs. */
 void rbio_tcp_conn_describe(const struct rbio_tcp_conn *c, char *out, size_t len);
 /* Adds what the connection counted since its last publish to the totals. */
