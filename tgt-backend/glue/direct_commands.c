@@ -148,6 +148,36 @@ void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi_task *
 	conn->stats.txdata_octets += BHS_SIZE + data_len;
 }
 
+void rbio_direct_cmd_data_in(struct iscsi_connection *conn, struct iscsi_task *task,
+			     uint8_t bhs[48], uint32_t data_len)
+{
+	struct iscsi_data_rsp *rsp = (struct iscsi_data_rsp *)bhs;
+	struct iscsi_session *s = conn->session;
+	int32_t resid = scsi_get_in_resid(&task->scmd);
+
+	memset(rsp, 0, BHS_SIZE);
+	rsp->opcode = ISCSI_OP_SCSI_DATA_IN;
+	rsp->flags = ISCSI_FLAG_CMD_FINAL | ISCSI_FLAG_DATA_STATUS;
+	rsp->cmd_status = SAM_STAT_GOOD;
+	rsp->itt = task->tag;
+	rsp->ttt = htonl(ISCSI_RESERVED_TAG);
+	rsp->datasn = htonl((uint32_t)task->exp_r2tsn++);
+	rsp->statsn = htonl(conn->stat_sn++);
+	rsp->exp_cmdsn = htonl(s->exp_cmd_sn);
+	rsp->max_cmdsn = htonl(s->exp_cmd_sn + s->max_queue_cmd);
+	/* A shorter transfer than asked for (RFC 7143 11.7.5) */
+	if (resid > 0) {
+		rsp->flags |= ISCSI_FLAG_CMD_UNDERFLOW;
+		rsp->residual_count = htonl((uint32_t)resid);
+	} else if (resid < 0) {
+		rsp->flags |= ISCSI_FLAG_CMD_OVERFLOW;
+		rsp->residual_count = htonl((uint32_t)-resid);
+	}
+	hton24(rsp->dlength, data_len);
+	task->offset += (int)data_len;
+	conn->stats.txdata_octets += BHS_SIZE + data_len;
+}
+
 void rbio_direct_cmd_finish(struct iscsi_task *task)
 {
 	list_del(&task->c_list);

@@ -4,11 +4,12 @@
  * without tgt's byte-stream reader and writer (iscsi_rx_handler and
  * iscsi_tx_handler) in between.
  *
- * A transport that receives whole PDUs (iSER: one PDU per receive) pays
- * the core's state machines for nothing: each command went through
- * iscsi_rx_handler's states and the transport's ep_read copies, each
- * response through iscsi_tx_handler's states, ep_write_begin/end and a
- * re-parse of the BHS the core had just built. Here the same bookkeeping
+ * A transport that holds whole PDUs (iSER: one PDU per receive; TCP: a
+ * batch of PDUs in its receive buffer) pays the core's state machines for
+ * nothing: each command went through iscsi_rx_handler's states and the
+ * transport's ep_read calls, each response through iscsi_tx_handler's
+ * states, ep_write_begin/end and a re-parse of the BHS the core had just
+ * built. Here the same bookkeeping
  * is done on the same structures, in the same order, so everything else
  * tgt's core does stays consistent with these commands: CmdSN ordering
  * (session->exp_cmd_sn, pending_cmd_list), StatSN (conn->stat_sn), task
@@ -33,8 +34,8 @@
  * data, if any, at the start of the transport's receive buffer) may take
  * the direct path: a READ without immediate data or a WRITE whose data
  * came whole as immediate data, in CmdSN order, on a connection in full
- * feature phase. For transports that hand the core whole PDUs (the core
- * must not be half way through one). Looks only; changes nothing. */
+ * feature phase. Only between PDUs: the core must not be half way through
+ * one. Looks only; changes nothing. */
 int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const uint8_t *bhs);
 
 /* Queues `task` (from the transport's alloc_task; task->data holds the
@@ -57,6 +58,13 @@ struct iscsi_task *rbio_direct_cmd_next(struct iscsi_connection *conn);
  * sent ahead of it (0 for a WRITE). */
 void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi_task *task,
 			      uint8_t bhs[48], uint32_t data_len);
+
+/* For a READ from rbio_direct_cmd_next over TCP: the one Data-In PDU, with
+ * the status in it (the S bit), into `bhs`, as the core sends a GOOD READ
+ * whose data fits one PDU; consumes a StatSN and counts the PDU with its
+ * `data_len` bytes, which follow it. */
+void rbio_direct_cmd_data_in(struct iscsi_connection *conn, struct iscsi_task *task,
+			     uint8_t bhs[48], uint32_t data_len);
 
 /* The response is queued: the task leaves the response list and is freed
  * as the core frees it (target_cmd_done, its buffers through the

@@ -19,6 +19,11 @@
  * processed on the send path.
  * Login, negotiation, SCSI and task management stay tgt's.
  *
+ * A READ, or a WRITE with all its data immediate and received, at the head
+ * of the receive buffer goes past the core's reader, and a GOOD response
+ * past its writer (direct_commands.h): the pass hands them to tgt's SCSI
+ * layer and the send queue itself.
+ *
  * Unlike stock tgt, connections are accepted only while tgtd can serve a
  * login (readiness_gate.c).
  *
@@ -56,6 +61,7 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "direct_commands.h"
 #include "glue_settings.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
@@ -179,6 +185,9 @@ static int may_send(void *ctx)
 	return (settings.send_inline || rc->writable_event) && rc->tx_open;
 }
 
+static int direct_command(struct rbio_conn *rc);
+static int direct_responses(struct rbio_conn *rc);
+
 /*
  * Runs tgt's receive and send handlers until neither makes progress: every
  * buffered request is processed, every response the core has is queued, and
@@ -202,11 +211,14 @@ static void conn_pass(void *ctx)
 		       rbio_tcp_conn_rx_ready(rc->engine)) {
 			uint64_t before = rc->rx_served;
 
-			iscsi_rx_handler(conn);
+			if (!settings.direct_commands || !direct_command(rc))
+				iscsi_rx_handler(conn);
 			if (rc->rx_served == before)
 				break;
 			progress = 1;
 		}
+		if (settings.direct_commands && direct_responses(rc))
+			progress = 1;
 		if (rbio_pass_tx(&rc->pass, may_send, rc))
 			progress = 1;
 	} while (progress);
@@ -511,6 +523,19 @@ static int target_takes_any_buffer(struct rbio_conn *rc)
 	return 1;
 }
 
+/* The `size` buffered bytes from `offset` on (after those read so far) as a
+ * write's data buffer, lent in place, where every LU takes one. */
+static void *lend_write_data(struct rbio_conn *rc, size_t offset, size_t size)
+{
+	void *lent;
+
+	if (size < 4096 || !settings.write_in_place || !target_takes_any_buffer(rc))
+		return NULL;
+	lent = rbio_tcp_conn_lend(rc->engine, offset, size);
+	rc->lent += lent != NULL;
+	return lent;
+}
+
 /*
  * The core asks for a command's data buffer right after reading its BHS,
  * before the data. A write that carries all its data as immediate data,
@@ -523,24 +548,20 @@ static void *write_in_place(struct rbio_conn *rc, size_t size)
 	struct iscsi_cmd *req = (struct iscsi_cmd *)&conn->req.bhs;
 	size_t offset;
 	uint32_t dlength;
-	void *lent;
 
 	/* reads leave at the first test */
 	if ((req->flags & (ISCSI_FLAG_CMD_READ | ISCSI_FLAG_CMD_WRITE)) != ISCSI_FLAG_CMD_WRITE ||
-	    size < 4096 || !rc->bhs_fresh || !settings.write_in_place ||
-	    (req->opcode & ISCSI_OPCODE_MASK) != ISCSI_OP_SCSI_CMD || conn->state != STATE_SCSI)
+	    !rc->bhs_fresh || (req->opcode & ISCSI_OPCODE_MASK) != ISCSI_OP_SCSI_CMD ||
+	    conn->state != STATE_SCSI)
 		return NULL;
 	dlength = ntoh24(req->dlength);
-	if (dlength != ntohl(req->data_length) || roundup(dlength, PAD_WORD_LEN) != size ||
-	    !target_takes_any_buffer(rc))
+	if (dlength != ntohl(req->data_length) || roundup(dlength, PAD_WORD_LEN) != size)
 		return NULL;
 	/* AHS and header digest come first */
 	offset = (size_t)req->hlength * 4;
 	if (conn->session_param[ISCSI_PARAM_HDRDGST_EN].val & DIGEST_CRC32C)
 		offset += 4;
-	lent = rbio_tcp_conn_lend(rc->engine, offset, size);
-	rc->lent += lent != NULL;
-	return lent;
+	return lend_write_data(rc, offset, size);
 }
 
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
@@ -562,6 +583,129 @@ static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
 		return;
 	}
 	defer_or_release(rc, buf);
+}
+
+/* ---- READ and WRITE past the core's reader and writer (direct_commands.h) */
+
+/*
+ * A READ, or a WRITE whose data is all immediate and all buffered, at the
+ * head of the receive buffer: its task and data buffer as the core's reader
+ * would get them from this transport (a WRITE's data lent in place where
+ * write_in_place allows, else copied once, as the core's read copies it),
+ * then SCSI. 1: taken (or the connection is closing); 0: the core reads it.
+ */
+static int direct_command(struct rbio_conn *rc)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	const void *peek = rbio_tcp_conn_peek(rc->engine, BHS_SIZE);
+	union {
+		struct iscsi_cmd cmd;
+		uint8_t b[BHS_SIZE];
+	} h;
+	struct iscsi_task *task;
+	void *data;
+	size_t size;
+	int write;
+	char why[192];
+
+	/* Only between PDUs (conn_read_pdu()'s state): not half way through
+	 * the reading of one. */
+	if (!peek || conn->rx_buffer != (void *)&conn->req.bhs || conn->rx_size != BHS_SIZE)
+		return 0;
+	memcpy(h.b, peek, BHS_SIZE);
+	if (!rbio_direct_cmd_eligible(conn, h.b))
+		return 0;
+	write = (h.cmd.flags & ISCSI_FLAG_CMD_WRITE) != 0;
+	size = roundup(ntohl(h.cmd.data_length), PAD_WORD_LEN);
+	/* The core reads a WRITE whose data is still coming as it comes. */
+	if (write && !rbio_tcp_conn_peek(rc->engine, BHS_SIZE + size))
+		return 0;
+	if (rbio_tcp_conn_check_bhs(rc->engine, h.b,
+				    conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val, 0, 0,
+				    why, sizeof(why))) {
+		conn_log_close(rc, why);
+		conn->state = STATE_CLOSE;
+		return 1;
+	}
+	/* Buffered, so served whole; the header is then read as the core
+	 * reads it, one copy into the task. */
+	if (rbio_tcp_conn_read(rc->engine, h.b, BHS_SIZE) != BHS_SIZE)
+		goto broken;
+	rc->rx_served += BHS_SIZE;
+	task = tp_alloc_task(conn, 0);
+	if (!task) {
+		conn_log_close(rc, "out of memory for a task");
+		conn->state = STATE_CLOSE;
+		return 1;
+	}
+	data = write ? lend_write_data(rc, 0, size) : NULL;
+	if (!data)
+		data = rbio_pool_alloc(data_pool, size);
+	if (!data) {
+		tp_free_task(task);
+		conn_log_close(rc, "out of memory for a data buffer");
+		conn->state = STATE_CLOSE;
+		return 1;
+	}
+	task->data = data;
+	if (write) {
+		if (rbio_tcp_conn_read(rc->engine, data, size) != (long)size) {
+			tp_free_data_buf(conn, data);
+			tp_free_task(task);
+			goto broken;
+		}
+		rc->rx_served += size;
+	}
+	rbio_tcp_conn_count_direct(rc->engine);
+	rbio_direct_cmd_queue(conn, task, h.b);
+	return 1;
+broken:
+	conn_log_close(rc, "buffered bytes could not be read");
+	conn->state = STATE_CLOSE;
+	return 1;
+}
+
+/*
+ * The responses at the head of the core's list that need not go through its
+ * writer (direct_commands.h), queued as the core's writer queues them: a
+ * READ's one Data-In with the status in it, a WRITE's SCSI Response. It
+ * stops at the first the core must send, so responses leave in the core's
+ * order. 1 when it queued any.
+ */
+static int direct_responses(struct rbio_conn *rc)
+{
+	struct iscsi_connection *conn = &rc->iscsi_conn;
+	struct iscsi_task *task;
+	uint8_t r[BHS_SIZE];
+	int hd, dd, queued, progress = 0;
+
+	session_digests(conn, &hd, &dd);
+	while (conn->state != STATE_CLOSE && may_send(rc) &&
+	       (task = rbio_direct_cmd_next(conn)) != NULL) {
+		if (scsi_get_data_dir(&task->scmd) == DATA_READ) {
+			uint32_t len = scsi_get_in_transfer_len(&task->scmd);
+
+			rbio_direct_cmd_data_in(conn, task, r, len);
+			rbio_tcp_conn_tx_header(rc->engine, r);
+			rbio_tcp_conn_tx_data(rc->engine, task->data, len);
+		} else {
+			rbio_direct_cmd_response(conn, task, r, 0);
+			rbio_tcp_conn_tx_header(rc->engine, r);
+		}
+		queued = rbio_tcp_conn_tx_end(rc->engine, hd, dd);
+		rc->tx_open = queued == 1;
+		if (queued < 0) {
+			conn_log_close(rc, rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_FAILED
+						   ? rbio_tcp_conn_tx_error(rc->engine)
+						   : "response not queued");
+			conn->state = STATE_CLOSE;
+			return progress;
+		}
+		/* its buffers are released once the send is done */
+		rbio_direct_cmd_finish(task);
+		progress = 1;
+	}
+	return progress;
 }
 
 static int tp_getsockname(struct iscsi_connection *conn, struct sockaddr *sa, socklen_t *len)
