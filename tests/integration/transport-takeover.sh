@@ -55,9 +55,10 @@ MIN_PDUS_PER_SEND=1.5
 MAX_EPOLL_CTL_PER_PDU=0.08
 # direct_commands: commands of io_works taken past tgt's reader and writer,
 # per PDU received. Most of its PDUs cannot be: writes larger than the first
-# burst (R2T, Data-Out PDUs), the login, READ CAPACITY, a write whose data
-# was not all in when its pass ran, the logout. Measured 0.27 (678 of 2,516,
-# 2026-12-03) and 0 with direct_commands = off (the control below).
+# burst (R2T, Data-Out PDUs), reads larger than one Data-In, the login,
+# READ CAPACITY, a write whose data was not all in when its pass ran, the
+# logout. Measured 0.22 (541 of 2,516, 2026-12-04) and 0 with
+# direct_commands = off (the control below).
 MIN_DIRECT_PER_PDU_IN=0.1
 direct_per_pdu() {
   awk -v d="$(stat_of direct_commands)" -v i="$(stat_of pdus_in)" -v t="$2" -v op="$1" \

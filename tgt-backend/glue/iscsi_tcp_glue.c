@@ -616,9 +616,14 @@ static int direct_command(struct rbio_conn *rc)
 	if (!rbio_direct_cmd_eligible(conn, h.b))
 		return 0;
 	write = (h.cmd.flags & ISCSI_FLAG_CMD_WRITE) != 0;
-	size = roundup(ntohl(h.cmd.data_length), PAD_WORD_LEN);
-	/* The core reads a WRITE whose data is still coming as it comes. */
-	if (write && !rbio_tcp_conn_peek(rc->engine, BHS_SIZE + size))
+	/* in size_t: an Expected Data Transfer Length near 4 GiB must not
+	 * wrap to a small buffer */
+	size = roundup((size_t)ntohl(h.cmd.data_length), PAD_WORD_LEN);
+	/* The core reads a WRITE whose data is still coming as it comes, and
+	 * a READ larger than one Data-In (whose response is the core's anyway,
+	 * rbio_direct_cmd_next) gets its buffer from the core as before. */
+	if (write ? !rbio_tcp_conn_peek(rc->engine, BHS_SIZE + size)
+		  : size > (size_t)conn->session_param[ISCSI_PARAM_MAX_XMIT_DLENGTH].val)
 		return 0;
 	if (rbio_tcp_conn_check_bhs(rc->engine, h.b,
 				    conn->session_param[ISCSI_PARAM_MAX_RECV_DLENGTH].val, 0, 0,
