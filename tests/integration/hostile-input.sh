@@ -13,6 +13,13 @@
 #   over-mrdsl      ... then a WRITE(10) with more immediate data than the
 #                   target's MaxRecvDataSegmentLength
 #   max-dsl         ... then a WRITE(10) with DataSegmentLength 0xffffff
+#   huge-edtl       ... then READ(10)s of 4 KiB whose Expected Data Transfer
+#                   Length is near or above 2 GiB: legal on the wire, but
+#                   they wrap when rounded up or read as a signed int, and
+#                   tgt's core cannot give them a buffer, so it closes the
+#                   connection; rbio's transport must leave them to it
+#                   (before 6863a07 its direct path served them from a
+#                   buffer sized by the wrapped length)
 #   truncate-close  ... then part of a PDU, then close
 #   truncate-reset  ... then part of a PDU, then a TCP reset (SO_LINGER 0)
 #   idle            a connection that sends nothing, held while the good
@@ -86,7 +93,7 @@ fi
 IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
-MALFORMED=(random bad-opcode over-mrdsl max-dsl)
+MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl)
 
 tgt_test_init 5
 stock_issues=()
@@ -311,6 +318,7 @@ run_all() {
   quick_case bad-opcode "${strict_close[@]}"
   quick_case over-mrdsl "${strict_close[@]}"
   quick_case max-dsl "${strict_close[@]}"
+  quick_case huge-edtl "${strict_close[@]}"
   quick_case truncate-close
   quick_case truncate-reset
   quick_case churn --hold-ms "$CHURN_MS"

@@ -13,6 +13,12 @@
 //                   longer than the target's MaxRecvDataSegmentLength
 //   max-dsl         log in, then a WRITE(10) with DataSegmentLength 0xffffff
 //                   followed by only 64 KiB of its data
+//   huge-edtl       log in, then on fresh sessions a READ(10) of 4 KiB whose
+//                   Expected Data Transfer Length is 0xffffffff,
+//                   0xfffffff0 and 0x80000000: lengths that wrap when
+//                   rounded up or read as a signed int, legal on the wire
+//                   (the target sends 4 KiB and a residual); prints each
+//                   reaction
 //   truncate-close  log in, send part of a PDU, close (twice: cut inside
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
@@ -593,6 +599,19 @@ int case_max_dsl(const Options& o) {
                   s.conn.watch(o.wait_ms));
 }
 
+int case_huge_edtl(const Options& o) {
+    int status = 0;
+    for (uint32_t edtl : {0xffffffffu, 0xfffffff0u, 0x80000000u}) {
+        Session s = ready_session(o);
+        const auto cdb = cdb10(0x28, 0, 8);  // READ(10) of 4 KiB
+        Bhs b = scsi_command(s, o, cdb, true, false, edtl, 0);
+        s.conn.send_or_throw(b.bytes(), "the READ(10)");
+        status |= report(o, "READ(10) of 4 KiB with Expected Data Transfer Length " + hex(edtl, 8),
+                         s.conn.watch(o.wait_ms));
+    }
+    return status;
+}
+
 int case_truncate(const Options& o, bool reset) {
     for (int variant = 0; variant < 2; ++variant) {
         Session s = ready_session(o);
@@ -784,6 +803,7 @@ int main(int argc, char** argv) {
         if (c == "bad-opcode") return case_bad_opcode(o);
         if (c == "over-mrdsl") return case_over_mrdsl(o);
         if (c == "max-dsl") return case_max_dsl(o);
+        if (c == "huge-edtl") return case_huge_edtl(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);
         if (c == "idle") return case_idle(o);
