@@ -29,7 +29,7 @@ enum {
 	OFF_EXP_STATSN = 28
 };
 
-int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const uint8_t *bhs)
+inline int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const uint8_t *bhs)
 {
 	const struct iscsi_session *s = conn->session;
 	uint8_t rw = bhs[OFF_FLAGS] & (ISCSI_FLAG_CMD_READ | ISCSI_FLAG_CMD_WRITE);
@@ -68,7 +68,7 @@ int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const uint8_t 
 	       list_empty(&s->pending_cmd_list);
 }
 
-void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *task,
+inline void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *task,
 			   const uint8_t *bhs)
 {
 	struct iscsi_session *s = conn->session;
@@ -99,7 +99,7 @@ void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *tas
 	(void)iscsi_scsi_cmd_execute(task);
 }
 
-struct iscsi_task *rbio_direct_cmd_next(struct iscsi_connection *conn)
+inline struct iscsi_task *rbio_direct_cmd_next(struct iscsi_connection *conn)
 {
 	struct iscsi_task *task;
 	struct scsi_cmd *sc;
@@ -127,7 +127,7 @@ struct iscsi_task *rbio_direct_cmd_next(struct iscsi_connection *conn)
 	}
 }
 
-void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi_task *task,
+inline void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi_task *task,
 			      uint8_t bhs[48], uint32_t data_len)
 {
 	struct iscsi_cmd_rsp *rsp = (struct iscsi_cmd_rsp *)bhs;
@@ -148,7 +148,7 @@ void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi_task *
 	conn->stats.txdata_octets += BHS_SIZE + data_len;
 }
 
-void rbio_direct_cmd_data_in(struct iscsi_connection *conn, struct iscsi_task *task,
+inline void rbio_direct_cmd_data_in(struct iscsi_connection *conn, struct iscsi_task *task,
 			     uint8_t bhs[48], uint32_t data_len)
 {
 	struct iscsi_data_rsp *rsp = (struct iscsi_data_rsp *)bhs;
@@ -178,7 +178,7 @@ void rbio_direct_cmd_data_in(struct iscsi_connection *conn, struct iscsi_task *t
 	conn->stats.txdata_octets += BHS_SIZE + data_len;
 }
 
-void rbio_direct_cmd_finish(struct iscsi_task *task)
+inline void rbio_direct_cmd_finish(struct iscsi_task *task)
 {
 	list_del(&task->c_list);
 	iscsi_free_cmd_task(task);
