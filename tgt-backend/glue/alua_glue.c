@@ -95,7 +95,10 @@ static int refuse(struct scsi_cmd *cmd, uint8_t key, uint16_t asc)
 
 static int report_target_port_groups(struct scsi_cmd *cmd)
 {
-	uint32_t alloc = get_unaligned_be32(&cmd->scb[6]);
+	/* by hand: tgt's get_unaligned_be32 shifts an int by 24 (undefined
+	 * for a top byte of 0x80 or more) */
+	uint32_t alloc = (uint32_t)cmd->scb[6] << 24 | (uint32_t)cmd->scb[7] << 16 |
+			 (uint32_t)cmd->scb[8] << 8 | cmd->scb[9];
 	uint32_t room = scsi_get_in_length(cmd);
 	long n;
 

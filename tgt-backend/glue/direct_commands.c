@@ -17,7 +17,19 @@
 
 #include "iscsi_proto.h"
 #include "scsi.h"
-#include "util.h" /* get_unaligned_be24/32 (be_byteshift.h) */
+
+/* Not tgt's get_unaligned_be32: it shifts a byte promoted to int by 24,
+ * undefined for a top byte of 0x80 or more (UBSan stops tgtd on it), and
+ * these fields come off the wire. */
+static inline uint32_t be32_at(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline uint32_t be24_at(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
 
 /* BHS offsets (RFC 7143 11.3) */
 enum {
@@ -46,8 +58,8 @@ inline int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const u
 	     conn->session_param[ISCSI_PARAM_DATADGST_EN].val) &
 	    DIGEST_CRC32C)
 		return 0;
-	dlength = get_unaligned_be24(bhs + OFF_DLENGTH);
-	edtl = get_unaligned_be32(bhs + OFF_EDTL);
+	dlength = be24_at(bhs + OFF_DLENGTH);
+	edtl = be32_at(bhs + OFF_EDTL);
 	if (edtl == 0)
 		return 0;
 	if (rw == ISCSI_FLAG_CMD_READ) {
@@ -64,15 +76,14 @@ inline int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const u
 	 * becomes due; anything else goes through the core's queue. */
 	if (bhs[0] & ISCSI_OP_IMMEDIATE)
 		return 1;
-	return get_unaligned_be32(bhs + OFF_CMDSN) == s->exp_cmd_sn &&
-	       list_empty(&s->pending_cmd_list);
+	return be32_at(bhs + OFF_CMDSN) == s->exp_cmd_sn && list_empty(&s->pending_cmd_list);
 }
 
 inline void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *task,
-			   const uint8_t *bhs)
+				  const uint8_t *bhs)
 {
 	struct iscsi_session *s = conn->session;
-	uint32_t dlength = get_unaligned_be24(bhs + OFF_DLENGTH);
+	uint32_t dlength = be24_at(bhs + OFF_DLENGTH);
 	int write = bhs[OFF_FLAGS] & ISCSI_FLAG_CMD_WRITE;
 
 	memcpy(&task->req, bhs, BHS_SIZE);
@@ -88,11 +99,11 @@ inline void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_ta
 		task->r2t_count = 0;
 		task->unsol_count = 0;
 	}
-	conn->exp_stat_sn = get_unaligned_be32(bhs + OFF_EXP_STATSN);
+	conn->exp_stat_sn = be32_at(bhs + OFF_EXP_STATSN);
 	conn->stats.rxdata_octets += BHS_SIZE + dlength;
 	conn->stats.scsicmd_pdus++;
 	if (!(bhs[0] & ISCSI_OP_IMMEDIATE))
-		s->exp_cmd_sn = get_unaligned_be32(bhs + OFF_CMDSN) + 1;
+		s->exp_cmd_sn = be32_at(bhs + OFF_CMDSN) + 1;
 	scsi_set_data_dir(&task->scmd, write ? DATA_WRITE : DATA_READ);
 	/* Errors are the SCSI layer's to report in the response; the core
 	 * ignores this return value too. */
@@ -128,7 +139,7 @@ inline struct iscsi_task *rbio_direct_cmd_next(struct iscsi_connection *conn)
 }
 
 inline void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi_task *task,
-			      uint8_t bhs[48], uint32_t data_len)
+				     uint8_t bhs[48], uint32_t data_len)
 {
 	struct iscsi_cmd_rsp *rsp = (struct iscsi_cmd_rsp *)bhs;
 	struct iscsi_session *s = conn->session;
@@ -149,7 +160,7 @@ inline void rbio_direct_cmd_response(struct iscsi_connection *conn, struct iscsi
 }
 
 inline void rbio_direct_cmd_data_in(struct iscsi_connection *conn, struct iscsi_task *task,
-			     uint8_t bhs[48], uint32_t data_len)
+				    uint8_t bhs[48], uint32_t data_len)
 {
 	struct iscsi_data_rsp *rsp = (struct iscsi_data_rsp *)bhs;
 	struct iscsi_session *s = conn->session;
