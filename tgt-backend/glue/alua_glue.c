@@ -25,6 +25,7 @@
 
 #include "rbio/bs/alua.h"
 #include "alua_glue.h"
+#include "wire_bytes.h"
 
 #define ASC_ASYMMETRIC_ACCESS_STATE_CHANGED 0x2a06
 
@@ -95,10 +96,7 @@ static int refuse(struct scsi_cmd *cmd, uint8_t key, uint16_t asc)
 
 static int report_target_port_groups(struct scsi_cmd *cmd)
 {
-	/* by hand: tgt's get_unaligned_be32 shifts an int by 24 (undefined
-	 * for a top byte of 0x80 or more) */
-	uint32_t alloc = (uint32_t)cmd->scb[6] << 24 | (uint32_t)cmd->scb[7] << 16 |
-			 (uint32_t)cmd->scb[8] << 8 | cmd->scb[9];
+	uint32_t alloc = rbio_get_be32(&cmd->scb[6]);
 	uint32_t room = scsi_get_in_length(cmd);
 	long n;
 

@@ -14,22 +14,10 @@
 #include <string.h>
 
 #include "direct_commands.h"
+#include "wire_bytes.h"
 
 #include "iscsi_proto.h"
 #include "scsi.h"
-
-/* Not tgt's get_unaligned_be32: it shifts a byte promoted to int by 24,
- * undefined for a top byte of 0x80 or more (UBSan stops tgtd on it), and
- * these fields come off the wire. */
-static inline uint32_t be32_at(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline uint32_t be24_at(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-}
 
 /* BHS offsets (RFC 7143 11.3) */
 enum {
@@ -58,8 +46,8 @@ inline int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const u
 	     conn->session_param[ISCSI_PARAM_DATADGST_EN].val) &
 	    DIGEST_CRC32C)
 		return 0;
-	dlength = be24_at(bhs + OFF_DLENGTH);
-	edtl = be32_at(bhs + OFF_EDTL);
+	dlength = rbio_get_be24(bhs + OFF_DLENGTH);
+	edtl = rbio_get_be32(bhs + OFF_EDTL);
 	if (edtl == 0)
 		return 0;
 	if (rw == ISCSI_FLAG_CMD_READ) {
@@ -76,14 +64,14 @@ inline int rbio_direct_cmd_eligible(const struct iscsi_connection *conn, const u
 	 * becomes due; anything else goes through the core's queue. */
 	if (bhs[0] & ISCSI_OP_IMMEDIATE)
 		return 1;
-	return be32_at(bhs + OFF_CMDSN) == s->exp_cmd_sn && list_empty(&s->pending_cmd_list);
+	return rbio_get_be32(bhs + OFF_CMDSN) == s->exp_cmd_sn && list_empty(&s->pending_cmd_list);
 }
 
 inline void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_task *task,
 				  const uint8_t *bhs)
 {
 	struct iscsi_session *s = conn->session;
-	uint32_t dlength = be24_at(bhs + OFF_DLENGTH);
+	uint32_t dlength = rbio_get_be24(bhs + OFF_DLENGTH);
 	int write = bhs[OFF_FLAGS] & ISCSI_FLAG_CMD_WRITE;
 
 	memcpy(&task->req, bhs, BHS_SIZE);
@@ -99,11 +87,11 @@ inline void rbio_direct_cmd_queue(struct iscsi_connection *conn, struct iscsi_ta
 		task->r2t_count = 0;
 		task->unsol_count = 0;
 	}
-	conn->exp_stat_sn = be32_at(bhs + OFF_EXP_STATSN);
+	conn->exp_stat_sn = rbio_get_be32(bhs + OFF_EXP_STATSN);
 	conn->stats.rxdata_octets += BHS_SIZE + dlength;
 	conn->stats.scsicmd_pdus++;
 	if (!(bhs[0] & ISCSI_OP_IMMEDIATE))
-		s->exp_cmd_sn = be32_at(bhs + OFF_CMDSN) + 1;
+		s->exp_cmd_sn = rbio_get_be32(bhs + OFF_CMDSN) + 1;
 	scsi_set_data_dir(&task->scmd, write ? DATA_WRITE : DATA_READ);
 	/* Errors are the SCSI layer's to report in the response; the core
 	 * ignores this return value too. */

@@ -60,6 +60,7 @@
 #include "conn_pass.h"
 #include "conn_ping.h"
 #include "direct_commands.h"
+#include "wire_bytes.h"
 #include "glue_settings.h"
 #include "iscsi_iser_glue.h"
 #include "metrics_glue.h"
@@ -156,24 +157,6 @@ __attribute__((noinline, cold)) static void conn_fail(struct rbio_iser_conn *rc,
 		conn_log_close(rc, why);
 		rc->iscsi_conn.state = STATE_CLOSE;
 	}
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t get_be24(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
 }
 
 /* ---- the receive side: one whole PDU per receive */
@@ -351,7 +334,7 @@ static int direct_command(struct rbio_iser_conn *rc, const struct rbio_iser_rx *
 
 	if (!rbio_direct_cmd_eligible(conn, rx->bhs))
 		return 0;
-	edtl = get_be32(rx->bhs + 20); /* Expected Data Transfer Length */
+	edtl = rbio_get_be32(rx->bhs + 20); /* Expected Data Transfer Length */
 	if (rx->bhs[1] & ISCSI_FLAG_CMD_WRITE) {
 		data = rbio_iser_ep_take_rx(rc->ep, edtl);
 		if (!data)
@@ -434,8 +417,8 @@ static void on_done(void *ctx, uint64_t token, int status)
 	memcpy(b + 8, op->lun, 8);
 	memcpy(b + 16, &op->itt, 4); /* wire order kept */
 	memcpy(b + 20, &op->ttt, 4);
-	put_be32(b + 28, conn->stat_sn);
-	put_be32(b + 40, op->offset);
+	rbio_put_be32(b + 28, conn->stat_sn);
+	rbio_put_be32(b + 40, op->offset);
 	rc->rx_bhs = b;
 	rc->rx_rest = (const uint8_t *)op->task->data + op->offset;
 	rc->rx_len = BHS_SIZE + op->len;
@@ -501,27 +484,27 @@ static void status_of(uint8_t r[BHS_SIZE], const uint8_t *din)
 	/* F, and the Data-In's overflow/underflow bits, which are the same */
 	r[1] = (uint8_t)(ISCSI_FLAG_CMD_FINAL |
 			 (din[1] & (ISCSI_FLAG_CMD_OVERFLOW | ISCSI_FLAG_CMD_UNDERFLOW)));
-	r[3] = din[3];                            /* status */
-	memcpy(r + 16, din + 16, 4);              /* ITT */
-	memcpy(r + 24, din + 24, 12);             /* StatSN, ExpCmdSN, MaxCmdSN */
-	put_be32(r + 36, get_be32(din + 36) + 1); /* ExpDataSN: Data-Ins so far */
-	memcpy(r + 44, din + 44, 4);              /* residual count */
+	r[3] = din[3];                                      /* status */
+	memcpy(r + 16, din + 16, 4);                        /* ITT */
+	memcpy(r + 24, din + 24, 12);                       /* StatSN, ExpCmdSN, MaxCmdSN */
+	rbio_put_be32(r + 36, rbio_get_be32(din + 36) + 1); /* ExpDataSN: Data-Ins so far */
+	memcpy(r + 44, din + 44, 4);                        /* residual count */
 }
 
 __attribute__((noinline)) static int post_read(struct rbio_iser_conn *rc, struct iscsi_task *task)
 {
 	struct iser_task_prefix *p = prefix_of(task);
 	const uint8_t *r2t = rc->tx_bhs;
-	uint32_t offset = get_be32(r2t + 40), len = get_be32(r2t + 44);
+	uint32_t offset = rbio_get_be32(r2t + 40), len = rbio_get_be32(r2t + 44);
 	const uint8_t *cmd = (const uint8_t *)&task->req;
-	uint32_t edtl = get_be32(cmd + 20), unsol;
+	uint32_t edtl = rbio_get_be32(cmd + 20), unsol;
 	struct read_op *op;
 
 	if (!p->write_valid)
 		return -1;
 	/* The initiator's write address skips what it sent unsolicited:
 	 * immediate data, plus the first burst when InitialR2T=No. */
-	unsol = get_be24(cmd + 5);
+	unsol = rbio_get_be24(cmd + 5);
 	if (!rc->iscsi_conn.session_param[ISCSI_PARAM_INITIAL_R2T_EN].val) {
 		uint32_t fb = rc->iscsi_conn.session_param[ISCSI_PARAM_FIRST_BURST].val;
 
@@ -564,7 +547,7 @@ static void tp_write_end(struct iscsi_connection *conn)
 
 	if (op == ISCSI_OP_SCSI_DATA_IN) {
 		struct iser_task_prefix *p = task ? prefix_of(task) : NULL;
-		uint32_t offset = get_be32(rc->tx_bhs + 40);
+		uint32_t offset = rbio_get_be32(rc->tx_bhs + 40);
 
 		if (!p || !p->read_valid || !task->data ||
 		    (const char *)rc->tx_data != (const char *)task->data + offset) {
