@@ -95,6 +95,8 @@ check "LU 2's bytes read grow" wait_for 10 above "$reads" rbio_lu_read_bytes_tot
 check "the TCP-only counters are there, the RDMA ones are not" \
   eval 'above 0 rbio_connection_receive_calls_total "${conn[@]}" &&
         [[ $(mq count rbio_connection_rdma_completions_total transport=tcp) == 0 ]]'
+# iscsi-perf's READs are taken past tgt's reader and writer (direct_commands).
+check "direct commands are counted on TCP too" above 0 rbio_connection_direct_commands_total "${conn[@]}"
 check "the file still parses under load" eval 'mq check >/dev/null'
 kill "$perf"   # iscsi-perf ends cleanly on SIGTERM; an error before would show in its status
 rc=0; wait "$perf" || rc=$?

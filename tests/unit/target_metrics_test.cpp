@@ -80,12 +80,14 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_connection_received_pdus_total" + tcp + " 12\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + tcp + " 4096\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_epoll_ctl_calls_total" + tcp), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_direct_commands_total" + tcp), std::string::npos);
     const std::string iser =
         "{transport=\"iser\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"10.0.0.1:3260\","
         "peer=\"10.0.0.2:40000\"}";
     EXPECT_NE(x.find("rbio_connection_received_pdus_total" + iser + " 12\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + iser + " 0\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_rdma_completions_total" + iser + " 0\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_direct_commands_total" + iser), std::string::npos);
     // Each transport only with the counters it has.
     EXPECT_EQ(x.find("rbio_connection_epoll_ctl_calls_total" + iser), std::string::npos);
     EXPECT_EQ(x.find("rbio_connection_rdma_completions_total" + tcp), std::string::npos);

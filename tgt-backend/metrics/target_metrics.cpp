@@ -137,7 +137,7 @@ ConnectionFamily connection_family(Counter c) {
         case Counter::DirectCommands:
             return {{"rbio_connection_direct_commands_total", C,
                      "READs and WRITEs past tgt's byte-stream reader and writer (direct_commands)"},
-                    Applies::Iser};
+                    Applies::Both};
         case Counter::Count_: break;
     }
     return {{"rbio_connection_unknown_total", C, "unknown counter"}, Applies::Both};

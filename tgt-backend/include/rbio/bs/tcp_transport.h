@@ -37,7 +37,7 @@ struct rbio_tp_settings {
     uint32_t rx_wait_us;      /* receive moderation: longest wait for them */
     uint32_t iser_spin_us;    /* iSER: longest spin on an empty CQ (adaptive); 0: never */
     uint32_t iser_srq_depth;  /* iSER: receives shared by a device's connections; 0: per connection */
-    int direct_commands;      /* iSER: READ/WRITE past the core's byte-stream reader and writer */
+    int direct_commands;      /* READ/WRITE past the core's byte-stream reader and writer */
     char source[4200];        /* where the settings came from, for the log */
 };
 
