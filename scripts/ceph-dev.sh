@@ -33,7 +33,7 @@ die() { printf 'ceph-dev: error: %s\n' "$*" >&2; exit 1; }
 log() { printf 'ceph-dev: %s\n' "$*"; }
 
 cmd="${1:-}"
-[[ -n $cmd ]] || die "usage: ceph-dev.sh start|stop|status|osd-stop|osd-start [--dir DIR] [--port N] [--store memstore|bluestore] [--size MiB]"
+[[ -n $cmd ]] || die "usage: ceph-dev.sh start|stop|status|osd-stop|osd-start [--dir DIR] [--port N] [--store memstore|bluestore] [--size MiB] [--watch-timeout S]"
 shift
 while (( $# )); do
   case "$1" in

@@ -31,7 +31,7 @@ for a in "$@"; do
   case $a in
     --force) force=1 ;;
     --quiet) quiet=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "package-root: unknown option $a" >&2; exit 2 ;;
   esac
 done

@@ -48,7 +48,7 @@ commands:
                                  the supported VPD pages; --vpd decodes one page: serial (0x80),
                                  devid (0x83), limits (0xb0: transfer and UNMAP limits), lbp
                                  (0xb2: LBPU/LBPWS), supported (0x00), all, or any code in hex
-  discard -T IQN -p HOST[:PORT] --lun N --offset BYTES --length BYTES [--write-same]
+  discard -T IQN -p HOST[:PORT] [--lun N] --offset BYTES --length BYTES [--write-same]
                                  deallocate a range of a thin-provisioned LU with UNMAP (split
                                  to the LU's advertised limits), or with WRITE SAME(16) UNMAP;
                                  offset and length in multiples of the block size, inside
@@ -81,7 +81,8 @@ options of every command that logs in:
                                  With several -p: how long commands wait while no path
                                  serves I/O (each path fails over at once instead)
   --abort-timeout S (15), --lu-reset-timeout S (30)
-                                 a command past --timeout is aborted (ABORT TASK) and re-sent;
+                                 a command without status after 30 s (bench: --timeout) is
+                                 aborted (ABORT TASK) and re-sent;
                                  if the target cannot abort it, the LU is reset (LOGICAL UNIT
                                  RESET) and its commands re-sent; no answer within these times
                                  reinstates the session. --abort-timeout 0: reinstate at once
