@@ -79,6 +79,6 @@ wpp() { awk -v v="$(wpp_of "$1")" -v op="$2" -v t="$3" 'BEGIN { if (v == "") exi
 # above the unbatched one, asserted both ways (the control run below).
 # Writes get no threshold: a 4 KiB write needs one work request, its
 # response, and commands reach tgtd one or two per wake-up (1.25-1.66 per
-# post measured, README). vm.iser-kernel-initiator sets its own for the
+# post measured, bench/README.md). vm.iser-kernel-initiator sets its own for the
 # kernel's initiator.
 MIN_WRS_PER_POST=4
