@@ -44,9 +44,10 @@ WORK=$(mktemp -d "$dir/rbio-demo-XXXXXX")
 STATE="$WORK/tgtd"
 # stop_tgtd: ends the demo's tgtd; fails when it did not exit cleanly.
 stop_tgtd() { "$ROOT/scripts/tgtd-sandbox.sh" stop "$STATE"; }
-# On an early exit the step that failed has said why; this only tidies up.
+# On an early exit the step that failed has said why (and set the status);
+# this tidies up, and says so when tgtd did not stop cleanly either.
 cleanup() {
-  stop_tgtd || true
+  stop_tgtd || echo "demo: tgtd did not stop cleanly either (see above)" >&2
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -80,11 +81,13 @@ done
 step "rbio's TCP transport: what batching and coalescing achieved ($STATE/rbio.stats)"
 # The file is rewritten when a connection ends and once a second: wait for
 # the one written after iscsi-perf's connection ended.
-for _ in $(seq 50); do
-  grep -qx 'connections_open=0' "$STATE/rbio.stats" 2>/dev/null && break
+settled=0
+for _ in $(seq 50); do  # up to 5 s
+  if grep -qx 'connections_open=0' "$STATE/rbio.stats" 2>/dev/null; then settled=1; break; fi
   sleep 0.1
 done
 if [[ -f $STATE/rbio.stats ]]; then
+  (( settled )) || echo "(a connection was still open after 5 s: the figures below may be partial)"
   grep -E '^(connections_open|connections_total|pdus_in|pdus_out|recv_calls|send_calls|syscalls|pdus_per_recv|pdus_per_send)=' \
     "$STATE/rbio.stats" | paste -sd' '
 else
