@@ -6,11 +6,13 @@
 #include "options.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
+#include "rbio/version.h"
 #include "session_state.hpp"
 
 namespace {
 
 const char kHelp[] = R"(usage: rbio [--log-level LEVEL] COMMAND [OPTIONS]
+       rbio --version
 
 commands:
   discover -p HOST[:PORT] [--no-store]
@@ -138,6 +140,10 @@ int main(int argc, char** argv) {
         !std::strcmp(argv[i], "help")) {
         std::cout << kHelp;
         return i >= argc ? cli::kExitUsage : cli::kExitOk;
+    }
+    if (!std::strcmp(argv[i], "--version")) {
+        std::cout << "rbio " RBIO_VERSION "\n";
+        return cli::kExitOk;
     }
     std::string cmd = argv[i];
     try {

@@ -93,6 +93,10 @@ setup() {
   new_lun 1 1 "$WORK/lun.img" rbio
 }
 
+echo "== the command line"
+check "rbio --version prints rbio's version (${RBIO_VERSION:-unset})" \
+  eval '[[ $("$RBIO" --version) == "rbio ${RBIO_VERSION:?}" ]]'
+
 on_both_transports setup run_all
 
 finish

@@ -156,6 +156,7 @@ rbio_help() {
   [[ $(head -1 "$WORK/help.out") == "usage: rbio "* ]]
 }
 check "rbio --help runs" rbio_help
+check "rbio --version names the package's version" eval '[[ $(in_root rbio --version) == "rbio $(field rbio Version)" ]]'
 check "rbio-session@.service is installed" in_root test -f /lib/systemd/system/rbio-session@.service
 
 # --- tgtd -f --control-port N, tgtadm, rbio, fio -----------------------------
@@ -180,7 +181,8 @@ log_in() { grep -q -- "$2" "$WORK/$1"; }
 
 start_tgtd "$WORK/tgtd.log" tgtd -f --control-port "$CTL_PORT"
 check "tgtd answers on control port $CTL_PORT" wait_for 30 tadm_root --mode system --op show
-check "tgtd's log: backing store 'rbio' registered" wait_for 10 log_in tgtd.log "backing store 'rbio' registered (built against tgt $host_tgt)"
+check "tgtd's log: the packaged version, backing store 'rbio' registered" \
+  wait_for 10 log_in tgtd.log "version $(field rbio-tgt Version), backing store 'rbio' registered (built against tgt $host_tgt)"
 check "tgtd's log: the TCP portal served by rbio's transport" wait_for 10 log_in tgtd.log "served by rbio's transport"
 check "tgtadm lists rbio among the backing stores" eval 'tadm_root --mode system --op show | grep -qw rbio'
 make_lu() {

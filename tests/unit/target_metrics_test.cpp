@@ -11,6 +11,7 @@
 #include "rbio/bs/metrics.h"
 #include "rbio/bs/target_metrics.hpp"
 #include "rbio/iser/counters.hpp"
+#include "rbio/version.h"
 
 namespace fs = std::filesystem;
 using namespace rbio::bs::metrics;
@@ -55,7 +56,8 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     const std::string x = t.text();
 
     EXPECT_EQ(x.rfind("# HELP rbio_build_info ", 0), 0u) << "process families come first";
-    EXPECT_NE(x.find("rbio_build_info{tgt_version=\"1.0.85-1\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_build_info{version=\"" RBIO_VERSION "\",tgt_version=\"1.0.85-1\"} 1\n"),
+              std::string::npos);
     EXPECT_NE(x.find("rbio_open_connections{transport=\"tcp\"} 1\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_open_connections{transport=\"iser\"} 1\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connections_accepted_total 5\n"), std::string::npos);

@@ -24,6 +24,7 @@
 #include "target.h"
 
 #include "rbio/bs/c_api.h"
+#include "rbio/version.h"
 #include "alua_glue.h"
 #include "conn_pass.h"
 #include "iscsi_iser_glue.h"
@@ -394,8 +395,8 @@ RBIO_EXPORT void register_bs_module(void)
 	register_backingstore_template(&rbio_bst);
 	register_backingstore_template(&rbio_rbd_bst);
 	rbio_alua_glue_start();
-	log_error("rbio: backing store 'rbio' registered (built against tgt %s)\n",
-		  RBIO_TGT_VERSION);
+	log_error("rbio: version %s, backing store 'rbio' registered (built against tgt %s)\n",
+		  RBIO_VERSION, RBIO_TGT_VERSION);
 	rbio_iscsi_tcp_start();
 	rbio_iscsi_iser_start();
 	rbio_metrics_start();

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "rbio/iser/counters.hpp"
+#include "rbio/version.h"
 
 namespace rbio::bs::metrics {
 
@@ -16,8 +17,9 @@ constexpr MetricType G = MetricType::Gauge;
 
 // ---- the process
 
-constexpr Family kBuildInfo{"rbio_build_info", G,
-                            "Always 1; labels: the tgt version the module was built against"};
+constexpr Family kBuildInfo{
+    "rbio_build_info", G,
+    "Always 1; labels: rbio's version and the tgt version the module was built against"};
 constexpr Family kOpen{"rbio_open_connections", G, "Connections open now on rbio's transport, per transport"};
 constexpr Family kAccepted{"rbio_connections_accepted_total", C,
                            "Connections accepted by rbio's transports since tgtd started"};
@@ -196,7 +198,7 @@ void TargetMetrics::add_connection(const ConnectionValues& conn) {
 
 std::string TargetMetrics::text() const {
     Exposition head;
-    const std::array<Label, 1> version{{{"tgt_version", tgt_version_}}};
+    const std::array<Label, 2> version{{{"version", RBIO_VERSION}, {"tgt_version", tgt_version_}}};
     head.add(kBuildInfo, version, 1);
     for (Transport t : {Transport::Tcp, Transport::Iser}) {
         const std::array<Label, 1> l{{{"transport", transport_label(t)}}};
