@@ -70,7 +70,9 @@ set(_pkg "${PROJECT_SOURCE_DIR}/packaging")
 install(FILES "${_pkg}/rbio-tgt/tgtd.conf" DESTINATION /etc/rbio COMPONENT tgt EXCLUDE_FROM_ALL)
 install(FILES "${_pkg}/copyright" "${PROJECT_SOURCE_DIR}/docs/tcp-transport.md"
               "${PROJECT_SOURCE_DIR}/docs/iser-transport.md" "${PROJECT_SOURCE_DIR}/docs/several-gateways.md"
+              "${PROJECT_SOURCE_DIR}/docs/metrics.md"
         DESTINATION share/doc/rbio-tgt COMPONENT tgt)
+install(FILES "${_pkg}/rbio-tgt/rbio-alerts.yml" DESTINATION share/doc/rbio-tgt/examples COMPONENT tgt)
 # Package only too: the unit runs /usr/bin/rbio, not a plain install's
 # /usr/local/bin/rbio.
 install(FILES "${_pkg}/rbio/rbio-session@.service" DESTINATION /lib/systemd/system COMPONENT rbio

@@ -40,6 +40,9 @@ PACKAGES=(
                                               # (tests/package/, scripts/package-root.sh)
   python3-prometheus-client                   # Prometheus' own parser reads the metrics file
                                               # (tests/integration/target-metrics.sh, /usr/bin/python3)
+  prometheus prometheus-node-exporter curl    # the alerting rules, by promtool and a real scrape
+                                              # (tests/integration/prometheus-alerts.sh runs its own
+                                              # on loopback; the packages' services are not used)
   clang-format clang-tidy shellcheck          # scripts/lint.sh: the lint.* tests (Debian 12: version 14)
 )
 

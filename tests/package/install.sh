@@ -151,6 +151,8 @@ done
 check "the root's tgt is the one rbio-tgt was built for ($host_tgt)" eval '[[ $(field tgt Version) == "$host_tgt" ]]'
 check "/etc/rbio/tgtd.conf is a conffile of rbio-tgt" eval '[[ $(field rbio-tgt Conffiles) == *"/etc/rbio/tgtd.conf "* ]]'
 check "bs_rbio.so is in tgtd's module folder" in_root test -f /usr/lib/tgt/backing-store/bs_rbio.so
+check "rbio-tgt ships the alerting rules and the metrics page" eval \
+  'in_root test -f /usr/share/doc/rbio-tgt/examples/rbio-alerts.yml && in_root test -f /usr/share/doc/rbio-tgt/metrics.md'
 rbio_help() {
   in_root rbio --help > "$WORK/help.out" 2>&1
   [[ $(head -1 "$WORK/help.out") == "usage: rbio "* ]]
