@@ -63,11 +63,16 @@ while (( $# )); do
   esac
 done
 for v in MINUTES KILL_EVERY CUT_EVERY; do
-  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "--${v,,} wants a positive whole number (got '${!v}')"
+  opt=${v,,}
+  [[ ${!v} =~ ^[0-9]+$ && ${!v} -gt 0 ]] || die "--${opt//_/-} wants a positive whole number (got '${!v}')"
 done
 (( KILL_EVERY >= 30 && CUT_EVERY >= 10 )) \
   || die "--kill-every must be at least 30 s and --cut-every 10 s (the initiators need time to come back)"
 RUN_S=$(( MINUTES * 60 ))
+# The end checks want at least one cut, and a cut needs 15 s of the run
+# left: refuse at once a run that cannot pass, rather than after it.
+(( RUN_S > CUT_EVERY + 15 )) ||
+  die "--minutes $MINUTES leaves no time for a cut every $CUT_EVERY s (one needs 15 s of the run left); raise --minutes or lower --cut-every (CI runs --minutes 3 --kill-every 80 --cut-every 25)"
 
 # ------------------------------------------------------------ on the host
 if [[ -z ${RBIO_VM_GUEST:-} ]]; then
