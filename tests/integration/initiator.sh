@@ -94,8 +94,8 @@ setup() {
 }
 
 echo "== the command line"
-check "rbio --version prints rbio's version (${RBIO_VERSION:-unset})" \
-  eval '[[ $("$RBIO" --version) == "rbio ${RBIO_VERSION:?}" ]]'
+check "rbio --version prints rbio's version ($RBIO_VERSION)" \
+  eval '[[ $("$RBIO" --version) == "rbio $RBIO_VERSION" ]]'
 
 on_both_transports setup run_all
 

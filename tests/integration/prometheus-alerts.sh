@@ -88,8 +88,8 @@ ready() { curl -sf --max-time 2 "http://127.0.0.1:$PROM_PORT/-/ready" >/dev/null
 show_logs() { tail -5 "$WORK/node-exporter.log" "$WORK/prometheus.log"; }
 
 check "Prometheus is ready" wait_for 60 ready
-check "rbio_build_info arrives through node_exporter, with rbio's version (${RBIO_VERSION:-unset})" \
-  wait_for 30 has "rbio_build_info{job=\"rbio-gateway\",version=\"${RBIO_VERSION:?}\"}"
+check "rbio_build_info arrives through node_exporter, with rbio's version ($RBIO_VERSION)" \
+  wait_for 30 has "rbio_build_info{job=\"rbio-gateway\",version=\"$RBIO_VERSION\"}"
 check "the LU's size arrives" wait_for 10 has 'rbio_lu_size_bytes{lun="1"} == 67108864'
 check "the 5 rules are loaded and evaluate without error" wait_for 20 rules_healthy
 # The selector RbioMetricsStale reads, as the rules file has it.

@@ -18,6 +18,10 @@ MODULES="${RBIO_MODULES_DIR:-$RBIO_BUILD_DIR/modules}"
 TEST_PORT_SHIFT=${RBIO_TEST_PORT_SHIFT:-0}
 [[ $TEST_PORT_SHIFT =~ ^[0-9]+$ ]] || { echo "RBIO_TEST_PORT_SHIFT must be a number" >&2; exit 2; }
 RW_CHECK="$RBIO_BUILD_DIR/tests/integration/iscsi_rw_check"
+# rbio's version as project() in the top CMakeLists.txt sets it: what
+# rbio --version and rbio_build_info must name.
+RBIO_VERSION=$(sed -n 's/^project(rbio VERSION \([0-9][0-9.]*\) .*/\1/p' "$RBIO_SOURCE_DIR/CMakeLists.txt")
+[[ -n $RBIO_VERSION ]] || { echo "no project(rbio VERSION ...) in $RBIO_SOURCE_DIR/CMakeLists.txt" >&2; exit 2; }
 TEST_INITIATOR=iqn.2026-11.io.rbio:test-initiator
 
 checks_passed=0
