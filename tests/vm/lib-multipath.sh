@@ -224,6 +224,7 @@ mp_failover_start() {
   WRITES=$1
   local rate=$2
   VM_CLEANUP_HOOKS=('[[ -z $FIO_PID ]] || { kill -TERM "$FIO_PID"; wait "$FIO_PID"; } 2>/dev/null' "${VM_CLEANUP_HOOKS[@]}")
+  W_BASE=$(writes "$DM")   # the map's writes before this job's
   fio --name=failover --filename="/dev/mapper/$MAP" --direct=1 --ioengine=libaio \
     --rw=randwrite --bs=4k --iodepth=16 --size=$((WRITES * 4))k --rate_iops=,"$rate" \
     --verify=crc32c --verify_fatal=1 \
@@ -236,7 +237,7 @@ mp_failover_start() {
 }
 writes() { local f; read -ra f < "/sys/block/${1#/dev/}/stat"; echo "${f[4]}"; }
 writes_inflight() { local f; read -ra f < "/sys/block/${1#/dev/}/inflight"; echo "${f[1]}"; }
-writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(writes "$DM") >= 300 )); }
+writing() { kill -0 "$FIO_PID" 2>/dev/null && (( $(writes "$DM") - W_BASE >= 300 )); }
 fio_done() { ! kill -0 "$FIO_PID" 2>/dev/null; }
 
 # mp_kill_active: SIGKILL gateway ACTIVE at a moment when it has writes (the
@@ -247,7 +248,7 @@ mp_kill_active() {
   KILLED=$(tgtd_pid)
   must "gateway $ACTIVE is SIGKILLed while writes are in flight on its path" kill_in_flight
   t_kill=$(now_ms)
-  W_KILL=$(writes "$DM")
+  W_KILL=$(( $(writes "$DM") - W_BASE ))
   echo "killed gateway $ACTIVE (tgtd pid $KILLED) after $W_KILL of $WRITES writes on the map," \
        "$W_INFLIGHT in flight on its path"
   check "the kill came in the write phase" test "$W_KILL" -lt "$WRITES"

@@ -28,7 +28,11 @@
 #  6. aggregate IOPS through the map with three, two and one gateways
 #     active/optimized (the others standby), printed (not asserted: under
 #     emulation the gateways share the guest's two CPUs); a standby gateway
-#     refuses a READ sent to it (NOT READY, 04/0B).
+#     refuses a READ sent to it (NOT READY, 04/0B);
+#  7. planned maintenance: with verified writes running, gateway 1's group
+#     goes standby, I/O moves to gateway 2, gateway 1's tgtd stops cleanly
+#     and starts again, its group comes back and I/O with it; fio ends with
+#     no error, and no completion waited as long as for the kill in 3.
 #
 # Host settings for fast failures: iSCSI replacement_timeout 5 s, NOP-Out
 # every 2 s (2 s timeout), one login attempt; multipathd checks paths every
@@ -236,6 +240,49 @@ standby_refuses() {
   (( rc != 0 )) && grep -q "target port in standby state" "$WORK/sg_raw.out"
 }
 check "a standby gateway refuses a READ: NOT READY, target port in standby state (04/0B)" standby_refuses
+
+# --- 7. planned maintenance: drain gateway 1, restart it, bring it back ---------------
+# docs/several-gateways.md's procedure for restarting a gateway (e.g. for an
+# upgrade of rbio-tgt), with verified writes running throughout: its group
+# goes standby and the hosts move on the UNIT ATTENTION; tgtd stops with
+# nothing in flight and starts again; the group comes back. Unlike the kill
+# in 3, no I/O waits for a path to fail: the longest pause between two
+# completions stays under a third of the kill's.
+KILL_STALL=${STALL:-}
+groups active/optimized active/non-optimized active/non-optimized
+must "gateway 1 alone active/optimized again" wait_for 30 pgs_are "1" "2 3"
+ACTIVE=1
+mp_failover_start 16384 400   # about 40 s of writes: the whole procedure runs inside them
+t_drain=$(now_ms)
+groups standby active/optimized active/non-optimized
+check "drained: I/O moves to gateway 2, and only there, within 20 s" wait_for 20 carried_by 0.5 2
+echo "I/O on gateway 2 $(since "$t_drain") s after gateway 1 went standby"
+check "gateway 1's path has no write in flight" test "$(writes_inflight "${SD[1]}")" -eq 0
+gw 1
+check "gateway 1's tgtd stops cleanly" tgtd_stop
+must "gateway 1 starts again (same portal, same LU settings)" start_gateway 1
+# A standby path is up but holds no I/O: dm-multipath shows it "active ghost running".
+path_up() { path_line "$1" | grep -qE 'active (ready|ghost) running'; }
+check "gateway 1's path is up again (standby: active ghost running) within 60 s" wait_for 60 path_up "${SD[1]}"
+path_line "${SD[1]}" | sed 's/^/  /'
+groups active/optimized active/non-optimized active/non-optimized
+check "I/O moves back to gateway 1, and only there, within 20 s" wait_for 20 carried_by 0.5 1
+echo "maintenance done $(since "$t_drain") s after the drain began"
+check "it all happened in fio's write phase" test $(( $(writes "$DM") - W_BASE )) -lt 16384
+check "fio ends within 120 s" wait_for 120 fio_done
+FIO_RC=0
+# shellcheck disable=SC2034  # read by the eval'd check below
+wait "$FIO_PID" || FIO_RC=$?
+FIO_PID=""
+grep -E '^ *(write|read):|err=' "$WORK/fio-failover.log" | sed 's/^ */  /'
+check "fio: exit code 0, no error, no verify failure" \
+  eval '(( FIO_RC == 0 )) && grep -q "err= 0" "$WORK/fio-failover.log" && ! grep -qi "verify" "$WORK/fio-failover.err"'
+t_kill=$t_drain MAINT_STALL=""
+if read -r _ MAINT_STALL < <(failover_ms); then
+  echo "MAINTENANCE_STALL: longest pause between two completions $MAINT_STALL ms (the kill in 3: ${KILL_STALL:-?} ms)"
+fi
+check "no I/O waited for a failover (longest pause under a third of the kill's)" \
+  eval '[[ $MAINT_STALL =~ ^[0-9]+$ && $KILL_STALL =~ ^[0-9]+$ ]] && (( MAINT_STALL * 3 < KILL_STALL ))'
 
 # --- bench/multipath-compare.sh --kernel: one gateway against two ----------------------
 # With --bench ROUNDS SECS the test goes on to measure, through the map,
