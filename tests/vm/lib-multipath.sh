@@ -187,6 +187,8 @@ carried_by() { snap; sleep "$1"; delta; only_on "${@:2}"; }
 # path_line SD: multipath's line for one path, e.g. "... sda 8:0 active ready running".
 path_line() { multipath -ll "$MAP" | grep -E " ${1#/dev/} [0-9]+:[0-9]+ "; }
 path_active() { path_line "$1" | grep -q 'active ready running'; }
+# A standby path is up but holds no I/O: dm-multipath shows it "active ghost running".
+path_up() { path_line "$1" | grep -qE 'active (ready|ghost) running'; }
 # pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll
 # (group_by_prio: paths of equal priority share one group).
 pg_of() {
@@ -271,17 +273,13 @@ kill_in_flight() {
 # replacement_timeout, dm-multipath fails the path and retries on the next
 # path group).
 mp_failover_end() {
-  local bound=$1 fio_rc=0; shift
+  local bound=$1; shift
   SURVIVORS=("$@")
   check "I/O moves to gateway(s) ${SURVIVORS[*]} within $bound s" wait_for "$bound" flowing
   echo "I/O seen on gateway(s) ${SURVIVORS[*]} (0.3 s samples) $(since "$t_kill") s after the kill; in 0.3 s: $(io_split)"
-  check "fio ends within ${FIO_BOUND:-120} s" wait_for "${FIO_BOUND:-120}" fio_done
-  wait "$FIO_PID" || fio_rc=$?; FIO_PID=""
-  grep -E '^ *(write|read):|err=' "$WORK/fio-failover.log" | sed 's/^ */  /'
-  check "fio: exit code 0, no error, no verify failure" \
-    eval '(( fio_rc == 0 )) && grep -q "err= 0" "$WORK/fio-failover.log" && ! grep -qi "verify" "$WORK/fio-failover.err"'
+  mp_fio_end
   FAILOVER=""
-  if read -r FAILOVER STALL < <(failover_ms); then
+  if read -r FAILOVER STALL < <(failover_ms "$t_kill"); then
     echo "FAILOVER: ${FAILOVER} ms from the kill to I/O completing again (longest stall ${STALL} ms;" \
          "replacement_timeout ${REPLACEMENT_TIMEOUT} s)"
   fi
@@ -289,8 +287,21 @@ mp_failover_end() {
   check "multipath marks gateway $ACTIVE's path failed" wait_for 10 eval '! path_active "${SD[ACTIVE]}"'
 }
 flowing() { kill -0 "$FIO_PID" 2>/dev/null && carried_by 0.3 "${SURVIVORS[@]}"; }
+# mp_fio_end: the job of mp_failover_start ends (within FIO_BOUND s,
+# default 120) with exit code 0, no error and no verify failure.
+mp_fio_end() {
+  local fio_rc=0
+  check "fio ends within ${FIO_BOUND:-120} s" wait_for "${FIO_BOUND:-120}" fio_done
+  wait "$FIO_PID" || fio_rc=$?; FIO_PID=""
+  grep -E '^ *(write|read):|err=' "$WORK/fio-failover.log" | sed 's/^ */  /'
+  check "fio: exit code 0, no error, no verify failure" \
+    eval '(( fio_rc == 0 )) && grep -q "err= 0" "$WORK/fio-failover.log" && ! grep -qi "verify" "$WORK/fio-failover.err"'
+}
+# failover_ms SINCE_MS: "END STALL" from the job's completion log: the
+# longest pause between two completions after SINCE_MS (ms since the
+# epoch), and when it ended, counted from SINCE_MS.
 failover_ms() {
-  sort -t, -n -k1,1 "$WORK"/failover_clat.1.log | awk -F, -v k="$t_kill" '
+  sort -t, -n -k1,1 "$WORK"/failover_clat.1.log | awk -F, -v k="$1" '
     { t = $1 + 0 }
     t >= k && prev != "" && t - (prev > k ? prev : k) > gap { gap = t - (prev > k ? prev : k); end = t }
     { prev = t }
