@@ -30,9 +30,13 @@
 // Exit 0 on success, 1 when the command or check failed, 2 on usage errors.
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -179,8 +183,27 @@ void on_pending(iscsi_context*, int status, void* command_data, void* priv) {
     if (task) scsi_free_scsi_task(task);
 }
 
-// COUNT one-block commands in flight together, so that the target sees them
-// in one pass and may merge adjacent ones into one I/O.
+// Holds back partial segments on the socket while it lives, so that PDUs
+// written one by one leave as one burst when it ends.
+class Cork {
+public:
+    explicit Cork(int fd) : fd_(fd) { set(1); }
+    ~Cork() { set(0); }
+    Cork(const Cork&) = delete;
+    Cork& operator=(const Cork&) = delete;
+
+private:
+    void set(int on) {
+        if (::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &on, sizeof on) != 0)
+            die(std::string("TCP_CORK: ") + std::strerror(errno), 1);
+    }
+    int fd_;
+};
+
+// COUNT one-block commands in flight together. libiscsi writes each PDU
+// with its own system call, and a target woken by the first would see them
+// in several passes (nothing to merge); corked, they arrive in one segment
+// and the target sees them in one pass, where it may merge adjacent ones.
 int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
     std::vector<Pending> p(count);
     std::vector<std::vector<unsigned char>> data(count);
@@ -192,6 +215,15 @@ int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
                                        on_pending, &p[i])
                   : iscsi_read16_task(s.ctx, s.lun, lba + i, block, block, 0, 0, 0, 0, 0, on_pending, &p[i]);
         if (!t) die(std::string("cannot queue a command: ") + iscsi_get_error(s.ctx));
+    }
+    {
+        Cork cork(iscsi_get_fd(s.ctx));
+        while (iscsi_which_events(s.ctx) & POLLOUT) {
+            pollfd pfd{iscsi_get_fd(s.ctx), POLLOUT, 0};
+            if (::poll(&pfd, 1, 15000) <= 0) die("cannot send within 15 s", 1);
+            if (iscsi_service(s.ctx, pfd.revents) < 0)
+                die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
+        }
     }
     for (;;) {
         bool all = true;
