@@ -14,12 +14,18 @@
 // stream as records (2-byte length, bytes), one written per burst of
 // requests (see peer()). The ISID is fixed (SessionOptions::isid) so responses can echo
 // it; ITTs start at 1 (login) and CmdSNs at 1. Seeds: make_seeds.py.
+#include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -79,41 +85,86 @@ void run(Session& s, uint8_t mode) {
     s.logout(std::chrono::milliseconds(2000));
 }
 
+// Whether thread `tid` of this process sleeps in poll(2): the session has
+// handled what it read and waits for more. The kernel names the system call
+// a blocked thread is in (proc(5), /proc/PID/task/TID/syscall).
+bool sleeps_in_poll(pid_t tid) {
+    char path[64], text[128];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/syscall", int(tid));
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) finding("cannot open /proc/self/task/TID/syscall");
+    ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    if (n <= 0) return false;
+    text[n] = 0;
+    if (!std::isdigit(static_cast<unsigned char>(text[0]))) return false;  // "running", "-1 ..."
+    long nr = std::strtol(text, nullptr, 10);
+    return nr == SYS_poll || nr == SYS_ppoll;
+}
+
 // The target's side: writes one record of the input each time the session
 // has sent something (a login step, a text request, commands), so the
-// answers come in lockstep like a real target's; if nothing comes within
-// 5 ms (the last record did not hold a whole answer), the next record goes
-// anyway. After the last record the stream ends (shutdown); whatever the
-// session still sends is read and dropped until it closes its end.
-void peer(int fd, std::vector<std::vector<uint8_t>> records) {
+// answers come in lockstep like a real target's. When a record draws no
+// request (it did not hold a whole answer), the next one goes once the
+// session has read all that was sent and sleeps in poll again: waiting out
+// a fixed time instead made most inputs cost milliseconds. After the last
+// record the stream ends (shutdown); whatever the session still sends is
+// read and dropped until it closes its end.
+void peer(int fd, pid_t session_tid, std::vector<std::vector<uint8_t>> records) {
     std::vector<uint8_t> sink(1 << 16);
-    auto drain = [&](int timeout_ms) -> bool {  // false: the session closed its end
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, timeout_ms) <= 0) return true;
+    // Reads what the session sent; false: the session closed its end.
+    auto take = [&]() -> bool {
         for (;;) {
             ssize_t n = ::recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
             if (n == 0) return false;
             if (n < 0) return errno == EAGAIN || errno == EINTR;
         }
     };
-    if (!drain(2000)) return;  // the first login request
+    // Bytes sent that the session has not read yet (a stream socketpair
+    // charges them to the sender until the receiver takes them).
+    auto unread = [&] {
+        int n = 0;
+        return ::ioctl(fd, SIOCOUTQ, &n) != 0 || n > 0;
+    };
+    // Until the session answers or waits for more; false: it closed its end.
+    auto answered = [&]() -> bool {
+        // A bound far above any pass, so that a harness mistake shows as a
+        // slow input rather than a hang; a session spinning is libFuzzer's
+        // -timeout to find.
+        for (int i = 0; i < 20000; ++i) {
+            pollfd p{fd, POLLIN, 0};
+            if (::poll(&p, 1, 0) > 0) return take();
+            if (!unread() && sleeps_in_poll(session_tid)) {
+                if (::poll(&p, 1, 0) > 0) return take();
+                return true;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        return true;
+    };
+    {  // the first login request
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 2000) <= 0 || !take()) return;
+    }
     for (const auto& r : records) {
         size_t off = 0;
         while (off < r.size()) {
             ssize_t n = ::send(fd, r.data() + off, r.size() - off, MSG_NOSIGNAL);
             if (n <= 0) {
                 if (n < 0 && errno == EAGAIN) {
-                    if (!drain(5)) return;
+                    if (!answered()) return;
                     continue;
                 }
                 return;
             }
             off += size_t(n);
         }
-        if (!drain(5)) return;
+        if (!answered()) return;
     }
     ::shutdown(fd, SHUT_WR);
-    while (drain(1000)) {
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 1000) <= 0 || !take()) return;
     }
 }
 
@@ -142,7 +193,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp) != 0)
         finding("socketpair failed");
     PeerFd peer_fd{sp[1]};
-    std::thread target(peer, sp[1], std::move(records));
+    std::thread target(peer, sp[1], pid_t(::gettid()), std::move(records));
 
     SessionOptions o;
     o.target_name = "iqn.2026-11.io.rbio:fuzz";
