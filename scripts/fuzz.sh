@@ -28,6 +28,7 @@ TARGETS=(
   "login_text    rbio_initiator_login_text_fuzz initiator/fuzz initiator/fuzz/corpus-login-text"
   "cdb           rbio_cdb_fuzz                tgt-backend/fuzz tgt-backend/fuzz/corpus/cdb"
   "alua          rbio_alua_fuzz               tgt-backend/fuzz tgt-backend/fuzz/corpus/alua"
+  "config        rbio_config_fuzz             tgt-backend/fuzz tgt-backend/fuzz/corpus/config"
 )
 
 lookup() {
