@@ -183,6 +183,15 @@ void on_pending(iscsi_context*, int status, void* command_data, void* priv) {
     if (task) scsi_free_scsi_task(task);
 }
 
+// One wait of up to 15 s for `events` on the session's socket, then
+// libiscsi's work on what came; exits 1 with `timeout` if nothing did.
+void serve(Session& s, short events, const char* timeout) {
+    pollfd pfd{iscsi_get_fd(s.ctx), events, 0};
+    if (::poll(&pfd, 1, 15000) <= 0) die(timeout, 1);
+    if (iscsi_service(s.ctx, pfd.revents) < 0)
+        die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
+}
+
 // Holds back partial segments on the socket while it lives, so that PDUs
 // written one by one leave as one burst when it ends.
 class Cork {
@@ -218,21 +227,13 @@ int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
     }
     {
         Cork cork(iscsi_get_fd(s.ctx));
-        while (iscsi_which_events(s.ctx) & POLLOUT) {
-            pollfd pfd{iscsi_get_fd(s.ctx), POLLOUT, 0};
-            if (::poll(&pfd, 1, 15000) <= 0) die("cannot send within 15 s", 1);
-            if (iscsi_service(s.ctx, pfd.revents) < 0)
-                die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
-        }
+        while (iscsi_which_events(s.ctx) & POLLOUT) serve(s, POLLOUT, "cannot send within 15 s");
     }
     for (;;) {
         bool all = true;
         for (const auto& x : p) all = all && x.done;
         if (all) break;
-        pollfd pfd{iscsi_get_fd(s.ctx), short(iscsi_which_events(s.ctx)), 0};
-        if (::poll(&pfd, 1, 15000) <= 0) die("no answer within 15 s", 1);
-        if (iscsi_service(s.ctx, pfd.revents) < 0)
-            die(std::string("iscsi_service: ") + iscsi_get_error(s.ctx), 1);
+        serve(s, short(iscsi_which_events(s.ctx)), "no answer within 15 s");
     }
     for (const auto& x : p) std::printf("%llu %s\n", (unsigned long long)x.lba, describe(x.result).c_str());
     return 0;
