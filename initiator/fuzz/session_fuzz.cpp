@@ -112,6 +112,10 @@ bool sleeps_in_poll(pid_t tid) {
 // read and dropped until it closes its end.
 void peer(int fd, pid_t session_tid, std::vector<std::vector<uint8_t>> records) {
     std::vector<uint8_t> sink(1 << 16);
+    auto readable = [&](int timeout_ms) {
+        pollfd p{fd, POLLIN, 0};
+        return ::poll(&p, 1, timeout_ms) > 0;
+    };
     // Reads what the session sent; false: the session closed its end.
     auto take = [&]() -> bool {
         for (;;) {
@@ -132,20 +136,13 @@ void peer(int fd, pid_t session_tid, std::vector<std::vector<uint8_t>> records) 
         // slow input rather than a hang; a session spinning is libFuzzer's
         // -timeout to find.
         for (int i = 0; i < 20000; ++i) {
-            pollfd p{fd, POLLIN, 0};
-            if (::poll(&p, 1, 0) > 0) return take();
-            if (!unread() && sleeps_in_poll(session_tid)) {
-                if (::poll(&p, 1, 0) > 0) return take();
-                return true;
-            }
+            if (readable(0)) return take();
+            if (!unread() && sleeps_in_poll(session_tid)) return !readable(0) || take();
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
         return true;
     };
-    {  // the first login request
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, 2000) <= 0 || !take()) return;
-    }
+    if (readable(2000) && !take()) return;  // the first login request
     for (const auto& r : records) {
         size_t off = 0;
         while (off < r.size()) {
@@ -162,9 +159,7 @@ void peer(int fd, pid_t session_tid, std::vector<std::vector<uint8_t>> records) 
         if (!answered()) return;
     }
     ::shutdown(fd, SHUT_WR);
-    for (;;) {
-        pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, 1000) <= 0 || !take()) return;
+    while (!readable(1000) || take()) {
     }
 }
 
