@@ -33,9 +33,12 @@ namespace {
 // kept) still registered.
 
 constexpr size_t kPage = 4096;
+// An int, not the enum: verbs.h's ibv_reg_mr macro ORs the access flags with
+// another enum's, which clang refuses (-Wdeprecated-enum-enum-conversion).
+constexpr int kBlockAccess = IBV_ACCESS_LOCAL_WRITE;
 
 bool register_block(void* pd, Block& b) {
-    b.tag = ibv_reg_mr(static_cast<ibv_pd*>(pd), b.payload(), b.size + 4, IBV_ACCESS_LOCAL_WRITE);
+    b.tag = ibv_reg_mr(static_cast<ibv_pd*>(pd), b.payload(), b.size + 4, kBlockAccess);
     return b.tag != nullptr;
 }
 
