@@ -468,17 +468,27 @@ done
 # ---------------------------------------------------------------- LU counters
 # Removing the targets makes bs_rbio log each LU's counters (io_uring I/Os
 # per submit, merged commands, event wake-ups) over the whole run.
+# lines_removed LOG N: LOG holds N of those lines (tgtd writes each as it
+# frees the LU).
+lines_removed() { (( $(grep -c 'rbio: tid:.*removed;' "$1") >= $2 )); }
 if (( TODO )); then
+  declare -A REMOVED=()
   for t in "${TGTDS[@]}"; do
+    REMOVED[$t]=0
     for (( tid = 1; tid <= ${NTARGETS[$t]:-0}; tid++ )); do
-      tgtadm -C "${T_CPORT[$t]}" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 \
-        || note "could not remove target $tid of tgtd $t"
+      if tgtadm -C "${T_CPORT[$t]}" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1
+      then REMOVED[$t]=$(( REMOVED[$t] + 1 ))
+      else note "could not remove target $tid of tgtd $t"; fi
     done
     NTARGETS[$t]=0
   done
-  sleep 0.2   # the log lines are written by tgtd as it frees the LUs
   for t in "${TGTDS[@]}"; do
     [[ $t == stock ]] && continue
+    for (( i = 0; i < 50; i++ )); do
+      lines_removed "$WORK/tgtd-$t/tgtd.log" "${REMOVED[$t]}" && break
+      sleep 0.1
+    done
+    (( i < 50 )) || note "tgtd $t logged the counters of fewer than ${REMOVED[$t]} LUs within 5 s"
     while read -r line; do
       [[ $line =~ tid:([0-9]+)\ lun:[0-9]+:\ removed\;\ (.*)$ ]] || continue
       echo "${LU_NAME[$t/${BASH_REMATCH[1]}]:-$t/${BASH_REMATCH[1]}}: ${BASH_REMATCH[2]}"
