@@ -7,6 +7,9 @@ SANDBOX=$ROOT/scripts/tgtd-sandbox.sh
 
 die() { printf '%s: error: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
 note() { printf '%s: %s\n' "$BENCH_NAME" "$*" >&2; }
+# wait_for SECONDS COMMAND..., as the tests have it
+# shellcheck source=tests/lib/wait.sh
+source "$ROOT/tests/lib/wait.sh"
 
 # usage [STATUS]: the calling script's header comment, up to `set -euo`.
 usage() {

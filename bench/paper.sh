@@ -484,11 +484,8 @@ if (( TODO )); then
   done
   for t in "${TGTDS[@]}"; do
     [[ $t == stock ]] && continue
-    for (( i = 0; i < 50; i++ )); do
-      lines_removed "$WORK/tgtd-$t/tgtd.log" "${REMOVED[$t]}" && break
-      sleep 0.1
-    done
-    (( i < 50 )) || note "tgtd $t logged the counters of fewer than ${REMOVED[$t]} LUs within 5 s"
+    wait_for 5 lines_removed "$WORK/tgtd-$t/tgtd.log" "${REMOVED[$t]}" \
+      || note "tgtd $t logged the counters of fewer than ${REMOVED[$t]} LUs within 5 s"
     while read -r line; do
       [[ $line =~ tid:([0-9]+)\ lun:[0-9]+:\ removed\;\ (.*)$ ]] || continue
       echo "${LU_NAME[$t/${BASH_REMATCH[1]}]:-$t/${BASH_REMATCH[1]}}: ${BASH_REMATCH[2]}"

@@ -149,14 +149,9 @@ finish() {
   fi
 }
 
-# wait_for SECONDS COMMAND...: polls COMMAND until it succeeds or time is up.
-wait_for() {
-  local end=$((SECONDS + $1)); shift
-  until "$@"; do
-    (( SECONDS < end )) || return 1
-    sleep 0.2
-  done
-}
+# wait_for SECONDS COMMAND...
+# shellcheck source=tests/lib/wait.sh
+source "$(dirname "${BASH_SOURCE[0]}")/wait.sh"
 
 tgtd_alive() { kill -0 "$(tgtd_pid)" 2>/dev/null && tgtadm -C "$CTL" --mode system --op show >/dev/null; }
 log_has() { grep -q -- "$1" "$STATE/tgtd.log"; }
