@@ -142,7 +142,7 @@ void peer(int fd, pid_t session_tid, std::vector<std::vector<uint8_t>> records) 
         }
         return true;
     };
-    if (readable(2000) && !take()) return;  // the first login request
+    if (!readable(2000) || !take()) return;  // the first login request
     for (const auto& r : records) {
         size_t off = 0;
         while (off < r.size()) {
@@ -159,7 +159,7 @@ void peer(int fd, pid_t session_tid, std::vector<std::vector<uint8_t>> records) 
         if (!answered()) return;
     }
     ::shutdown(fd, SHUT_WR);
-    while (!readable(1000) || take()) {
+    while (readable(1000) && take()) {
     }
 }
 
