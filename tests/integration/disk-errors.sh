@@ -8,31 +8,9 @@
 # io_uring (LUN 1) and inline I/O (LUN 2).
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 70
-PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
-FAULTY="$RBIO_BUILD_DIR/tests/integration/faulty_disk"
-[[ -x $PROBE && -x $FAULTY ]] || { echo "no $PROBE or $FAULTY: build first" >&2; exit 2; }
-[[ -c /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
-command -v fusermount3 >/dev/null || { echo "SKIP: no fusermount3 (package fuse3)"; exit 77; }
+source "$(dirname "$0")/../lib/faulty-disk.sh"
 
-MNT="$WORK/faulty"
-mkdir -p "$MNT"
-truncate -s 16M "$WORK/backing.img"
-fuse_pid=""
-disk_errors_cleanup() {
-  local rc=$?
-  # tgtd first (its namespace holds a copy of the FUSE mount); a crash or
-  # an unclean exit at shutdown fails the test.
-  "$SANDBOX" stop "$STATE" || rc=1
-  if mountpoint -q "$MNT"; then fusermount3 -u "$MNT" || true; fi
-  if [[ -n $fuse_pid ]]; then wait "$fuse_pid" 2>/dev/null || true; fi
-  tgt_test_cleanup "$rc"
-}
-trap disk_errors_cleanup EXIT
-
-"$FAULTY" "$WORK/backing.img" "$MNT" --bad 1000:8 --bad 2048:1 2> "$WORK/faulty.log" &
-fuse_pid=$!
-check "the faulty disk is mounted" wait_for 10 test -f "$MNT/disk"
-# Mounted before tgtd starts: its private mount namespace is a copy.
+check "the faulty disk is mounted" faulty_disk_mount --bad 1000:8 --bad 2048:1
 tgtd_start >/dev/null
 new_target 1 disk
 check "LUN 1 on the faulty disk (I/O through io_uring)" new_lun 1 1 "$MNT/disk" rbio inline_io=off
@@ -86,5 +64,5 @@ check "the target did merge commands (merged=$merged), so the per-command retry 
 # tgtd's mount namespace holds a copy of the FUSE mount: stop it first.
 tgtd_stop
 check "the faulty disk injected the errors it was asked to" \
-  eval 'fusermount3 -u "$MNT" && wait "$fuse_pid" && fuse_pid="" && grep -q "injected [1-9][0-9]* read errors, [1-9][0-9]* write errors" "$WORK/faulty.log"'
+  faulty_disk_unmount "injected [1-9][0-9]* read errors, [1-9][0-9]* write errors"
 finish
