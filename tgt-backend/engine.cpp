@@ -927,12 +927,17 @@ void Engine::rw_failed(Io* io, int res) {
     // Error or short transfer: settle each command of the I/O on its own so
     // only the ones really affected fail. A merged I/O that failed as a whole
     // (EIO from one bad block) is retried command by command: its other
-    // commands may be fine.
+    // commands may be fine. Not a FUA write (RWF_DSYNC), whose error may be
+    // an earlier write-back's anywhere in the file: the kernel reports that
+    // once per open file, to its next sync, so a retry would succeed and no
+    // host would learn that acknowledged data was lost. librbd's errors are
+    // the cluster's, not a bad block's.
+    const bool whole = io->n == 1 || rbd_ || (io->write && io->cmds[0]->fua);
     uint64_t start = 0;
     for (uint32_t i = 0; i < io->n; ++i) {
         Cmd* c = io->cmds[i];
         int c_res;
-        if (res < 0) c_res = io->n == 1 || rbd_ ? res : 0;  // librbd: a cluster error, not a bad block
+        if (res < 0) c_res = whole ? res : 0;
         else if (uint64_t(res) >= start + c->length) c_res = int(c->length);
         else c_res = uint64_t(res) > start ? int(uint64_t(res) - start) : 0;
         int err = settle(io->write, c->data, c->length, c->offset, c->fua, c_res);

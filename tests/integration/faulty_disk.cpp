@@ -3,12 +3,17 @@
 // they fail with EIO -- a disk with bad sectors under an LU, on a host
 // without device-mapper's dm-error.
 //
-//   faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--block N]
+//   faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--bad-writes FIRST:COUNT]...
+//               [--block N] [--cached]
 //
-// Ranges are in blocks of --block bytes (512). It runs in the foreground
-// until unmounted (fusermount3 -u MOUNTPOINT) or signalled; every file
-// handle is direct_io, so each request reaches it (no page cache hides an
-// error) and it counts the failures it injected on stderr at exit.
+// Ranges are in blocks of --block bytes (512); --bad-writes ranges fail
+// writes only. It runs in the foreground
+// until unmounted (fusermount3 -u MOUNTPOINT) or signalled and counts the
+// failures it injected on stderr at exit. By default every file handle is
+// direct_io, so each request reaches it (no page cache hides an error).
+// --cached turns on the kernel's writeback cache instead: writes land in
+// the page cache and a bad block fails later, when the kernel writes it
+// back -- the error a file's next fsync reports, once.
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include <fcntl.h>
 #include <fuse.h>
@@ -27,11 +32,13 @@ namespace {
 
 struct Range {
     uint64_t first, count;
+    bool writes_only;
 };
 
 struct Disk {
     int fd = -1;
     uint64_t block = 512;
+    bool cached = false;
     std::vector<Range> bad;
     std::atomic<uint64_t> read_errors{0}, write_errors{0};
 };
@@ -39,11 +46,11 @@ Disk disk;
 
 constexpr const char* kName = "/disk";
 
-bool hits_bad(off_t off, size_t len) {
+bool hits_bad(off_t off, size_t len, bool write) {
     if (len == 0) return false;
     uint64_t first = uint64_t(off) / disk.block, last = (uint64_t(off) + len - 1) / disk.block;
     for (const Range& r : disk.bad)
-        if (first < r.first + r.count && last >= r.first) return true;
+        if ((write || !r.writes_only) && first < r.first + r.count && last >= r.first) return true;
     return false;
 }
 
@@ -75,12 +82,23 @@ int fs_readdir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_fi
 
 int fs_open(const char* path, fuse_file_info* fi) {
     if (std::strcmp(path, kName) != 0) return -ENOENT;
-    fi->direct_io = 1;
+    fi->direct_io = disk.cached ? 0 : 1;
     return 0;
 }
 
+void* fs_init(fuse_conn_info* conn, fuse_config*) {
+    if (disk.cached) {
+        if (!(conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
+            std::fprintf(stderr, "faulty_disk: the kernel offers no writeback cache\n");
+            std::exit(3);
+        }
+        conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    }
+    return nullptr;
+}
+
 int fs_read(const char*, char* buf, size_t len, off_t off, fuse_file_info*) {
-    if (hits_bad(off, len)) {
+    if (hits_bad(off, len, false)) {
         ++disk.read_errors;
         return -EIO;
     }
@@ -89,7 +107,7 @@ int fs_read(const char*, char* buf, size_t len, off_t off, fuse_file_info*) {
 }
 
 int fs_write(const char*, const char* buf, size_t len, off_t off, fuse_file_info*) {
-    if (hits_bad(off, len)) {
+    if (hits_bad(off, len, true)) {
         ++disk.write_errors;
         return -EIO;
     }
@@ -105,14 +123,22 @@ int fs_truncate(const char*, off_t size, fuse_file_info*) {
     return ::ftruncate(disk.fd, size) == 0 ? 0 : -errno;
 }
 
+// With the writeback cache the kernel keeps a file's times and sends them
+// on fsync; refusing them would fail every fsync.
+int fs_utimens(const char*, const timespec tv[2], fuse_file_info*) {
+    return ::futimens(disk.fd, tv) == 0 ? 0 : -errno;
+}
+
 int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
     return ::fallocate(disk.fd, mode, off, len) == 0 ? 0 : -errno;
 }
 
 [[noreturn]] void usage(const std::string& why) {
-    std::fprintf(
-        stderr, "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--block N]\n",
-        why.c_str());
+    std::fprintf(stderr,
+                 "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... "
+                 "[--bad-writes FIRST:COUNT]... "
+                 "[--block N] [--cached]\n",
+                 why.c_str());
     std::exit(2);
 }
 
@@ -130,14 +156,17 @@ int main(int argc, char** argv) {
     if (argc < 3) usage("missing arguments");
     for (int i = 3; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--bad" && i + 1 < argc) {
+        if ((a == "--bad" || a == "--bad-writes") && i + 1 < argc) {
             std::string r = argv[++i];
             auto colon = r.find(':');
-            if (colon == r.npos) usage("--bad wants FIRST:COUNT, got " + r);
-            disk.bad.push_back({number(r.substr(0, colon)), number(r.substr(colon + 1))});
+            if (colon == r.npos) usage(a + " wants FIRST:COUNT, got " + r);
+            disk.bad.push_back(
+                {number(r.substr(0, colon)), number(r.substr(colon + 1)), a == "--bad-writes"});
         } else if (a == "--block" && i + 1 < argc) {
             disk.block = number(argv[++i]);
             if (disk.block == 0) usage("--block must not be 0");
+        } else if (a == "--cached") {
+            disk.cached = true;
         } else {
             usage("unknown option " + a);
         }
@@ -154,6 +183,8 @@ int main(int argc, char** argv) {
     ops.fsync = fs_fsync;
     ops.truncate = fs_truncate;
     ops.fallocate = fs_fallocate;
+    ops.init = fs_init;
+    ops.utimens = fs_utimens;
     // Foreground, multi-threaded (io_uring's workers send requests in
     // parallel), and other users (tgtd runs as root too, but in its own
     // mount namespace) may open the file.

@@ -22,7 +22,7 @@
 //                                        at the first failure
 //   scsi_probe URL verify-log FILE       reads back every LBA in FILE
 //   scsi_probe URL write|verify LBA COUNT SEED   a pattern of SEED at LBA
-//   scsi_probe URL reads|writes LBA COUNT
+//   scsi_probe URL reads|writes|fua-writes LBA COUNT
 //                                        COUNT one-block commands at once (the
 //                                        target may merge them); "LBA RESULT"
 //                                        per command
@@ -213,15 +213,15 @@ private:
 // with its own system call, and a target woken by the first would see them
 // in several passes (nothing to merge); corked, they arrive in one segment
 // and the target sees them in one pass, where it may merge adjacent ones.
-int at_once(Session& s, bool write, uint64_t lba, uint64_t count) {
+int at_once(Session& s, bool write, bool fua, uint64_t lba, uint64_t count) {
     std::vector<Pending> p(count);
     std::vector<std::vector<unsigned char>> data(count);
     for (uint64_t i = 0; i < count; ++i) {
         p[i].lba = lba + i;
         data[i] = pattern(lba + i, 2);
         scsi_task* t =
-            write ? iscsi_write16_task(s.ctx, s.lun, lba + i, data[i].data(), block, block, 0, 0, 0, 0, 0,
-                                       on_pending, &p[i])
+            write ? iscsi_write16_task(s.ctx, s.lun, lba + i, data[i].data(), block, block, 0, 0, fua ? 1 : 0,
+                                       0, 0, on_pending, &p[i])
                   : iscsi_read16_task(s.ctx, s.lun, lba + i, block, block, 0, 0, 0, 0, 0, on_pending, &p[i]);
         if (!t) die(std::string("cannot queue a command: ") + iscsi_get_error(s.ctx));
     }
@@ -408,9 +408,9 @@ int main(int argc, char** argv) {
                 return 1;
             }
         }
-    } else if (what == "reads" || what == "writes") {
-        if (argc < 5) die("usage: scsi_probe URL reads|writes LBA COUNT");
-        return at_once(s, what == "writes", number(argv[3]), number(argv[4]));
+    } else if (what == "reads" || what == "writes" || what == "fua-writes") {
+        if (argc < 5) die("usage: scsi_probe URL reads|writes|fua-writes LBA COUNT");
+        return at_once(s, what != "reads", what == "fua-writes", number(argv[3]), number(argv[4]));
     } else {
         die("unknown request " + what);
     }
