@@ -317,7 +317,11 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 	set_cmd_async(cmd);
 	if (rbio_bs_submit(priv->engine, &c)) {
 		clear_cmd_async(cmd);
-		return -1;
+		/* EIO: tgt fails the command on any nonzero value except in
+		 * SYNCHRONIZE CACHE, which answers GOOD unless it is one of a
+		 * few errno values (sbc_sync_cache) -- GOOD for a flush that
+		 * never ran. */
+		return EIO;
 	}
 	return 0;
 }
