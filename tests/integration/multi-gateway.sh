@@ -94,6 +94,11 @@ check "gateway 1 (active/optimized) serves READ" answers 1 GOOD cdb "$READ10" 51
 check "gateway 2 (standby) fails READ with NOT READY 04/0B" answers 2 "CHECK key=2 asc=040b" cdb "$READ10" 512
 check "gateway 2 (standby) fails TEST UNIT READY with NOT READY 04/0B" answers 2 "CHECK key=2 asc=040b" cdb "$TUR"
 check "gateway 2 (standby) still answers MODE SENSE" answers 2 GOOD cdb 1a003f00ff00 255
+# A host that finds the LU through the standby port first must learn its size.
+check "gateway 2 (standby) answers READ CAPACITY(10)" answers 2 GOOD cdb 25000000000000000000 8
+check "gateway 2 (standby) answers READ CAPACITY(16)" answers 2 GOOD cdb 9e100000000000000000000000200000 32
+check "gateway 2 (standby) fails GET LBA STATUS, another SERVICE ACTION IN(16), with 04/0B" \
+  answers 2 "CHECK key=2 asc=040b" cdb 9e120000000000000000000000200000 32
 for g in 1 2; do
   check "gateway $g refuses PERSISTENT RESERVE IN on a multi-gateway LU (20/00)" \
     answers "$g" "CHECK key=5 asc=2000" cdb "$PR_IN" 16

@@ -138,7 +138,7 @@ TEST(AluaAccess, CompareAndWriteRunsWhereTheStoreMakesItAtomic) {
 }
 
 TEST(AluaAccess, StandbyRefusesIoWithNotReady040B) {
-    for (uint8_t op : {0x00, 0x08, 0x28, 0x88, 0x0a, 0x2a, 0x8a, 0x35, 0x42, 0x25, 0x9e}) {
+    for (uint8_t op : {0x00, 0x08, 0x28, 0x88, 0x0a, 0x2a, 0x8a, 0x35, 0x42, 0x9e}) {
         auto r = check_access(State::standby, std::array<uint8_t, 1>{op});
         ASSERT_TRUE(r) << int(op);
         EXPECT_EQ(r->key, 0x02);
@@ -146,6 +146,23 @@ TEST(AluaAccess, StandbyRefusesIoWithNotReady040B) {
     }
     for (uint8_t op : {0x12, 0xa0, 0x03, 0xa3, 0xa4, 0x1a, 0x5a, 0x15, 0x55, 0x4d, 0x4c, 0x1c, 0x1d})
         EXPECT_FALSE(check_access(State::standby, std::array<uint8_t, 1>{op})) << int(op);
+}
+
+TEST(AluaAccess, StandbyAnswersReadCapacityButNoOtherServiceActionIn) {
+    // A host probing the LU through a standby port must learn its size.
+    EXPECT_FALSE(check_access(State::standby, std::array<uint8_t, 10>{0x25}));
+    EXPECT_FALSE(check_access(State::standby, std::array<uint8_t, 16>{0x9e, 0x10}));
+    // The service action is the low five bits.
+    EXPECT_FALSE(check_access(State::standby, std::array<uint8_t, 16>{0x9e, 0xf0}));
+    // GET LBA STATUS and the rest are I/O.
+    for (uint8_t action : {0x12, 0x11, 0x00}) {
+        auto r = check_access(State::standby, std::array<uint8_t, 16>{0x9e, action});
+        ASSERT_TRUE(r) << int(action);
+        EXPECT_EQ(r->asc, 0x040b);
+    }
+    // Only standby: unavailable and transitioning still refuse it.
+    EXPECT_TRUE(check_access(State::unavailable, std::array<uint8_t, 10>{0x25}));
+    EXPECT_TRUE(check_access(State::transitioning, std::array<uint8_t, 16>{0x9e, 0x10}));
 }
 
 TEST(AluaAccess, UnavailableAndTransitioningAnswerOnlyWhereTheHostIs) {

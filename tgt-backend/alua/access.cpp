@@ -18,6 +18,7 @@ enum Op : uint8_t {
     RECEIVE_DIAGNOSTIC = 0x1c,
     SEND_DIAGNOSTIC = 0x1d,
     LOG_SELECT = 0x4c,
+    READ_CAPACITY_10 = 0x25,
     LOG_SENSE = 0x4d,
     MODE_SELECT_10 = 0x55,
     RESERVE_10 = 0x56,
@@ -27,6 +28,7 @@ enum Op : uint8_t {
     PERSISTENT_RESERVE_OUT = 0x5f,
     COMPARE_AND_WRITE = 0x89,
     ORWRITE_16 = 0x8b,
+    SERVICE_ACTION_IN_16 = 0x9e,
     REPORT_LUNS = 0xa0,
     MAINTENANCE_IN = 0xa3,
     MAINTENANCE_OUT = 0xa4,
@@ -61,8 +63,18 @@ bool always_allowed(uint8_t op) {
     }
 }
 
-bool standby_allowed(uint8_t op) {
+// SPC-4's list, and READ CAPACITY: a host that finds the LU through a
+// standby port first (a hot spare's path, or a host booting while a
+// gateway is standby) reads its size there, and Linux's sd takes a refusal
+// for a disk of 0 bytes that it does not read again when the port becomes
+// active -- the path would be useless exactly when failover needs it.
+// Reading the capacity touches no data. (LIO allows it for the same
+// reason.)
+bool standby_allowed(std::span<const uint8_t> cdb) {
+    const uint8_t op = cdb[0];
     switch (op) {
+        case READ_CAPACITY_10: return true;
+        case SERVICE_ACTION_IN_16: return cdb.size() >= 2 && (cdb[1] & 0x1f) == 0x10;  // READ CAPACITY(16)
         case MODE_SENSE:
         case MODE_SENSE_10:
         case MODE_SELECT:
@@ -87,7 +99,7 @@ std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb,
         case State::active_optimized:
         case State::active_non_optimized: return std::nullopt;
         case State::standby:
-            if (standby_allowed(op)) return std::nullopt;
+            if (standby_allowed(cdb)) return std::nullopt;
             return Refusal{NOT_READY, 0x040b};
         case State::unavailable:
             if (always_allowed(op)) return std::nullopt;
