@@ -157,6 +157,14 @@ check "each bad version is logged once" \
 check "tgtd keeps running through all of it" eval 'kill -0 $(cat "$(gw_state 1)/tgtd.pid") && kill -0 $(cat "$(gw_state 2)/tgtd.pid")'
 set_groups "1 active/optimized" "2 active/optimized"
 
+# A gateway that starts on a bad groups file says so at once (and once), not
+# only when the file next changes.
+printf '3 sleeping\n' > "$WORK/bad-groups"
+check "a gateway started on a groups file with an unknown state starts" \
+  gw_start 3 RBIO_ALUA_GROUPS="$WORK/bad-groups"
+check "... and logs what is wrong with the file" gw_log_has 3 "unknown state 'sleeping' (known: .*); port group 3 stays transitioning"
+"$SANDBOX" stop "$(gw_state 3)"
+
 # A gateway whose own settings are wrong keeps running but refuses rbio LUs:
 # serving one without knowing its port group would mislead hosts.
 check "a gateway with RBIO_PORT_GROUP=abc starts" gw_start 3 RBIO_PORT_GROUP=abc

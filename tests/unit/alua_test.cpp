@@ -369,6 +369,9 @@ TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {
     ::setenv("RBIO_ALUA_GROUPS", d.file("groups", "1 active/optimized\n2 standby\n").c_str(), 1);
     ASSERT_EQ(rbio_alua_create(&a, err, sizeof err), 0) << err;
     ASSERT_NE(a, nullptr);
+    // The file is read by the first poll, which the glue makes at start.
+    char msg[256] = "";
+    EXPECT_EQ(rbio_alua_poll(a, msg, sizeof msg), RBIO_ALUA_CHANGED) << msg;
     const uint8_t read10[10] = {0x28};
     uint8_t key = 0;
     uint16_t asc = 0;
@@ -383,6 +386,26 @@ TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {
     EXPECT_NE(std::string(desc).find("port group 2: standby (groups 1 active/optimized, 2 standby"),
               std::string::npos)
         << desc;
+    rbio_alua_destroy(a);
+}
+
+TEST(AluaCApi, TheFirstPollReportsABadFile) {
+    // Said at start, so that the log tells why the port stays transitioning.
+    Env env;
+    TempDir d;
+    ::setenv("RBIO_CONFIG", d.file("e.conf", "").c_str(), 1);
+    ::setenv("RBIO_PORT_GROUP", "2", 1);
+    ::setenv("RBIO_ALUA_GROUPS", d.file("groups", "2 sleeping\n").c_str(), 1);
+    rbio_alua* a = nullptr;
+    char err[256] = "";
+    ASSERT_EQ(rbio_alua_create(&a, err, sizeof err), 0) << err;
+    ASSERT_NE(a, nullptr);
+    char msg[256] = "";
+    EXPECT_EQ(rbio_alua_poll(a, msg, sizeof msg), RBIO_ALUA_BAD);
+    EXPECT_NE(std::string(msg).find("unknown state 'sleeping'"), std::string::npos) << msg;
+    EXPECT_NE(std::string(msg).find("port group 2 stays transitioning"), std::string::npos) << msg;
+    // Once per version of the file.
+    EXPECT_EQ(rbio_alua_poll(a, msg, sizeof msg), RBIO_ALUA_UNCHANGED);
     rbio_alua_destroy(a);
 }
 

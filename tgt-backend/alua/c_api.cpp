@@ -31,9 +31,9 @@ int rbio_alua_create(rbio_alua** out, char* err, size_t errlen) {
     try {
         auto s = rbio::bs::alua::load_settings();
         if (!s.enabled()) return 0;
-        auto a = std::make_unique<rbio_alua>(std::move(s));
-        a->gateway.poll();  // the first read; a bad file is logged by the first timer poll
-        *out = a.release();
+        // The groups file is first read by the first rbio_alua_poll, whose
+        // caller logs what is wrong with it.
+        *out = std::make_unique<rbio_alua>(std::move(s)).release();
         return 0;
     } catch (const std::exception& e) {
         put_msg(err, errlen, e.what());

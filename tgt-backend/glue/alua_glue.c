@@ -67,7 +67,7 @@ static void poll_groups(void *data)
 
 void rbio_alua_glue_start(void)
 {
-	char desc[2048];
+	char msg[1024], desc[2048];
 
 	if (rbio_alua_create(&gateway, settings_error, sizeof(settings_error))) {
 		settings_bad = 1;
@@ -78,12 +78,15 @@ void rbio_alua_glue_start(void)
 	}
 	if (!gateway)
 		return;
+	/* The first read of the groups file. What is wrong with it is said
+	 * now: later polls speak only when the file changes. */
+	if (rbio_alua_poll(gateway, msg, sizeof(msg)) == RBIO_ALUA_BAD)
+		log_error("rbio: alua: %s\n", msg);
 	rbio_alua_describe(gateway, desc, sizeof(desc));
 	log_error("rbio: alua: on, %s\n", desc);
 	poll_work.func = poll_groups;
 	poll_work.data = NULL;
-	/* The first read happened in rbio_alua_create; a bad file is logged here. */
-	poll_groups(NULL);
+	add_work(&poll_work, 1);
 }
 
 static int refuse(struct scsi_cmd *cmd, uint8_t key, uint16_t asc)

@@ -20,13 +20,15 @@ extern "C" {
 struct rbio_alua; /* this gateway: its port group and the LU set's states */
 
 /* Reads port_group / alua_groups_file (config file, then RBIO_PORT_GROUP /
- * RBIO_ALUA_GROUPS). 0 with *out NULL: ALUA is off. 0 with *out set: on.
- * -1: the settings are wrong; err says which and why. */
+ * RBIO_ALUA_GROUPS). 0 with *out NULL: ALUA is off. 0 with *out set: on,
+ * the port transitioning until the first rbio_alua_poll reads the groups
+ * file. -1: the settings are wrong; err says which and why. */
 int rbio_alua_create(struct rbio_alua **out, char *err, size_t errlen);
 void rbio_alua_destroy(struct rbio_alua *a);
 
 enum rbio_alua_poll { RBIO_ALUA_UNCHANGED = 0, RBIO_ALUA_CHANGED = 1, RBIO_ALUA_BAD = 2 };
-/* Re-reads the groups file if it changed. CHANGED: raise ASYMMETRIC ACCESS
+/* Reads the groups file the first time, then again if it changed (a bad
+ * or missing file: once per version). CHANGED: raise ASYMMETRIC ACCESS
  * STATE CHANGED on every I_T nexus. BAD: the states are kept, msg says why. */
 enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, char *msg, size_t msglen);
 
