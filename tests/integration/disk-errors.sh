@@ -26,6 +26,11 @@ for lun in 1 2; do
     eval '[[ $(probe '"$lun"' cdb $READ_1000 512) == "CHECK key=3 asc=1100" ]]'
   check "LUN $lun: a read of bad block 2048 too" \
     eval '[[ $(probe '"$lun"' cdb $READ_2048 512) == "CHECK key=3 asc=1100" ]]'
+  # The data buffer holds nothing of this read, and may hold what it last
+  # carried for another initiator: none of it is sent, and the response
+  # says so (a residual of all 512 bytes).
+  check "LUN $lun: ... and sends no data with the CHECK CONDITION (underflow of 512)" \
+    eval '[[ $(probe '"$lun"' cdb $READ_1000 512 --resid) == "CHECK key=3 asc=1100 underflow=512" ]]'
   check "LUN $lun: a write to bad block 1003 is MEDIUM ERROR, WRITE ERROR (03, 0C/00)" \
     eval '[[ $(probe '"$lun"' write 1003 1 5 2>&1) == *"write of LBA 1003: CHECK key=3 asc=0c00" ]]'
   check "LUN $lun: the blocks around them are written and read back" \

@@ -8,8 +8,11 @@
 //   scsi_probe URL designators           one VPD 0x83 designator per line:
 //                                        "lu|port|target TYPE HEX"
 //   scsi_probe URL rtpg [--extended]     "group ID STATE" per port group
-//   scsi_probe URL cdb HEXBYTES [LEN]    one command (data-in of LEN bytes);
-//                                        prints "GOOD" or "CHECK key=K asc=AAAA"
+//   scsi_probe URL cdb HEXBYTES [LEN [--resid]]
+//                                        one command (data-in of LEN bytes);
+//                                        prints "GOOD" or "CHECK key=K asc=AAAA",
+//                                        with --resid followed by " underflow=N",
+//                                        the residual count of an underflow
 //   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
 //                                        attention with ASC (hex)
 //
@@ -71,6 +74,7 @@ struct Result {
     int key = 0;
     int asc = 0;
     std::vector<unsigned char> data;
+    long underflow = 0;  // the response's residual count when it says underflow
     std::string error;
 };
 
@@ -93,6 +97,7 @@ Result run(Session& s, std::vector<unsigned char> cdb, int dir, std::vector<unsi
         r.asc = done->sense.ascq;
     }
     if (done->datain.size > 0) r.data.assign(done->datain.data, done->datain.data + done->datain.size);
+    if (done->residual_status == SCSI_RESIDUAL_UNDERFLOW) r.underflow = long(done->residual);
     scsi_free_scsi_task(done);
     return r;
 }
@@ -343,14 +348,18 @@ int main(int argc, char** argv) {
             p += 8 + 4 * ports;
         }
     } else if (what == "cdb") {
-        if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN]");
+        if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN [--resid]]");
         std::string h = argv[3];
         if (h.size() % 2 || h.empty()) die("CDB hex must have an even number of digits");
         std::vector<unsigned char> cdb;
         for (size_t i = 0; i < h.size(); i += 2) cdb.push_back(uint8_t(number(h.substr(i, 2).c_str(), 16)));
         int len = argc > 4 ? int(number(argv[4])) : 0;
         Result r = run(s, cdb, len ? SCSI_XFER_READ : SCSI_XFER_NONE, {}, len);
-        std::printf("%s\n", describe(r).c_str());
+        if (argc > 5 && std::string(argv[5]) == "--resid") {
+            std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
+        } else {
+            std::printf("%s\n", describe(r).c_str());
+        }
     } else if (what == "wait-ua") {
         if (argc < 5) die("usage: scsi_probe URL wait-ua ASC SECONDS");
         const int want = int(number(argv[3], 16));

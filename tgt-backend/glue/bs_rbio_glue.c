@@ -69,6 +69,11 @@ static void rbio_complete(void *ctx, void *handle, const struct rbio_bs_result *
 		target_cmd_io_done(cmd, SAM_STAT_GOOD);
 		return;
 	}
+	/* No Data-In with an error: the buffer may hold nothing of this
+	 * command's (a read that failed) but whatever it last carried, which
+	 * may be another initiator's data (the transport pools buffers). */
+	if (scsi_get_data_dir(cmd) == DATA_READ)
+		scsi_set_in_resid_by_actual(cmd, 0);
 	if (res->has_info)
 		sense_data_build_with_info(cmd, res->sense_key, res->asc, res->info);
 	else
