@@ -32,6 +32,9 @@ constexpr size_t kKeepScratch = 1u << 20;
 // VERIFY reads the media back in chunks of this size: BYTCHK=3 may cover the
 // whole LU with one block of data.
 constexpr uint64_t kVerifyChunk = 1u << 20;
+// Cmd::stage of an UNMAP or WRITE SAME whose holes are being made durable
+// (the write cache is off); WRITE SAME's own stages are 0-2.
+constexpr uint8_t kStageSyncAfterPunch = 3;
 
 }  // namespace
 
@@ -277,6 +280,7 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             cmd.kind = Kind::Unmap;
             cmd.aux = c.out_buf + 8;
             cmd.aux_len = n;
+            cmd.fua = !c.write_cache;
             break;
         }
         case kCompareAndWrite: {
@@ -782,15 +786,26 @@ bool Engine::step_fadvise(Cmd* c, uint64_t off, uint64_t len) {
     return true;
 }
 
-bool Engine::next_unmap_range(Cmd* c) {
+Engine::Step Engine::next_unmap_range(Cmd* c) {
     while (c->pos < c->aux_len) {
         const uint8_t* d = c->aux + c->pos * 16;
         ++c->pos;
         uint64_t off = be64(d) * c->block_size;
         uint64_t len = uint64_t(be32(d + 8)) * c->block_size;
-        if (len) return step_punch(c, off, len);
+        if (len) return step_punch(c, off, len) ? Step::started : Step::failed;
     }
-    return false;
+    return Step::done;
+}
+
+void Engine::punched(Cmd* c) {
+    // A hole is the file system's metadata, durable only after a sync;
+    // librbd's discard is durable when it completes.
+    if (!c->fua || rbd_) {
+        finish(c, good());
+        return;
+    }
+    c->stage = kStageSyncAfterPunch;
+    if (!step_fsync(c)) finish(c, check(kHardwareError, kAscInternalTargetFailure));
 }
 
 void Engine::write_same_chunk(Cmd* c) {
@@ -816,10 +831,10 @@ void Engine::start(Cmd* c) {
         case Kind::Prefetch: ok = step_fadvise(c, c->offset, c->length); break;
         case Kind::Unmap:
             c->pos = 0;
-            ok = next_unmap_range(c);
-            if (!ok && c->pos >= c->aux_len) {  // every descriptor was empty
-                finish(c, good());
-                return;
+            switch (next_unmap_range(c)) {
+                case Step::started: return;
+                case Step::done: punched(c); return;  // every descriptor was empty
+                case Step::failed: ok = false; break;
             }
             break;
         case Kind::WriteSame:
@@ -970,13 +985,21 @@ void Engine::step_done(Cmd* c, int res) {
             else finish(c, good());
             return;
         case Kind::Unmap:
+            if (c->stage == kStageSyncAfterPunch) {
+                if (res < 0) fail_io(true, -res, "sync after UNMAP");
+                else finish(c, good());
+                return;
+            }
             if (res < 0) {
                 log(RBIO_BS_LOG_ERROR,
                     std::string("punching a hole for UNMAP failed: ") + std::strerror(-res));
                 finish(c, check(kHardwareError, kAscInternalTargetFailure));
-            } else if (!next_unmap_range(c)) {
-                if (c->pos >= c->aux_len) finish(c, good());
-                else finish(c, check(kHardwareError, kAscInternalTargetFailure));
+                return;
+            }
+            switch (next_unmap_range(c)) {
+                case Step::started: break;
+                case Step::done: punched(c); break;
+                case Step::failed: finish(c, check(kHardwareError, kAscInternalTargetFailure)); break;
             }
             return;
         case Kind::WriteSame:
@@ -995,8 +1018,13 @@ void Engine::step_done(Cmd* c, int res) {
                         std::string("punching a hole for WRITE SAME failed: ") + std::strerror(-res));
                     finish(c, check(kHardwareError, kAscInternalTargetFailure));
                 } else {
-                    finish(c, good());
+                    punched(c);
                 }
+                return;
+            }
+            if (c->stage == kStageSyncAfterPunch) {
+                if (res < 0) fail_io(true, -res, "sync after WRITE SAME");
+                else finish(c, good());
                 return;
             }
             if (int err = settle(true, c->scratch.data(), c->chunk, c->offset + c->pos, c->fua, res)) {

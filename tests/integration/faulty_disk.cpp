@@ -4,10 +4,12 @@
 // without device-mapper's dm-error.
 //
 //   faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--bad-writes FIRST:COUNT]...
-//               [--block N] [--cached]
+//               [--block N] [--cached] [--log-syncs]
 //
 // Ranges are in blocks of --block bytes (512); --bad-writes ranges fail
-// writes only. It runs in the foreground
+// writes only. --log-syncs writes a line "faulty_disk: fsync" to stderr
+// for each sync the kernel asks of the disk (fsync, fdatasync, a write
+// with O_DSYNC or RWF_DSYNC), before it answers. It runs in the foreground
 // until unmounted (fusermount3 -u MOUNTPOINT) or signalled and counts the
 // failures it injected on stderr at exit. By default every file handle is
 // direct_io, so each request reaches it (no page cache hides an error).
@@ -39,6 +41,7 @@ struct Disk {
     int fd = -1;
     uint64_t block = 512;
     bool cached = false;
+    bool log_syncs = false;
     std::vector<Range> bad;
     std::atomic<uint64_t> read_errors{0}, write_errors{0};
 };
@@ -116,6 +119,7 @@ int fs_write(const char*, const char* buf, size_t len, off_t off, fuse_file_info
 }
 
 int fs_fsync(const char*, int datasync, fuse_file_info*) {
+    if (disk.log_syncs) std::fprintf(stderr, "faulty_disk: fsync\n");
     return (datasync ? ::fdatasync(disk.fd) : ::fsync(disk.fd)) == 0 ? 0 : -errno;
 }
 
@@ -137,7 +141,7 @@ int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
     std::fprintf(stderr,
                  "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... "
                  "[--bad-writes FIRST:COUNT]... "
-                 "[--block N] [--cached]\n",
+                 "[--block N] [--cached] [--log-syncs]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -167,6 +171,8 @@ int main(int argc, char** argv) {
             if (disk.block == 0) usage("--block must not be 0");
         } else if (a == "--cached") {
             disk.cached = true;
+        } else if (a == "--log-syncs") {
+            disk.log_syncs = true;
         } else {
             usage("unknown option " + a);
         }

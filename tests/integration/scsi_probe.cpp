@@ -13,6 +13,8 @@
 //                                        prints "GOOD" or "CHECK key=K asc=AAAA",
 //                                        with --resid followed by " underflow=N",
 //                                        the residual count of an underflow
+//   scsi_probe URL cdb-out HEXBYTES HEXDATA
+//                                        one command with HEXDATA as data-out
 //   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
 //                                        attention with ASC (hex)
 //
@@ -251,6 +253,13 @@ unsigned long number(const char* s, int base = 10) {
     return v;
 }
 
+std::vector<unsigned char> hex_bytes(const std::string& h) {
+    if (h.size() % 2 || h.empty()) die("hex bytes must be an even number of digits, got '" + h + "'");
+    std::vector<unsigned char> v;
+    for (size_t i = 0; i < h.size(); i += 2) v.push_back(uint8_t(number(h.substr(i, 2).c_str(), 16)));
+    return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -349,10 +358,7 @@ int main(int argc, char** argv) {
         }
     } else if (what == "cdb") {
         if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN [--resid]]");
-        std::string h = argv[3];
-        if (h.size() % 2 || h.empty()) die("CDB hex must have an even number of digits");
-        std::vector<unsigned char> cdb;
-        for (size_t i = 0; i < h.size(); i += 2) cdb.push_back(uint8_t(number(h.substr(i, 2).c_str(), 16)));
+        std::vector<unsigned char> cdb = hex_bytes(argv[3]);
         int len = argc > 4 ? int(number(argv[4])) : 0;
         Result r = run(s, cdb, len ? SCSI_XFER_READ : SCSI_XFER_NONE, {}, len);
         if (argc > 5 && std::string(argv[5]) == "--resid") {
@@ -360,6 +366,10 @@ int main(int argc, char** argv) {
         } else {
             std::printf("%s\n", describe(r).c_str());
         }
+    } else if (what == "cdb-out") {
+        if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA");
+        Result r = run(s, hex_bytes(argv[3]), SCSI_XFER_WRITE, hex_bytes(argv[4]));
+        std::printf("%s\n", describe(r).c_str());
     } else if (what == "wait-ua") {
         if (argc < 5) die("usage: scsi_probe URL wait-ua ASC SECONDS");
         const int want = int(number(argv[3], 16));

@@ -311,8 +311,10 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 	c.block_shift = lu->blk_shift;
 	c.thin = lu->attrs.thinprovisioning ? 1 : 0;
 	c.write_cache = 1;
-	if (c.out_len) {
-		/* WCE can change at any time through MODE SELECT; without the
+	if (!c.in_len) {
+		/* Every command but a read: writes, and also WRITE SAME without
+		 * a data-out buffer, which tgt lets through and which writes.
+		 * WCE can change at any time through MODE SELECT; without the
 		 * caching page, assume no cache and make writes durable. */
 		struct mode_pg *pg = find_mode_page(lu, 0x08, 0);
 

@@ -189,7 +189,11 @@ private:
     bool step_fadvise(Cmd* c, uint64_t off, uint64_t len);
     io_uring_sqe* sqe_for(Cmd* c);
     io_uring_sqe* next_sqe();
-    bool next_unmap_range(Cmd* c);
+    enum class Step { started, done, failed };
+    Step next_unmap_range(Cmd* c);
+    // After a punch (UNMAP, WRITE SAME with UNMAP): GOOD, or first an
+    // fdatasync when the command must be durable (write cache off).
+    void punched(Cmd* c);
     void write_same_chunk(Cmd* c);
     // Completes a transfer the kernel did only in part, synchronously
     // (error path only). Returns 0 or a positive errno.
