@@ -339,6 +339,43 @@ TEST(AluaGateway, FollowsTheGroupsFileAndKeepsStateOnABadOne) {
     EXPECT_EQ(g.own_state(), State::active_non_optimized);
 }
 
+TEST(AluaGateway, SeesAnEditInPlaceThatKeepsSizeAndTimes) {
+    // What stat() cannot tell apart -- an edit in place within one
+    // timestamp tick, or a network file system answering stat() from its
+    // cache -- the text does.
+    TempDir d;
+    Settings s;
+    s.port_group = 2;
+    s.groups_file = d.file("groups", "1 active/optimized\n2 standby\n");
+    struct stat before {};
+    ASSERT_EQ(::stat(s.groups_file.c_str(), &before), 0);
+    Gateway g(s);
+    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.own_state(), State::standby);
+
+    std::ofstream(s.groups_file, std::ios::in | std::ios::out) << "1 standby\n2 active/optimized\n";
+    const timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, s.groups_file.c_str(), times, 0), 0);
+    struct stat after {};
+    ASSERT_EQ(::stat(s.groups_file.c_str(), &after), 0);
+    EXPECT_EQ(after.st_size, before.st_size);
+    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.own_state(), State::active_optimized);
+    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
+}
+
+TEST(AluaGateway, RefusesAFileTooLargeToBeAGroupsFile) {
+    TempDir d;
+    Settings s;
+    s.port_group = 1;
+    s.groups_file = d.file("groups", "1 active/optimized\n" + std::string(70000, '#'));
+    Gateway g(s);
+    EXPECT_EQ(g.poll(), Gateway::Poll::bad);
+    EXPECT_NE(g.message().find("larger than 64 KiB, not a groups file"), std::string::npos) << g.message();
+    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);  // once
+    EXPECT_EQ(g.own_state(), State::transitioning);
+}
+
 TEST(AluaSharedBacking, LocalFilesAreSharedThroughThePageCacheDevicesNeedDirect) {
     TempDir d;
     auto path = d.file("lu.img", std::string(4096, 'x'));

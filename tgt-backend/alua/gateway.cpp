@@ -1,20 +1,41 @@
 #include "rbio/bs/alua_gateway.hpp"
 
-#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "rbio/bs/config_file.hpp"
+#include "rbio/common/unique_fd.hpp"
 
 namespace rbio::bs::alua {
 
-bool Gateway::FileVersion::operator==(const FileVersion& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
-           mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
-           ctime.tv_nsec == o.ctime.tv_nsec;
+namespace {
+
+// A groups file lists at most a few hundred groups; anything much larger
+// is the wrong file.
+constexpr size_t kMaxGroupsFile = 64 * 1024;
+
+// The whole file into `text`; 0, or the errno that stopped it (EFBIG: too
+// large to be a groups file).
+int read_groups_file(const std::string& path, std::string& text) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return errno;
+    text.clear();
+    char buf[4096];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (n == 0) return 0;
+        if (text.size() + size_t(n) > kMaxGroupsFile) return EFBIG;
+        text.append(buf, size_t(n));
+    }
 }
+
+}  // namespace
 
 Gateway::Gateway(Settings s) : settings_(std::move(s)) {
     own_state_ = settings_.groups_file.empty() ? State::active_optimized : State::transitioning;
@@ -32,29 +53,31 @@ Gateway::Poll Gateway::poll() {
     if (settings_.groups_file.empty()) return Poll::unchanged;
     const std::string& path = settings_.groups_file;
 
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        const int err = errno;
+    // Read every time rather than when stat() says the file changed: on a
+    // network file system stat() may answer from a cache for up to a
+    // minute where open() revalidates (close-to-open), and an edit in
+    // place within one timestamp tick leaves size and times as they were.
+    // A few hundred bytes once a second.
+    std::string text;
+    if (int err = read_groups_file(path, text)) {
         // A file being replaced (rename over it) is never missing; one that
-        // is gone is reported once, not every second.
-        if (missing_reported_) return Poll::unchanged;
-        missing_reported_ = true;
-        have_version_ = false;
-        return reject("ALUA groups file " + path + ": " + std::strerror(err));
+        // is gone or unreadable is reported once, not every second.
+        if (unreadable_reported_) return Poll::unchanged;
+        unreadable_reported_ = true;
+        have_text_ = false;
+        return reject(
+            "ALUA groups file " + path + ": " +
+            (err == EFBIG ? "larger than " + std::to_string(kMaxGroupsFile / 1024) + " KiB, not a groups file"
+                          : std::string(std::strerror(err))));
     }
-    missing_reported_ = false;
-    FileVersion v{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
-    if (have_version_ && v == version_) return Poll::unchanged;
-    version_ = v;
-    have_version_ = true;
+    unreadable_reported_ = false;
+    if (have_text_ && text == text_) return Poll::unchanged;
+    text_ = std::move(text);
+    have_text_ = true;
 
-    std::ifstream in(path);
-    if (!in) return reject("ALUA groups file " + path + ": " + std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
     GroupTable next;
     try {
-        next = parse_groups(text.str(), path);
+        next = parse_groups(text_, path);
     } catch (const ConfigError& e) {
         return reject(e.what());
     }

@@ -1,10 +1,8 @@
 #pragma once
 // This gateway's view of the LU set's ALUA states: its settings and the
-// last good contents of the groups file, re-read when the file changes.
+// last good contents of the groups file, acted on when they change.
 // Lives in tgtd's event-loop thread; poll() is called from a timer.
-#include <sys/types.h>
 #include <cstdint>
-#include <ctime>
 #include <string>
 
 #include "rbio/bs/alua.hpp"
@@ -24,8 +22,8 @@ public:
         changed,    // states changed: raise ASYMMETRIC ACCESS STATE CHANGED
         bad,        // the file is missing or wrong: states kept, message() says why
     };
-    // Re-reads the groups file if it changed since the last poll (its
-    // inode, size or times). A bad file is reported once per version.
+    // Reads the groups file and acts on it if its text changed since the
+    // last poll. A bad or missing file is reported once per text.
     Poll poll();
     const std::string& message() const { return message_; }
 
@@ -39,24 +37,15 @@ public:
     std::string describe() const;
 
 private:
-    struct FileVersion {
-        dev_t dev = 0;
-        ino_t ino = 0;
-        off_t size = -1;
-        timespec mtime{};
-        timespec ctime{};
-        bool operator==(const FileVersion& o) const;
-    };
-
     Poll reject(const std::string& why);
 
     Settings settings_;
     GroupTable groups_;
     State own_state_;
     bool changed_ = false;
-    bool have_version_ = false;
-    bool missing_reported_ = false;
-    FileVersion version_;
+    bool have_text_ = false;
+    bool unreadable_reported_ = false;
+    std::string text_;  // the groups file as last read
     std::string message_;
 };
 
