@@ -33,6 +33,25 @@ answers() {
   got=$(probe "$g" "$@") || return 1
   [[ $got == "$want" ]] || { echo "  gateway $g answered '$got', expected '$want'" >&2; return 1; }
 }
+# supported_opcodes G: the opcodes REPORT SUPPORTED OPERATION CODES (all
+# commands) lists on gateway G, one per line.
+supported_opcodes() {
+  local out hex i
+  out=$(probe "$1" cdb a30c00000000000020000000 8192 --hex) || return 1
+  [[ $out == "GOOD "* ]] || return 1
+  hex=${out#GOOD }
+  for ((i = 8; i + 16 <= ${#hex}; i += 16)); do echo "${hex:i:2}"; done
+}
+lists_only_what_runs() {
+  local listed op
+  listed=$(supported_opcodes "$1" | tr '\n' ' ') || return 1
+  for op in 28 2a; do
+    [[ " $listed" == *" $op "* ]] || { echo "  $op is not listed: $listed" >&2; return 1; }
+  done
+  for op in 16 17 56 57 5e 5f 89 8b; do
+    [[ " $listed" != *" $op "* ]] || { echo "  $op is listed: $listed" >&2; return 1; }
+  done
+}
 READ10=28000000000000000100
 TUR=000000000000
 PR_IN=5e0000000000000010
@@ -104,6 +123,8 @@ for g in 1 2; do
     answers "$g" "CHECK key=5 asc=2000" cdb "$PR_IN" 16
   check "gateway $g refuses RESERVE(6) on a multi-gateway LU (20/00)" \
     answers "$g" "CHECK key=5 asc=2000" cdb "$RESERVE6"
+  check "gateway $g's REPORT SUPPORTED OPERATION CODES lists READ and WRITE, no reservation, ORWRITE or COMPARE AND WRITE" \
+    lists_only_what_runs "$g"
 done
 
 # A state change reaches hosts as a unit attention on their live sessions.

@@ -8,11 +8,12 @@
 //   scsi_probe URL designators           one VPD 0x83 designator per line:
 //                                        "lu|port|target TYPE HEX"
 //   scsi_probe URL rtpg [--extended]     "group ID STATE" per port group
-//   scsi_probe URL cdb HEXBYTES [LEN [--resid]]
+//   scsi_probe URL cdb HEXBYTES [LEN [--resid|--hex]]
 //                                        one command (data-in of LEN bytes);
 //                                        prints "GOOD" or "CHECK key=K asc=AAAA",
 //                                        with --resid followed by " underflow=N",
-//                                        the residual count of an underflow
+//                                        the residual count of an underflow, with
+//                                        --hex by " HEX", the data-in
 //   scsi_probe URL cdb-out HEXBYTES HEXDATA
 //                                        one command with HEXDATA as data-out
 //   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
@@ -357,12 +358,17 @@ int main(int argc, char** argv) {
             p += 8 + 4 * ports;
         }
     } else if (what == "cdb") {
-        if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN [--resid]]");
+        if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN [--resid|--hex]]");
         std::vector<unsigned char> cdb = hex_bytes(argv[3]);
         int len = argc > 4 ? int(number(argv[4])) : 0;
         Result r = run(s, cdb, len ? SCSI_XFER_READ : SCSI_XFER_NONE, {}, len);
-        if (argc > 5 && std::string(argv[5]) == "--resid") {
+        const std::string mode = argc > 5 ? argv[5] : "";
+        if (mode == "--resid") {
             std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
+        } else if (mode == "--hex") {
+            std::printf("%s ", describe(r).c_str());
+            for (unsigned char b : r.data) std::printf("%02x", b);
+            std::printf("\n");
         } else {
             std::printf("%s\n", describe(r).c_str());
         }

@@ -122,6 +122,13 @@ TEST(AluaAccess, ReservationsAndCompareAndWriteAreRefusedInEveryState) {
     }
 }
 
+TEST(AluaAccess, WhatIsRefusedEverywhereIsNotOffered) {
+    for (uint8_t op : {0x16, 0x17, 0x56, 0x57, 0x5e, 0x5f, 0x8b})
+        EXPECT_TRUE(refused_everywhere(op)) << int(op);
+    // COMPARE AND WRITE runs on RBD; I/O and ALUA's own commands run.
+    for (uint8_t op : {0x89, 0x28, 0x2a, 0x12, 0xa3, 0x25}) EXPECT_FALSE(refused_everywhere(op)) << int(op);
+}
+
 TEST(AluaAccess, CompareAndWriteRunsWhereTheStoreMakesItAtomic) {
     // An RBD image: the OSD compares and writes, whatever gateway asks.
     EXPECT_FALSE(check_access(State::active_optimized, std::array<uint8_t, 1>{0x89}, true));

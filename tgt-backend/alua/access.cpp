@@ -111,6 +111,8 @@ std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb,
     return Refusal{NOT_READY, 0x040a};
 }
 
+bool refused_everywhere(uint8_t op) { return gateway_local(op) && op != COMPARE_AND_WRITE; }
+
 bool is_report_target_port_groups(std::span<const uint8_t> cdb) {
     return cdb.size() >= 12 && cdb[0] == MAINTENANCE_IN && (cdb[1] & 0x1f) == 0x0a;
 }

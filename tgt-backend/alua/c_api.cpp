@@ -70,6 +70,8 @@ int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, in
     return 1;
 }
 
+int rbio_alua_refused_everywhere(uint8_t op) { return rbio::bs::alua::refused_everywhere(op) ? 1 : 0; }
+
 int rbio_alua_is_rtpg(const uint8_t* cdb, uint32_t cdb_len) {
     return rbio::bs::alua::is_report_target_port_groups({cdb, cdb_len}) ? 1 : 0;
 }

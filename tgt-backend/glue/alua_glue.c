@@ -20,6 +20,7 @@
 #include "util.h"
 #include "tgtd.h"
 #include "scsi.h"
+#include "spc.h"
 #include "target.h"
 #include "work.h"
 
@@ -183,13 +184,23 @@ int rbio_alua_glue_lu_init(struct scsi_lu *lu, struct rbio_alua_lu *al)
 	if (!gateway)
 		return 0;
 	al->lu = lu;
+	/* The LU's own copy of tgt's command table. */
 	for (op = 0; op < 256; op++) {
 		struct device_type_operations *ops = &lu->dev_type_template.ops[op];
 
 		al->orig[op] = ops->cmd_perform;
-		/* MAINTENANCE IN carries REPORT TARGET PORT GROUPS; the rest only
-		 * where tgt has a command to put ALUA in front of. */
-		if (ops->cmd_perform || op == MAINT_PROTOCOL_IN)
+		/* Refused in every state: refused as tgt refuses what it does not
+		 * implement (the same INVALID COMMAND OPERATION CODE), so that
+		 * REPORT SUPPORTED OPERATION CODES does not offer it. */
+		if (ops->cmd_perform && rbio_alua_refused_everywhere((uint8_t)op)) {
+			ops->cmd_perform = spc_illegal_op;
+			continue;
+		}
+		/* ALUA in front of the commands tgt implements (wrapping its
+		 * spc_illegal_op would have them listed as supported), and of
+		 * MAINTENANCE IN, which carries REPORT TARGET PORT GROUPS. */
+		if ((ops->cmd_perform && ops->cmd_perform != spc_illegal_op) ||
+		    op == MAINT_PROTOCOL_IN)
 			ops->cmd_perform = alua_cmd_perform;
 	}
 	al->next = lus;

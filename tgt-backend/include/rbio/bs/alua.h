@@ -38,6 +38,10 @@ enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, char *msg, size_t msglen
 int rbio_alua_check(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len, int atomic_caw,
                     uint8_t *key, uint16_t *asc);
 
+/* 1: an LU with ALUA refuses this opcode in every state and on every
+ * store (reservations, ORWRITE), so it is not offered at all. */
+int rbio_alua_refused_everywhere(uint8_t op);
+
 /* The CDB is MAINTENANCE IN / REPORT TARGET PORT GROUPS. */
 int rbio_alua_is_rtpg(const uint8_t *cdb, uint32_t cdb_len);
 /* Its parameter data into buf (at most len bytes). Returns the full length

@@ -68,6 +68,12 @@ struct Refusal {
 std::optional<Refusal> check_access(State state, std::span<const uint8_t> cdb,
                                     bool atomic_compare_and_write = false);
 
+// The opcodes check_access refuses in every state and on every store
+// (reservations, ORWRITE): not offered at all, so that REPORT SUPPORTED
+// OPERATION CODES does not list them. COMPARE AND WRITE is not one: it
+// runs where the store makes it atomic.
+bool refused_everywhere(uint8_t op);
+
 // MAINTENANCE IN / REPORT TARGET PORT GROUPS.
 bool is_report_target_port_groups(std::span<const uint8_t> cdb);
 
