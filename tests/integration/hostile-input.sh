@@ -16,10 +16,18 @@
 #   huge-edtl       ... then READ(10)s of 4 KiB whose Expected Data Transfer
 #                   Length is near or above 2 GiB: legal on the wire, but
 #                   they wrap when rounded up or read as a signed int, and
-#                   tgt's core cannot give them a buffer, so it closes the
-#                   connection; rbio's transport must leave them to it
-#                   (before 6863a07 its direct path served them from a
-#                   buffer sized by the wrapped length)
+#                   tgt's core gives them no buffer; rbio's transport closes
+#                   the connection (before 6863a07 its direct path served
+#                   them from a buffer sized by the wrapped length; until
+#                   the glue checked them, the store read into no buffer
+#                   and sending the Data-In closed the connection)
+#   data-out-beyond ... then a WRITE(10) of 512 bytes and an unsolicited
+#                   Data-Out at offset 4096, then 256 MiB: tgt's core puts
+#                   a Data-Out's data at its buffer plus the offset,
+#                   unchecked (the first lands in another command's buffer,
+#                   the second crashes tgtd), so rbio's transport must close
+#                   the connection first. Only against rbio's transport
+#                   (strict runs): stock tgt would crash.
 #   truncate-close  ... then part of a PDU, then close
 #   truncate-reset  ... then part of a PDU, then a TCP reset (SO_LINGER 0)
 #   idle            a connection that sends nothing, held while the good
@@ -93,7 +101,7 @@ fi
 IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
-MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl)
+MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond)
 
 tgt_test_init 5
 stock_issues=()
@@ -319,6 +327,7 @@ run_all() {
   quick_case over-mrdsl "${strict_close[@]}"
   quick_case max-dsl "${strict_close[@]}"
   quick_case huge-edtl "${strict_close[@]}"
+  (( STRICT )) && quick_case data-out-beyond --expect-close
   quick_case truncate-close
   quick_case truncate-reset
   quick_case churn --hold-ms "$CHURN_MS"

@@ -19,6 +19,9 @@
 //                   rounded up or read as a signed int, legal on the wire
 //                   (the target sends 4 KiB and a residual); prints each
 //                   reaction
+//   data-out-beyond log in, send a WRITE(10) of 512 bytes without immediate
+//                   data and an unsolicited Data-Out of 512 bytes at offset
+//                   4096, then at 256 MiB (each on a new connection)
 //   truncate-close  log in, send part of a PDU, close (twice: cut inside
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
@@ -612,6 +615,32 @@ int case_huge_edtl(const Options& o) {
     return status;
 }
 
+// Unsolicited Data-Out whose BufferOffset lies beyond its WRITE's Expected
+// Data Transfer Length: tgt's core writes a Data-Out's data at its task's
+// buffer plus the offset, unchecked.
+int case_data_out_beyond(const Options& o) {
+    int status = 0;
+    for (uint32_t offset : {4096u, 0x10000000u}) {
+        Session s = ready_session(o);
+        const auto cdb = cdb10(0x2a, 0, 1);  // WRITE(10) of one block
+        Bhs cmd = scsi_command(s, o, cdb, false, true, 512, 0);
+        cmd.set_final(false);  // unsolicited Data-Out follows (InitialR2T=No)
+        Bhs out(Opcode::DataOut);
+        out.set_final(true).set_lun(uint64_t(o.lun & 0xff) << 48).set_itt(cmd.view().itt());
+        out.set_ttt(0xffffffffu).set_exp_stat_sn(s.exp_stat_sn).set_data_sn(0).set_buffer_offset(offset);
+        const Bytes data = pattern(512);
+        out.set_data_segment_length(uint32_t(data.size()));
+        Bytes both(cmd.bytes().begin(), cmd.bytes().end());
+        const Bytes second = encode(out, data);
+        both.insert(both.end(), second.begin(), second.end());
+        s.conn.send_or_throw(both, "the WRITE(10) and its Data-Out");
+        status |= report(
+            o, "WRITE(10) of 512 bytes, then a Data-Out of 512 bytes at offset " + std::to_string(offset),
+            s.conn.watch(o.wait_ms));
+    }
+    return status;
+}
+
 int case_truncate(const Options& o, bool reset) {
     for (int variant = 0; variant < 2; ++variant) {
         Session s = ready_session(o);
@@ -804,6 +833,7 @@ int main(int argc, char** argv) {
         if (c == "over-mrdsl") return case_over_mrdsl(o);
         if (c == "max-dsl") return case_max_dsl(o);
         if (c == "huge-edtl") return case_huge_edtl(o);
+        if (c == "data-out-beyond") return case_data_out_beyond(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);
         if (c == "idle") return case_idle(o);

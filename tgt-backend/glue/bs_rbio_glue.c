@@ -321,6 +321,12 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 		c.write_cache = pg ? !!(pg->mode_data[0] & 0x04) : 0;
 	}
 
+	/* tgt's core gives a command no buffer when its Expected Data Transfer
+	 * Length is 2 GiB or more (it sizes buffers in an int); rbio's
+	 * transports close such connections, tgt's own does not. Nothing to
+	 * read into (librbd would write through the NULL) or write from. */
+	if ((c.in_len && !c.in_buf) || (c.out_len && !c.out_buf))
+		return EIO;
 	set_cmd_async(cmd);
 	if (rbio_bs_submit(priv->engine, &c)) {
 		clear_cmd_async(cmd);

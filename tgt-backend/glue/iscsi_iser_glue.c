@@ -59,6 +59,7 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "pdu_bounds.h"
 #include "direct_commands.h"
 #include "wire_bytes.h"
 #include "glue_settings.h"
@@ -375,9 +376,18 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 	if (conn->state != STATE_SCSI) {
 		ahs = (uint32_t)rx->bhs[4] * 4;
 		login_override_apply(&login, rx->bhs, rx->rest + ahs, rx->len - BHS_SIZE - ahs);
-	} else if (settings.direct_commands && direct_command(rc, rx)) {
-		rc->rx_len = 0;
-		return;
+	} else {
+		char why[192];
+
+		if (rbio_pdu_out_of_bounds(conn, rx->bhs, why, sizeof(why))) {
+			conn_fail(rc, why);
+			rc->rx_len = 0;
+			return;
+		}
+		if (settings.direct_commands && direct_command(rc, rx)) {
+			rc->rx_len = 0;
+			return;
+		}
 	}
 	feed(rc, &login);
 }

@@ -61,6 +61,7 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "pdu_bounds.h"
 #include "direct_commands.h"
 #include "glue_settings.h"
 #include "iscsi_tcp_glue.h"
@@ -333,7 +334,10 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 			session_digests(conn, &hd, &dd);
 			rc->bhs_have = 0;
 			if (rbio_tcp_conn_check_bhs(rc->engine, bhs, max_data, hd, dd, why,
-						    sizeof(why))) {
+						    sizeof(why)) ||
+			    (conn->state == STATE_SCSI &&
+			     rbio_pdu_out_of_bounds(conn, (const uint8_t *)bhs, why,
+						    sizeof(why)))) {
 				conn_log_close(rc, why);
 				return 0;
 			}

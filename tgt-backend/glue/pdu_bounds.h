@@ -1,0 +1,33 @@
+/*
+ * Lengths and offsets of a request that tgt's core (tgt 1.0.85, iscsid.c)
+ * would use to address memory without checking them, checked before the
+ * core reads the request; for rbio's TCP and iSER transports alike:
+ * - A SCSI Command's Expected Data Transfer Length: the core sizes the
+ *   command's buffer from it in an int, so from 2 GiB on the size wraps
+ *   and the command gets no buffer at all, which the store would then read
+ *   into (librbd: crash) and Data-In be sent from.
+ * - A Data-Out's BufferOffset and length: the core receives the data at its
+ *   task's buffer plus the offset without comparing either with that
+ *   buffer, so one PDU writes wherever it likes in tgtd -- into other
+ *   commands' buffers (rbio's transports pool them) or off the heap.
+ * Either closes the connection, with the reason in tgtd's log.
+ *
+ * One of the few files that include tgt's (version-specific, C) headers.
+ */
+#ifndef RBIO_GLUE_PDU_BOUNDS_H
+#define RBIO_GLUE_PDU_BOUNDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h> /* before tgt's log.h, whose dprintf macro clashes with it */
+
+#include "iscsid.h"
+
+/* bhs: a whole BHS received in full feature phase. 0: the request is
+ * within what the core can address (or not one of the above, or a
+ * Data-Out for no command of the session, which the core answers itself).
+ * Otherwise why says what is wrong and the connection must close. */
+int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
+			   size_t why_len);
+
+#endif
