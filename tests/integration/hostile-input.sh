@@ -28,6 +28,12 @@
 #                   the second crashes tgtd), so rbio's transport must close
 #                   the connection first. Only against rbio's transport
 #                   (strict runs): stock tgt would crash.
+#   data-out-unasked ... then a WRITE(10) of 4 KiB and, before the target's
+#                   R2T, a solicited Data-Out for all of it; then a WRITE(10)
+#                   with all its data immediate and an unsolicited Data-Out
+#                   after it: tgt's core would run each command twice (the
+#                   first: its response sent and its task freed while the
+#                   store still writes, and tgtd crashed). Strict runs only.
 #   truncate-close  ... then part of a PDU, then close
 #   truncate-reset  ... then part of a PDU, then a TCP reset (SO_LINGER 0)
 #   idle            a connection that sends nothing, held while the good
@@ -101,7 +107,7 @@ fi
 IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
-MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond)
+MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked)
 
 tgt_test_init 5
 stock_issues=()
@@ -328,6 +334,7 @@ run_all() {
   quick_case max-dsl "${strict_close[@]}"
   quick_case huge-edtl "${strict_close[@]}"
   (( STRICT )) && quick_case data-out-beyond --expect-close
+  (( STRICT )) && quick_case data-out-unasked --expect-close
   quick_case truncate-close
   quick_case truncate-reset
   quick_case churn --hold-ms "$CHURN_MS"

@@ -22,6 +22,10 @@
 //   data-out-beyond log in, send a WRITE(10) of 512 bytes without immediate
 //                   data and an unsolicited Data-Out of 512 bytes at offset
 //                   4096, then at 256 MiB (each on a new connection)
+//   data-out-unasked log in, send a WRITE(10) of 4 KiB without immediate data
+//                   with a solicited Data-Out before any R2T; then (new
+//                   connection) a WRITE(10) with all its data immediate and
+//                   an unsolicited Data-Out after it
 //   truncate-close  log in, send part of a PDU, close (twice: cut inside
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
@@ -641,6 +645,35 @@ int case_data_out_beyond(const Options& o) {
     return status;
 }
 
+// Data-Out the WRITE does not wait for, sent with the command: solicited
+// data before the target's R2T, and unsolicited data after all of it came
+// as immediate data. tgt's core would run the command a second time.
+int case_data_out_unasked(const Options& o) {
+    int status = 0;
+    for (int variant = 0; variant < 2; ++variant) {
+        Session s = ready_session(o);
+        const bool immediate = variant == 1;
+        const uint32_t len = immediate ? 512 : 4096;
+        const auto cdb = cdb10(0x2a, 0, uint16_t(len / 512));  // WRITE(10)
+        const Bytes data = pattern(len);
+        Bhs cmd = scsi_command(s, o, cdb, false, true, len, immediate ? len : 0);
+        Bytes both = immediate ? encode(cmd, data) : Bytes(cmd.bytes().begin(), cmd.bytes().end());
+        Bhs out(Opcode::DataOut);
+        out.set_final(true).set_lun(uint64_t(o.lun & 0xff) << 48).set_itt(cmd.view().itt());
+        out.set_ttt(immediate ? 0xffffffffu : 0x12345678u).set_exp_stat_sn(s.exp_stat_sn).set_data_sn(0);
+        out.set_buffer_offset(0).set_data_segment_length(len);
+        const Bytes second = encode(out, data);
+        both.insert(both.end(), second.begin(), second.end());
+        s.conn.send_or_throw(both, "the WRITE(10) and its Data-Out");
+        status |=
+            report(o,
+                   immediate ? "WRITE(10) with all 512 bytes immediate, then an unsolicited Data-Out of 512"
+                             : "WRITE(10) of 4096 bytes, then a solicited Data-Out of 4096 before any R2T",
+                   s.conn.watch(o.wait_ms));
+    }
+    return status;
+}
+
 int case_truncate(const Options& o, bool reset) {
     for (int variant = 0; variant < 2; ++variant) {
         Session s = ready_session(o);
@@ -834,6 +867,7 @@ int main(int argc, char** argv) {
         if (c == "max-dsl") return case_max_dsl(o);
         if (c == "huge-edtl") return case_huge_edtl(o);
         if (c == "data-out-beyond") return case_data_out_beyond(o);
+        if (c == "data-out-unasked") return case_data_out_unasked(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);
         if (c == "idle") return case_idle(o);

@@ -8,7 +8,22 @@
 
 #include "iscsi_proto.h"
 
-enum { OFF_DLENGTH = 5, OFF_ITT = 16, OFF_EDTL = 20, OFF_BUFFER_OFFSET = 40 };
+enum { OFF_DLENGTH = 5, OFF_ITT = 16, OFF_EDTL = 20, OFF_TTT = 20, OFF_BUFFER_OFFSET = 40 };
+
+/* Whether the task waits in its connection's send queue (an R2T or a
+ * response to send). tgt's list_del leaves c_list NULL, and c_list also
+ * links the CmdSN-ordered pending list: look in the queue itself. */
+static int queued_to_send(const struct iscsi_task *task)
+{
+	const struct iscsi_task *t;
+
+	list_for_each_entry(t, &task->conn->tx_clist, c_list)
+	{
+		if (t == task)
+			return 1;
+	}
+	return 0;
+}
 
 static uint64_t round_up(uint64_t n, uint64_t to)
 {
@@ -22,6 +37,7 @@ int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, const uint8_t *b
 	const struct iscsi_cmd *cmd;
 	uint32_t itt, edtl, offset, len;
 	uint64_t pad;
+	int unsolicited;
 
 	if ((bhs[0] & ISCSI_OPCODE_MASK) == ISCSI_OP_SCSI_CMD) {
 		/* The core's buffer size, roundup(EDTL, padding), is an int. */
@@ -63,6 +79,35 @@ found:
 			 "Data-Out for ITT 0x%08x at offset %u with %u bytes, beyond the %u bytes "
 			 "its command transfers",
 			 ntohl(itt), offset, len, edtl);
+		return 1;
+	}
+	/* Data the command does not wait for. The core would count it off
+	 * r2t_count (below zero), and at F=1 run the command again: queued
+	 * to send twice (a corrupt list), or to the store while it waits for
+	 * an R2T to be sent, whose response would then free it under the
+	 * store's I/O. */
+	if (len > (uint32_t)(task->r2t_count > 0 ? task->r2t_count : 0)) {
+		snprintf(why, why_len,
+			 "Data-Out for ITT 0x%08x with %u bytes, more than the %d its command "
+			 "still waits for",
+			 ntohl(itt), len, task->r2t_count);
+		return 1;
+	}
+	if (queued_to_send(task)) {
+		snprintf(why, why_len,
+			 "Data-Out for ITT 0x%08x before the target asked for it (its R2T "
+			 "is not sent yet)",
+			 ntohl(itt));
+		return 1;
+	}
+	/* Unsolicited (the reserved TTT) only while the command's unsolicited
+	 * burst is open; solicited only after an R2T. */
+	unsolicited = memcmp(bhs + OFF_TTT, "\xff\xff\xff\xff", 4) == 0;
+	if (unsolicited ? !task->unsol_count : task->exp_r2tsn == 0) {
+		snprintf(why, why_len,
+			 "Data-Out for ITT 0x%08x that the target did not ask for (%s)", ntohl(itt),
+			 unsolicited ? "unsolicited, after its command's unsolicited data ended"
+				     : "solicited, but no R2T was sent");
 		return 1;
 	}
 	return 0;

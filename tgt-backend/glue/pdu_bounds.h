@@ -10,6 +10,11 @@
  *   task's buffer plus the offset without comparing either with that
  *   buffer, so one PDU writes wherever it likes in tgtd -- into other
  *   commands' buffers (rbio's transports pool them) or off the heap.
+ * - A Data-Out the command does not wait for (more data than it still
+ *   expects, before its R2T is sent, unsolicited after its burst ended):
+ *   the core would run the command a second time, queueing it twice or
+ *   sending its response, and freeing it, while the store still works on
+ *   it.
  * Either closes the connection, with the reason in tgtd's log.
  *
  * One of the few files that include tgt's (version-specific, C) headers.
