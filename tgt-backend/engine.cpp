@@ -991,9 +991,9 @@ void Engine::step_done(Cmd* c, int res) {
                 return;
             }
             if (res < 0) {
-                log(RBIO_BS_LOG_ERROR,
-                    std::string("punching a hole for UNMAP failed: ") + std::strerror(-res));
-                finish(c, check(kHardwareError, kAscInternalTargetFailure));
+                // As a write's error: a fenced RBD client (ESHUTDOWN) is a
+                // path to leave, not a broken target.
+                fail_io(true, -res, "UNMAP");
                 return;
             }
             switch (next_unmap_range(c)) {
@@ -1014,9 +1014,7 @@ void Engine::step_done(Cmd* c, int res) {
                     c->stage = 0;
                     start(c);
                 } else if (res < 0) {
-                    log(RBIO_BS_LOG_ERROR,
-                        std::string("punching a hole for WRITE SAME failed: ") + std::strerror(-res));
-                    finish(c, check(kHardwareError, kAscInternalTargetFailure));
+                    fail_io(true, -res, "WRITE SAME with UNMAP");
                 } else {
                     punched(c);
                 }

@@ -11,8 +11,8 @@
 #  2. gateway 1 is stopped (SIGSTOP) and gateway 2 writes other data over
 #     the same blocks: librbd on gateway 2 takes the lock once gateway 1's
 #     watch has expired, blocklisting gateway 1's client first;
-#  3. gateway 1 continues (SIGCONT): writes and reads sent to it fail at
-#     once with NOT READY, target port in unavailable state (02/04/0C),
+#  3. gateway 1 continues (SIGCONT): writes, reads and UNMAP sent to it fail
+#     at once with NOT READY, target port in unavailable state (02/04/0C),
 #     which multipath hosts answer by using another path (not MEDIUM ERROR,
 #     and never a write that hangs);
 #  4. gateway 2's data is what the image holds; gateway 1 shuts down
@@ -91,6 +91,10 @@ check "writes through the fenced gateway 1 fail at once: NOT READY, target port 
 out=$(timeout 60 "$PROBE" "$(gw_url 1)" reads 0 8) || :
 echo "$out" | sed 's/^/  read through gateway 1: /'
 check "reads through it fail the same way (a path error, not a medium error)" sense_all "$unavailable" "$out"
+# UNMAP, 8 blocks at LBA 0 (librbd's discard)
+out=$(timeout 60 "$PROBE" "$(gw_url 1)" cdb-out 42000000000000001800 001600100000000000000000000000000000000800000000) || :
+echo "  UNMAP through gateway 1: $out"
+check "so does UNMAP" test "$out" == "$unavailable"
 check "its log says why" gw_log_has 1 "Cannot send after transport endpoint shutdown"
 
 # --- 4. the image keeps gateway 2's data ------------------------------------------------
