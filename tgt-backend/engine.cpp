@@ -386,6 +386,19 @@ void Engine::check_capacity() {
         return;
     }
     if (now == size_) return;
+    if (now < 512) {
+        // No block left: READ CAPACITY would compute the last LBA as -1
+        // and hosts would see an LU of 2^32 or 2^64 blocks. As at open, an
+        // image this small is not served; hosts keep the size they know,
+        // and I/O past the image's end fails in librbd.
+        if (now != refused_size_)
+            log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + " shrank to " + std::to_string(now) +
+                                       " bytes, under one 512-byte block: hosts keep " +
+                                       std::to_string(size_) + " bytes until it grows again");
+        refused_size_ = now;
+        return;
+    }
+    refused_size_ = UINT64_MAX;
     log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + " resized from " + std::to_string(size_) + " to " +
                               std::to_string(now) + " bytes");
     size_ = now;

@@ -131,6 +131,13 @@ check "tgtd logs the new capacity" log_has "capacity 33554432 -> 50331648 bytes"
 check "READ CAPACITY gives the new size (98304 blocks)" eval '[[ $(lun_blocks 3) == 98304 ]]'
 check "the grown part is usable" timeout 60 "$PROBE" "$U/3" write 90000 16 3
 check "... and reads back" timeout 60 "$PROBE" "$U/3" verify 90000 16 3
+# Shrunk under one block, READ CAPACITY would give a last LBA of -1 (an
+# enormous LU): the size hosts know stays, with a log line.
+rbd_ resize --size 0 --allow-shrink thin >/dev/null 2>&1
+check "an image shrunk to 0 bytes is logged, not served as a new size" \
+  wait_for 15 log_has "rbd image rbd/thin shrank to 0 bytes, under one 512-byte block"
+check "... and READ CAPACITY keeps 98304 blocks" eval '[[ $(lun_blocks 3) == 98304 ]]'
+rbd_ resize --size 48M thin >/dev/null 2>&1
 
 # ---------------------------------------------------------------- bad input
 # refused LUN DESCRIPTION LOG_PATTERN PATH BSOPTS: tgtadm fails, tgtd logs

@@ -213,8 +213,9 @@ private:
     Ring ring_;
     UniqueFd fd_;
     std::unique_ptr<RbdImage> rbd_;
-    uint64_t size_ = 0;          // what hosts were last told (RBD resize)
-    std::deque<Cmd> cmd_store_;  // grows with the load, never shrinks or moves
+    uint64_t size_ = 0;                   // what hosts were last told (RBD resize)
+    uint64_t refused_size_ = UINT64_MAX;  // an RBD size under one block, logged once
+    std::deque<Cmd> cmd_store_;           // grows with the load, never shrinks or moves
     Cmd* free_cmds_ = nullptr;
     std::vector<Io> io_store_;
     Io* free_ios_ = nullptr;
