@@ -30,8 +30,17 @@ static uint64_t round_up(uint64_t n, uint64_t to)
 	return to > 1 ? (n + to - 1) / to * to : n;
 }
 
-int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
-			   size_t why_len)
+int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len)
+{
+	snprintf(why, why_len,
+		 "SCSI Command with Expected Data Transfer Length %u, beyond the 2 GiB tgt can "
+		 "buffer",
+		 rbio_get_be32(bhs + OFF_EDTL));
+	return 1;
+}
+
+int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
+			      size_t why_len)
 {
 	struct iscsi_task *task;
 	const struct iscsi_cmd *cmd;
@@ -39,19 +48,7 @@ int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, const uint8_t *b
 	uint64_t pad;
 	int unsolicited;
 
-	if ((bhs[0] & ISCSI_OPCODE_MASK) == ISCSI_OP_SCSI_CMD) {
-		/* The core's buffer size, roundup(EDTL, padding), is an int. */
-		edtl = rbio_get_be32(bhs + OFF_EDTL);
-		if (edtl > (uint32_t)INT32_MAX - 3) {
-			snprintf(why, why_len,
-				 "SCSI Command with Expected Data Transfer Length %u, beyond the "
-				 "2 GiB tgt can buffer",
-				 edtl);
-			return 1;
-		}
-		return 0;
-	}
-	if ((bhs[0] & ISCSI_OPCODE_MASK) != ISCSI_OP_SCSI_DATA_OUT || !conn->session)
+	if (!conn->session)
 		return 0;
 	memcpy(&itt, bhs + OFF_ITT, sizeof(itt)); /* wire order, as task->tag */
 	/* The task the core will pick: the first with this tag. */
@@ -93,7 +90,8 @@ found:
 			 ntohl(itt), len, task->r2t_count);
 		return 1;
 	}
-	if (queued_to_send(task)) {
+	/* Only a Data-Out that ends a sequence (F=1) runs the command again. */
+	if ((bhs[1] & ISCSI_FLAG_CMD_FINAL) && queued_to_send(task)) {
 		snprintf(why, why_len,
 			 "Data-Out for ITT 0x%08x before the target asked for it (its R2T "
 			 "is not sent yet)",

@@ -27,12 +27,33 @@
 #include <stdio.h> /* before tgt's log.h, whose dprintf macro clashes with it */
 
 #include "iscsid.h"
+#include "iscsi_proto.h"
+#include "wire_bytes.h"
+
+/* The cases above, out of line: each returns 1 with why set when the
+ * request is refused. */
+int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len);
+int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
+			      size_t why_len);
 
 /* bhs: a whole BHS received in full feature phase. 0: the request is
  * within what the core can address (or not one of the above, or a
  * Data-Out for no command of the session, which the core answers itself).
- * Otherwise why says what is wrong and the connection must close. */
-int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
-			   size_t why_len);
+ * Otherwise why says what is wrong and the connection must close. Inline:
+ * every PDU passes here, most of them SCSI Commands. */
+static inline int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, const uint8_t *bhs,
+					 char *why, size_t why_len)
+{
+	const uint8_t op = bhs[0] & ISCSI_OPCODE_MASK;
+
+	/* The core's buffer size, roundup(EDTL, padding), is an int. */
+	if (op == ISCSI_OP_SCSI_CMD)
+		return rbio_get_be32(bhs + 20) > (uint32_t)INT32_MAX - 3
+			       ? rbio_pdu_edtl_refused(bhs, why, why_len)
+			       : 0;
+	if (op == ISCSI_OP_SCSI_DATA_OUT)
+		return rbio_pdu_data_out_refused(conn, bhs, why, why_len);
+	return 0;
+}
 
 #endif
