@@ -19,8 +19,19 @@ fuse_pid=""
 faulty_disk_cleanup() {
   local rc=$?
   "$SANDBOX" stop "$STATE" || rc=1
-  if mountpoint -q "$MNT"; then fusermount3 -u "$MNT" || true; fi
-  if [[ -n $fuse_pid ]]; then wait "$fuse_pid" 2>/dev/null || true; fi
+  # Still set: the test ended before faulty_disk_unmount.
+  if [[ -n $fuse_pid ]] && mountpoint -q "$MNT"; then
+    # A mount left behind, or a faulty_disk that does not end cleanly once
+    # unmounted, fails the test (a skip or a failure stays what it was).
+    if ! { fusermount3 -u "$MNT" && wait "$fuse_pid"; }; then
+      echo "FAIL: the faulty disk at $MNT did not unmount cleanly"
+      (( rc != 0 )) || rc=1
+      if kill -0 "$fuse_pid" 2>/dev/null; then kill "$fuse_pid"; fi
+    fi
+  elif [[ -n $fuse_pid ]]; then
+    # It never mounted; its log says why (e.g. no writeback cache: a skip).
+    wait "$fuse_pid" 2>/dev/null || echo "  faulty_disk, which never mounted, exited with status $?"
+  fi
   tgt_test_cleanup "$rc"
 }
 trap faulty_disk_cleanup EXIT
