@@ -4,9 +4,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "wire_bytes.h"
-
-#include "iscsi_proto.h"
+#include "util.h" /* tgt's roundup, as the core sizes buffers */
 
 enum { OFF_DLENGTH = 5, OFF_ITT = 16, OFF_EDTL = 20, OFF_TTT = 20, OFF_BUFFER_OFFSET = 40 };
 
@@ -23,11 +21,6 @@ static int queued_to_send(const struct iscsi_task *task)
 			return 1;
 	}
 	return 0;
-}
-
-static uint64_t round_up(uint64_t n, uint64_t to)
-{
-	return to > 1 ? (n + to - 1) / to * to : n;
 }
 
 int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len)
@@ -68,10 +61,11 @@ found:
 		return 1;
 	}
 	/* The core gave the command max(immediate, EDTL) bytes, each rounded
-	 * up to the padding, and receives a segment with its padding. */
+	 * up to the padding, and receives a segment with its padding: the
+	 * same arithmetic, in 64 bits. */
 	edtl = ntohl(cmd->data_length);
 	pad = (uint64_t)conn->tp->data_padding;
-	if ((uint64_t)offset + round_up(len, pad) > round_up(edtl, pad)) {
+	if ((uint64_t)offset + roundup((uint64_t)len, pad) > roundup((uint64_t)edtl, pad)) {
 		snprintf(why, why_len,
 			 "Data-Out for ITT 0x%08x at offset %u with %u bytes, beyond the %u bytes "
 			 "its command transfers",
