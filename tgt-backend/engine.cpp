@@ -371,20 +371,24 @@ void Engine::on_event() noexcept {
     // reaping, so it stays readable only while completions posted after this
     // reap are waiting.
     ring_.clear_event();
-    if (rbd_ && rbd_->take_header_change()) check_capacity();
+    if (rbd_) {
+        if (auto change = rbd_->take_header_change(); change.seen) check_capacity(change.size_or_error);
+    }
     pump(true);
 }
 
 // An RBD image's header changed: if its size did, tell hosts (the glue
-// raises CAPACITY DATA HAS CHANGED).
-void Engine::check_capacity() {
-    uint64_t now;
-    try {
-        now = rbd_->size();
-    } catch (const std::exception& e) {
-        log(RBIO_BS_LOG_ERROR, e.what());
+// raises CAPACITY DATA HAS CHANGED). librbd's notification thread read the
+// size (RbdImage::on_header_change); a failed read leaves the size hosts
+// know, and the next notice tries again.
+void Engine::check_capacity(int64_t size_or_error) {
+    if (size_or_error < 0) {
+        log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": reading its size after a header change: " +
+                                   std::strerror(int(-size_or_error)) + "; hosts keep " +
+                                   std::to_string(size_) + " bytes");
         return;
     }
+    const auto now = uint64_t(size_or_error);
     if (now == size_) return;
     if (now < 512) {
         // No block left: READ CAPACITY would compute the last LBA as -1

@@ -4,6 +4,7 @@
 #include <rbd/librbd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -173,11 +174,22 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
 
 RbdImage::~RbdImage() = default;
 
-// librbd's watcher thread: only a flag and the eventfd, so the engine picks
-// the change up in tgtd's loop.
+// librbd's notification thread. The size is read here, not in tgtd's
+// loop: after a notice librbd re-reads the header from an OSD before it
+// answers, and an OSD that is slow or gone would stall every LU and
+// session of this tgtd meanwhile. (Ceph's own rbd-nbd and rbd-ggate read
+// it in this callback too.) librbd waits for a running callback before
+// rbd_update_unwatch returns, so `self` outlives it.
 void RbdImage::on_header_change(void* arg) {
     auto* self = static_cast<RbdImage*>(arg);
-    self->header_changed_.store(true, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> one_reader(self->header_read_);
+        uint64_t bytes = 0;
+        int rc = rbd_get_size(self->h_->image, &bytes);
+        self->header_size_.store(rc < 0 ? int64_t(rc) : int64_t(std::min<uint64_t>(bytes, INT64_MAX)),
+                                 std::memory_order_relaxed);
+        self->header_changed_.store(true, std::memory_order_release);
+    }
     const uint64_t one = 1;
     ssize_t n = ::write(self->event_fd_, &one, sizeof one);
     (void)n;  // an eventfd write fails only on counter overflow: already readable

@@ -166,7 +166,7 @@ private:
     Io* rbd_io_for(Cmd* c);
     bool rbd_write_same(Cmd* c);
     bool rbd_compare_and_write(Cmd* c);
-    void check_capacity();
+    void check_capacity(int64_t size_or_error);
     void complete_later(Cmd* c);
     void wait_for_completion();
     void rw_done(Io* io, int res);

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -45,7 +46,10 @@ public:
     RbdImage(const RbdImage&) = delete;
     RbdImage& operator=(const RbdImage&) = delete;
 
-    // Current size in bytes (asks librbd; cheap, from the cached header).
+    // Current size in bytes. Asks librbd, which first re-reads the header
+    // from the cluster if a notice said it changed: that waits on an OSD,
+    // so tgtd's loop calls it only at open and learns of later changes
+    // from take_header_change().
     uint64_t size() const;
     // Object size: the physical block the LU reports.
     uint64_t object_size() const { return object_size_; }
@@ -91,9 +95,17 @@ public:
     // Requests started and not yet returned by poll().
     uint32_t in_flight() const { return in_flight_; }
 
-    // Whether the image's header changed (resize, feature or lock change)
-    // since the last call; the caller then compares size().
-    bool take_header_change() { return header_changed_.exchange(false, std::memory_order_acq_rel); }
+    // A header change (resize, feature or lock change, a watch re-made
+    // after a network fault) seen since the last call: the size librbd
+    // read after it, or the error it met reading it (-errno).
+    struct HeaderChange {
+        bool seen = false;
+        int64_t size_or_error = 0;
+    };
+    HeaderChange take_header_change() {
+        if (!header_changed_.exchange(false, std::memory_order_acq_rel)) return {};
+        return {true, header_size_.load(std::memory_order_relaxed)};
+    }
 
 private:
     static constexpr unsigned kPollBatch = 64;
@@ -110,7 +122,12 @@ private:
     uint64_t object_size_ = 0;
     int event_fd_;
     uint32_t in_flight_ = 0;
+    // Written by librbd's notification thread, read by tgtd's loop: the
+    // size first, then the flag (release), so a taken flag shows a size at
+    // least as new as the notice that raised it.
+    std::atomic<int64_t> header_size_{0};
     std::atomic<bool> header_changed_{false};
+    std::mutex header_read_;  // only between notification threads: newest size last
 };
 
 }  // namespace rbio::bs
