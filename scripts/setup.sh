@@ -18,6 +18,7 @@ PACKAGES=(
   liburing-dev                                # the backing store's io_uring
   librbd-dev                                  # LUs on Ceph RBD images (tgt-backend/rbd/)
   ceph-mon ceph-osd ceph-common               # the single-node cluster of scripts/ceph-dev.sh (tests, benches)
+  python3-rbd                                 # tests/integration/rbd_lock_holder.py: another client holding an image
   tgt-rbd                                     # stock tgt's bs_rbd, the baseline of bench/rbd-compare.sh
   libgtest-dev googletest                     # unit tests
   valgrind util-linux strace                  # leak test, namespaces, syscall counts

@@ -977,7 +977,7 @@ void Engine::rw_failed(Io* io, int res) {
             log(RBIO_BS_LOG_ERROR, std::string(io->write ? "write" : "read") + " of " +
                                        std::to_string(c->length) + " bytes at offset " +
                                        std::to_string(c->offset) + " failed: " + std::strerror(err));
-            finish(c, io_failure(io->write, err));
+            finish(c, io_failure(io->write, err, rbd_ ? Backing::Rbd : Backing::File));
         } else {
             finish(c, good());
         }
@@ -990,7 +990,7 @@ void Engine::step_done(Cmd* c, int res) {
     auto fail_io = [&](bool write, int err, const char* what) {
         log(RBIO_BS_LOG_ERROR,
             std::string(what) + " at offset " + std::to_string(c->offset) + " failed: " + std::strerror(err));
-        finish(c, io_failure(write, err));
+        finish(c, io_failure(write, err, rbd_ ? Backing::Rbd : Backing::File));
     };
     switch (c->kind) {
         case Kind::Flush:

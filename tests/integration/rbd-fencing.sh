@@ -15,8 +15,11 @@
 #     at once with NOT READY, target port in unavailable state (02/04/0C),
 #     which multipath hosts answer by using another path (not MEDIUM ERROR,
 #     and never a write that hangs);
-#  4. gateway 2's data is what the image holds; gateway 1 shuts down
-#     cleanly, and no lock is left once both stopped.
+#  4. gateway 2's data is what the image holds;
+#  5. another client takes the lock and keeps it (rbd_lock_acquire):
+#     gateway 2's writes fail with 02/04/0C too, its reads work, and it
+#     writes again once the lock is released;
+#  6. gateway 1 shuts down cleanly, and no lock is left once both stopped.
 # A cluster that cannot start fails the test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 84   # gateways on control ports 5785-5786, portals 13785-13786
@@ -30,10 +33,11 @@ WATCH_TIMEOUT=10
 [[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
 gateways_init 1M
 
-stopped=""
+stopped="" holder=""
 fencing_cleanup() {
   local rc=$?
   [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  [[ -z $holder ]] || { kill -TERM "$holder" 2>/dev/null && wait "$holder"; }
   gateways_stop "$rc" || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
   tgt_test_cleanup "$rc"
@@ -100,6 +104,27 @@ check "its log says why" gw_log_has 1 "Cannot send after transport endpoint shut
 # --- 4. the image keeps gateway 2's data ------------------------------------------------
 check "the blocks read back as gateway 2 wrote them" "$PROBE" "$(gw_url 2)" verify 0 64 2
 check "gateway 2 still holds the lock" eval '[[ $(owner) == "$A2" ]]'
+
+# --- 5. another client keeps the lock -------------------------------------------------
+# A client that took the lock on purpose (rbd_lock_acquire, as rbd-nbd
+# --exclusive or tcmu-runner do) declines to hand it over, and librbd fails
+# gateway 2's writes with EROFS: the path cannot write, the data is fine.
+HOLDER="$RBIO_SOURCE_DIR/tests/integration/rbd_lock_holder.py"
+/usr/bin/python3 "$HOLDER" "$CONF" rbd lun "$WORK/held" 2> "$WORK/holder.err" &
+holder=$!
+check "another client takes the lock from gateway 2 and keeps it" wait_for 30 test -e "$WORK/held"
+[[ ! -s $WORK/holder.err ]] || sed 's/^/  lock holder: /' "$WORK/holder.err"
+out=$(timeout 60 "$PROBE" "$(gw_url 2)" writes 0 8) || :
+echo "$out" | sed 's/^/  write through gateway 2: /'
+check "writes through gateway 2 fail as a path that cannot write: NOT READY, target port unavailable" \
+  sense_all "$unavailable" "$out"
+check "its log says why" gw_log_has 2 "Read-only file system"
+check "reads through gateway 2 still work (they need no lock)" "$PROBE" "$(gw_url 2)" verify 0 64 2
+kill -TERM "$holder"
+check "the other client releases the lock and exits" wait "$holder"
+holder=""
+check "gateway 2 writes again once it is released" "$PROBE" "$(gw_url 2)" write 0 64 3
+check "... and reads that back" "$PROBE" "$(gw_url 2)" verify 0 64 3
 check "the fenced gateway 1 shuts down cleanly" "$SANDBOX" stop "$(gw_state 1)"
 check "gateway 2 shuts down cleanly" "$SANDBOX" stop "$(gw_state 2)"
 check "no lock is left" eval '[[ $(rbd_ lock ls --format json lun) == "[]" ]]'

@@ -884,14 +884,19 @@ TEST_F(EngineTest, EveryWriteToAFullFileSystemCompletesThroughTheEventfd) {
 
 // The mapping of errors to sense, shared by files and RBD images.
 TEST(IoFailure, AFencedRbdClientIsAnUnavailablePortNotBadMedia) {
-    // librbd's EBLOCKLISTED (ESHUTDOWN): hosts must retry on another path.
-    for (bool write : {false, true}) {
-        auto r = io_failure(write, ESHUTDOWN);
-        EXPECT_EQ(r.status, kCheckCondition);
-        EXPECT_EQ(r.sense_key, kNotReady);
-        EXPECT_EQ(r.asc, kAscTargetPortUnavailable);
-    }
-    EXPECT_EQ(io_failure(false, EIO).sense_key, kMediumError);
-    EXPECT_EQ(io_failure(true, EIO).asc, kAscWriteError);
-    EXPECT_EQ(io_failure(true, ENOSPC).sense_key, kDataProtect);
+    // librbd's EBLOCKLISTED (ESHUTDOWN), and EROFS when another client keeps
+    // the exclusive lock: hosts must retry on another path.
+    for (int err : {ESHUTDOWN, EROFS})
+        for (bool write : {false, true}) {
+            auto r = io_failure(write, err, Backing::Rbd);
+            EXPECT_EQ(r.status, kCheckCondition);
+            EXPECT_EQ(r.sense_key, kNotReady);
+            EXPECT_EQ(r.asc, kAscTargetPortUnavailable);
+        }
+    // A file's errors are its media's.
+    EXPECT_EQ(io_failure(true, EROFS, Backing::File).sense_key, kMediumError);
+    EXPECT_EQ(io_failure(false, EIO, Backing::Rbd).sense_key, kMediumError);
+    EXPECT_EQ(io_failure(false, EIO, Backing::File).sense_key, kMediumError);
+    EXPECT_EQ(io_failure(true, EIO, Backing::File).asc, kAscWriteError);
+    EXPECT_EQ(io_failure(true, ENOSPC, Backing::File).sense_key, kDataProtect);
 }

@@ -66,15 +66,22 @@ inline rbio_bs_result check_info(uint8_t key, uint16_t asc, uint64_t info) {
     return rbio_bs_result{kCheckCondition, key, asc, 1, info};
 }
 
+// Where a failed transfer went: a file (through io_uring) or an RBD image.
+enum class Backing { File, Rbd };
+
 // Sense for a failed transfer: err is a positive errno (EIO when a read hit
 // the end of a file that shrank). ENOSPC/EDQUOT on a write mean the thin
 // file could not get space, which SBC reports as a space-allocation failure.
-// ESHUTDOWN is librbd's EBLOCKLISTED: another gateway took the image's
-// exclusive lock and fenced this one, whose data is not bad but whose path
-// is: "target port in unavailable state" makes hosts' multipath retry on
-// another gateway, where MEDIUM ERROR would fail a read to the application.
-inline rbio_bs_result io_failure(bool write, int err) {
-    if (err == 108 /*ESHUTDOWN*/) return check(kNotReady, kAscTargetPortUnavailable);
+// From librbd, two errors say this gateway's path cannot serve the image
+// while its data is fine, and hosts' multipath should retry on another
+// gateway ("target port in unavailable state"), where MEDIUM ERROR would
+// fail the I/O to the application: ESHUTDOWN (librbd's EBLOCKLISTED, another
+// gateway took the exclusive lock and fenced this one) and EROFS (a client
+// that took the lock on purpose, with rbd_lock_acquire, declines to hand it
+// over). From a file they are what any other error is.
+inline rbio_bs_result io_failure(bool write, int err, Backing backing) {
+    if (backing == Backing::Rbd && (err == 108 /*ESHUTDOWN*/ || err == 30 /*EROFS*/))
+        return check(kNotReady, kAscTargetPortUnavailable);
     if (write && (err == 28 /*ENOSPC*/ || err == 122 /*EDQUOT*/))
         return check(kDataProtect, kAscSpaceAllocationFailedWriteProtect);
     return write ? check(kMediumError, kAscWriteError) : check(kMediumError, kAscUnrecoveredReadError);
