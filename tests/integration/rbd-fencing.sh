@@ -10,7 +10,9 @@
 #  1. writes through gateway 1: it holds the lock;
 #  2. gateway 1 is stopped (SIGSTOP) and gateway 2 writes other data over
 #     the same blocks: librbd on gateway 2 takes the lock once gateway 1's
-#     watch has expired, blocklisting gateway 1's client first;
+#     watch has expired, blocklisting gateway 1's client first. The monitor
+#     is stopped as long (as if it ran on gateway 1's node): the blocklist
+#     waits for it, and the write with it, past gateway 2's rbd_timeout;
 #  3. gateway 1 continues (SIGCONT): writes, reads and UNMAP sent to it fail
 #     at once with NOT READY, target port in unavailable state (02/04/0C),
 #     which multipath hosts answer by using another path (not MEDIUM ERROR,
@@ -33,10 +35,12 @@ WATCH_TIMEOUT=10
 [[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
 gateways_init 1M
 
-stopped="" holder=""
+stopped="" holder="" mon="" mon_waker=""
 fencing_cleanup() {
   local rc=$?
   [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  [[ -z $mon_waker ]] || { kill "$mon_waker" 2>/dev/null; wait "$mon_waker"; }
+  [[ -z $mon ]] || kill -CONT "$mon" 2>/dev/null
   [[ -z $holder ]] || { kill -TERM "$holder" 2>/dev/null && wait "$holder"; }
   gateways_stop "$rc" || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
@@ -48,13 +52,17 @@ rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
 bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT" --watch-timeout "$WATCH_TIMEOUT"
 rbd_ create --size 16M lun
 set_groups "1 active/optimized" "2 active/optimized"
+# Gateway 2 waits for monitors at most 2 s (rbd_timeout) while it opens
+# the image; that must not bound its later waits for them (step 2).
+RBD_TIMEOUT=2
 # export G: gateway G serving the image with the shared identity.
 export_rbd() {
-  local g=$1
+  local g=$1 opts="rbd_conf=$CONF"
+  (( g == 2 )) && opts+=";rbd_timeout=$RBD_TIMEOUT"
   gw_start "$g" &&
     gw_adm "$g" --op new --mode target --tid 1 -T "$GW_TARGET" &&
     gw_adm "$g" --op bind --mode target --tid 1 -I ALL &&
-    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/lun --bstype rbio --bsopts "rbd_conf=$CONF" &&
+    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/lun --bstype rbio --bsopts "$opts" &&
     gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
 }
 # addr_of G: gateway G's Ceph client address, from its log.
@@ -74,9 +82,21 @@ check "gateway 1 holds the lock" eval '[[ $(owner) == "$A1" ]]'
 # --- 2. gateway 1 hangs; gateway 2 takes over ---------------------------------------
 stopped=$(gw_pid 1)
 kill -STOP "$stopped"
+# The monitor is down from now until well after gateway 1's watch has
+# expired (after 10-15 s: the OSD checks every 5 s) and gateway 2 has
+# asked it to blocklist gateway 1: long enough for that request to outlast
+# rbd_timeout. This is the fault's length, not a wait for a condition.
+MON_DOWN=$(( WATCH_TIMEOUT + 5 + 2 * RBD_TIMEOUT + 1 ))
+mon=$(cat "$CEPH_DIR/run/mon.a.pid")
+kill -STOP "$mon"
+( sleep "$MON_DOWN"; kill -CONT "$mon" ) &
+mon_waker=$!
 t0=$SECONDS
-check "64 other blocks written through gateway 2 over the same LBAs" "$PROBE" "$(gw_url 2)" write 0 64 2
-echo "gateway 2's write waited $(( SECONDS - t0 )) s for the lock (watch timeout $WATCH_TIMEOUT s)"
+check "64 other blocks written through gateway 2 over the same LBAs, waiting for the monitor" \
+  env SCSI_PROBE_TIMEOUT=90 "$PROBE" "$(gw_url 2)" write 0 64 2
+echo "gateway 2's write waited $(( SECONDS - t0 )) s for the lock (watch timeout $WATCH_TIMEOUT s, monitor down $MON_DOWN s)"
+wait "$mon_waker"
+mon_waker=""
 check "gateway 2 holds the lock" eval '[[ $(owner) == "$A2" ]]'
 check "gateway 1's client is blocklisted" blocklisted "$A1"
 

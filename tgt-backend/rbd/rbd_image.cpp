@@ -109,7 +109,8 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // discard of part of an object must zero it, not be skipped.
         {"rbd_skip_partial_discard", "false"},
         // A missing cluster fails LU creation in seconds, not 300 s; I/O
-        // itself never times out (an OSD that stops stalls it instead).
+        // itself never times out (an OSD that stops stalls it instead; the
+        // monitor timeout is cleared once the image is open).
         {"client_mount_timeout", timeout},
         {"rados_mon_op_timeout", timeout},
         {"rados_osd_op_timeout", "0"},
@@ -170,6 +171,14 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     rc = rbd_update_watch(h_->image, &h_->watch, &RbdImage::on_header_change, this);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": watching the image header", rc));
     h_->watching = true;
+
+    // The monitor timeout was for opening only. From here on librbd asks
+    // the monitors when it takes the lock over from a dead gateway (it
+    // blocklists that gateway first): with a timeout, a takeover during a
+    // monitor election, likely when the node that failed ran a monitor
+    // too, would fail the host's write instead of letting it wait.
+    rc = rados_conf_set(h_->cluster, "rados_mon_op_timeout", "0");
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": clearing rados_mon_op_timeout", rc));
 }
 
 RbdImage::~RbdImage() = default;
