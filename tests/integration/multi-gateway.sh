@@ -62,8 +62,16 @@ rtpg_is() {
   got=$(probe "$g" rtpg) && [[ $got == "$(printf '%s\n' "$@")" ]]
 }
 
+# metric_is G SAMPLE: gateway G's metrics file holds this sample line
+# (quiet: polled by wait_for; the file is rewritten every second).
+metric_is() { grep -qxF -- "$2" "$(gw_state "$1")/rbio.prom" 2>/dev/null; }
+prom() { echo "RBIO_METRICS_FILE=$(gw_state "$1")/rbio.prom"; }
+port_state() { echo "rbio_alua_port_state{port_group=\"$1\",state=\"$2\",groups_file=\"$GROUPS_FILE\"} 1"; }
+group_state() { echo "rbio_alua_group_state{group=\"$1\",state=\"$2\",groups_file=\"$GROUPS_FILE\"} 1"; }
+file_ok() { echo "rbio_alua_groups_file_ok{groups_file=\"$GROUPS_FILE\"} $1"; }
+
 set_groups "1 active/optimized" "2 standby"
-must_start "gateway 1 (port group 1) starts and exports the LU" eval 'gw_start 1 && gw_export 1'
+must_start "gateway 1 (port group 1) starts and exports the LU" eval 'gw_start 1 "$(prom 1)" && gw_export 1'
 # Gateway 2 is configured as docs/several-gateways.md shows: targets.conf.
 cat > "$WORK/targets.conf" <<CONF
 <target iqn.2026-11.io.rbio:mp>
@@ -77,7 +85,11 @@ cat > "$WORK/targets.conf" <<CONF
 </target>
 CONF
 must_start "gateway 2 (port group 2) starts and exports the same LU from targets.conf" \
-  eval 'gw_start 2 && tgt-admin -C "$(gw_ctl 2)" -c "$WORK/targets.conf" -e'
+  eval 'gw_start 2 "$(prom 2)" && tgt-admin -C "$(gw_ctl 2)" -c "$WORK/targets.conf" -e'
+check "gateway 2's metrics: its port group standby, its copy of the groups file in use" \
+  wait_for 10 eval 'metric_is 2 "$(port_state 2 standby)" && metric_is 2 "$(file_ok 1)"'
+check "... and every group of its copy" \
+  eval 'metric_is 2 "$(group_state 1 active/optimized)" && metric_is 2 "$(group_state 2 standby)"'
 check "tgt-admin gave it tid 1, LUN 1" eval 'gw_adm 2 --op show --mode target | grep -q "^Target 1: iqn.2026-11.io.rbio:mp" &&
   gw_adm 2 --op show --mode target | grep -q "LUN: 1"'
 check "gateway 1 logs its ALUA state" gw_log_has 1 "rbio: alua: on, port group 1: active/optimized"
@@ -141,6 +153,7 @@ check "gateway 2's session gets ASYMMETRIC ACCESS STATE CHANGED (2A/06)" wait "$
 check "gateway 2 logs the change" gw_log_has 2 "rbio: alua: states changed, unit attention raised: port group 2: active/optimized"
 check "gateway 2 (now active/optimized) serves READ" answers 2 GOOD cdb "$READ10" 512
 check "gateway 1 (now standby) fails READ with 04/0B" answers 1 "CHECK key=2 asc=040b" cdb "$READ10" 512
+check "gateway 1's metrics say standby" wait_for 10 metric_is 1 "$(port_state 1 standby)"
 set_groups "1 unavailable" "2 active/non-optimized"
 check "unavailable: gateway 1 fails READ with NOT READY 04/0C" \
   wait_for 10 answers 1 "CHECK key=2 asc=040c" cdb "$READ10" 512
@@ -164,6 +177,8 @@ check "(the verifier fails on data that was not written)" eval '! probe 1 verify
 set_groups "1 active/optimized" "2 sleeping"
 check "an unknown state: one log line naming it" wait_for 10 gw_log_has 2 "unknown state 'sleeping'"
 check "... and gateway 2 keeps serving as active/optimized" answers 2 GOOD cdb "$READ10" 512
+check "... its metrics say the file is not in use and the state is kept" \
+  wait_for 10 eval 'metric_is 2 "$(file_ok 0)" && metric_is 2 "$(port_state 2 active/optimized)"'
 set_groups "1 active/optimized" "70000 standby"
 check "a port group out of range: one log line" wait_for 10 gw_log_has 2 "port group '70000' is not a number from 1 to 65535"
 set_groups "3 standby"
@@ -177,6 +192,8 @@ check "each bad version is logged once" \
   eval '[[ $(grep -c "unknown state .sleeping." "$(gw_state 2)/tgtd.log") == 1 ]]'
 check "tgtd keeps running through all of it" eval 'kill -0 $(cat "$(gw_state 1)/tgtd.pid") && kill -0 $(cat "$(gw_state 2)/tgtd.pid")'
 set_groups "1 active/optimized" "2 active/optimized"
+check "a good groups file again: in use on both gateways" \
+  wait_for 10 eval 'metric_is 1 "$(file_ok 1)" && metric_is 2 "$(file_ok 1)"'
 
 # A gateway that starts on a bad groups file says so at once (and once), not
 # only when the file next changes.

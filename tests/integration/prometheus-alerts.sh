@@ -8,7 +8,10 @@
 # every second. rbio's metrics arrive with rbio's version; the file's age
 # that RbioMetricsStale reads is found by its matcher and stays fresh; no
 # rbio alert is pending while tgtd serves; once tgtd stops (and removes the
-# file), RbioMetricsMissing is pending for this gateway.
+# file), RbioMetricsMissing is pending for this gateway. In between, the
+# gateway (ALUA on, alone in its groups file) is made standby, then given
+# a bad groups file: RbioAluaNoActivePort, then RbioAluaGroupsFileBad go
+# pending, and both go away once the file is good again.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 95
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -44,7 +47,11 @@ check "promtool test rules: each alert fires where it must, and only there" rule
 
 echo "== tgtd, node_exporter and Prometheus"
 mkdir -p "$TEXTFILES"
-RBIO_METRICS_FILE="$TEXTFILES/rbio.prom" tgtd_start >/dev/null
+ALUA_FILE="$WORK/alua-groups"
+# alua_groups LINE...: the groups file, replaced atomically as docs/several-gateways.md says.
+alua_groups() { printf '%s\n' "$@" > "$ALUA_FILE.new" && mv "$ALUA_FILE.new" "$ALUA_FILE"; }
+alua_groups "1 active/optimized"
+RBIO_METRICS_FILE="$TEXTFILES/rbio.prom" RBIO_PORT_GROUP=1 RBIO_ALUA_GROUPS="$ALUA_FILE" tgtd_start >/dev/null
 new_target 1 alerts
 truncate -s 64M "$WORK/lun1.img"
 new_lun 1 1 "$WORK/lun1.img" rbio
@@ -82,7 +89,7 @@ import json, sys
 groups = [g for g in json.load(sys.stdin)["data"]["groups"] if g["name"] == "rbio"]
 rules = groups[0]["rules"] if groups else []
 bad = [r["name"] for r in rules if r["health"] != "ok"]
-sys.exit(0 if len(rules) == 5 and not bad else 1)'
+sys.exit(0 if len(rules) == int(sys.argv[1]) and not bad else 1)' "$RULE_COUNT"
 }
 ready() { curl -sf --max-time 2 "http://127.0.0.1:$PROM_PORT/-/ready" >/dev/null; }
 show_logs() { tail -5 "$WORK/node-exporter.log" "$WORK/prometheus.log"; }
@@ -91,7 +98,8 @@ check "Prometheus is ready" wait_for 60 ready
 check "rbio_build_info arrives through node_exporter, with rbio's version ($RBIO_VERSION)" \
   wait_for 30 has "rbio_build_info{job=\"rbio-gateway\",version=\"$RBIO_VERSION\"}"
 check "the LU's size arrives" wait_for 10 has 'rbio_lu_size_bytes{lun="1"} == 67108864'
-check "the 5 rules are loaded and evaluate without error" wait_for 20 rules_healthy
+RULE_COUNT=$(grep -c '^ *- alert: ' "$RULES")
+check "the $RULE_COUNT rules are loaded and evaluate without error" wait_for 20 rules_healthy
 # The selector RbioMetricsStale reads, as the rules file has it.
 STALE_SELECTOR=$(grep -o 'node_textfile_mtime_seconds{[^}]*}' "$RULES")
 check "RbioMetricsStale's matcher finds the file node_exporter reports ($STALE_SELECTOR)" has "$STALE_SELECTOR"
@@ -99,6 +107,19 @@ check "... and the file is rewritten: its age stays under 5 s" has "time() - $ST
 # Three scrapes of the LU's metrics later, every rule has been evaluated on them.
 check "three scrapes of the metrics" wait_for 20 has 'count_over_time(rbio_build_info[1m]) >= 3'
 check "no rbio alert is pending or firing while tgtd serves" none 'ALERTS{alertname=~"Rbio.*"}'
+
+echo "== ALUA"
+check "the gateway's ALUA state arrives" \
+  has "rbio_alua_port_state{port_group=\"1\",state=\"active/optimized\",groups_file=\"$ALUA_FILE\"}"
+alua_groups "1 standby"
+check "made standby, the only gateway of its groups file: RbioAluaNoActivePort is pending" wait_for 20 \
+  has "ALERTS{alertname=\"RbioAluaNoActivePort\",alertstate=\"pending\",groups_file=\"$ALUA_FILE\"}"
+alua_groups "1 sleeping"
+check "a bad groups file: RbioAluaGroupsFileBad is pending" wait_for 20 \
+  has "ALERTS{alertname=\"RbioAluaGroupsFileBad\",alertstate=\"pending\",groups_file=\"$ALUA_FILE\"}"
+alua_groups "1 active/optimized"
+check "the file good and the gateway active again: no rbio alert is left" \
+  wait_for 20 none 'ALERTS{alertname=~"Rbio.*"}'
 
 echo "== tgtd stops"
 tgtd_stop

@@ -303,6 +303,7 @@ TEST(AluaGateway, AloneWithoutAGroupsFile) {
     EXPECT_EQ(g.own_state(), State::active_optimized);
     EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
     EXPECT_EQ(g.groups(), (GroupTable{{5, State::active_optimized}}));
+    EXPECT_TRUE(g.file_ok());  // no file to be wrong
 }
 
 TEST(AluaGateway, FollowsTheGroupsFileAndKeepsStateOnABadOne) {
@@ -312,15 +313,18 @@ TEST(AluaGateway, FollowsTheGroupsFileAndKeepsStateOnABadOne) {
     s.groups_file = d.path + "/groups";
     Gateway g(s);
     EXPECT_EQ(g.own_state(), State::transitioning);  // not read yet: serve nothing
+    EXPECT_FALSE(g.file_ok());
 
     EXPECT_EQ(g.poll(), Gateway::Poll::bad);  // missing
     EXPECT_NE(g.message().find("No such file"), std::string::npos) << g.message();
     EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);  // reported once
     EXPECT_EQ(g.own_state(), State::transitioning);
+    EXPECT_FALSE(g.file_ok());
 
     d.replace("groups", "1 active/optimized\n2 standby\n");
     EXPECT_EQ(g.poll(), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::standby);
+    EXPECT_TRUE(g.file_ok());
     EXPECT_TRUE(g.changed_implicitly());
     EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
 
@@ -335,15 +339,24 @@ TEST(AluaGateway, FollowsTheGroupsFileAndKeepsStateOnABadOne) {
     EXPECT_NE(g.message().find("port group 2 stays active/optimized"), std::string::npos) << g.message();
     EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);  // the same bad version: once
     EXPECT_EQ(g.own_state(), State::active_optimized);
+    EXPECT_FALSE(g.file_ok());  // and still not in use
+
+    // The good version back, states as they were: in use again.
+    d.replace("groups", "1 standby\n2 active/optimized\n");
+    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
+    EXPECT_TRUE(g.file_ok());
 
     d.replace("groups", "1 active/optimized\n");
     EXPECT_EQ(g.poll(), Gateway::Poll::bad);
     EXPECT_NE(g.message().find("does not list this gateway's port group 2"), std::string::npos);
     EXPECT_EQ(g.own_state(), State::active_optimized);
 
+    EXPECT_FALSE(g.file_ok());
+
     d.replace("groups", "1 active/optimized\n2 active/non-optimized\n");
     EXPECT_EQ(g.poll(), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::active_non_optimized);
+    EXPECT_TRUE(g.file_ok());
 }
 
 TEST(AluaGateway, SeesAnEditInPlaceThatKeepsSizeAndTimes) {

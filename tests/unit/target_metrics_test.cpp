@@ -31,7 +31,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 19 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 22 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -101,6 +101,26 @@ TEST(TargetMetrics, NothingServedStillSaysSo) {
     EXPECT_NE(x.find("rbio_open_connections{transport=\"tcp\"} 0\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connections_accepted_total 0\n"), std::string::npos);
     EXPECT_EQ(x.find("rbio_lu_"), std::string::npos);
+    EXPECT_EQ(x.find("rbio_alua_"), std::string::npos);  // ALUA off
+}
+
+TEST(TargetMetrics, AluaOwnStateEveryGroupAndWhetherTheFileIsInUse) {
+    TargetMetrics t("v");
+    const AluaGroupValues groups[] = {{1, "active/optimized"}, {2, "standby"}};
+    t.set_alua({2, "standby", "/etc/rbio/alua-groups", false, groups});
+    const std::string x = t.text();
+    EXPECT_NE(x.find("rbio_alua_port_state{port_group=\"2\",state=\"standby\","
+                     "groups_file=\"/etc/rbio/alua-groups\"} 1\n"),
+              std::string::npos)
+        << x;
+    EXPECT_NE(x.find("rbio_alua_group_state{group=\"1\",state=\"active/optimized\","
+                     "groups_file=\"/etc/rbio/alua-groups\"} 1\n"),
+              std::string::npos);
+    EXPECT_NE(x.find("rbio_alua_group_state{group=\"2\",state=\"standby\","
+                     "groups_file=\"/etc/rbio/alua-groups\"} 1\n"),
+              std::string::npos);
+    EXPECT_NE(x.find("rbio_alua_groups_file_ok{groups_file=\"/etc/rbio/alua-groups\"} 0\n"),
+              std::string::npos);
 }
 
 // ---- the C ABI the glue uses
@@ -119,6 +139,9 @@ TEST(MetricsCAbi, GatherAndWrite) {
     };
     rbio_metrics_add_connection(m, &conn, c, rbio::iser::kCounterCount);
     rbio_metrics_set_accepted(m, 1);
+    const rbio_metrics_alua_group groups[] = {{1, "active/optimized"}, {3, nullptr}};
+    const rbio_metrics_alua alua{1, "active/optimized", nullptr, 1, groups, 2};
+    rbio_metrics_set_alua(m, &alua);
     char err[256] = "";
     const std::string path = dir.path() + "/rbio.prom";
     ASSERT_EQ(rbio_metrics_write(m, path.c_str(), err, sizeof err), 0) << err;
@@ -131,6 +154,13 @@ TEST(MetricsCAbi, GatherAndWrite) {
                      "portal=\"127.0.0.1:3260\",peer=\"127.0.0.1:1\"} 5\n"),
               std::string::npos)
         << x;
+    EXPECT_NE(
+        x.find("rbio_alua_port_state{port_group=\"1\",state=\"active/optimized\",groups_file=\"\"} 1\n"),
+        std::string::npos)
+        << x;
+    EXPECT_NE(x.find("rbio_alua_group_state{group=\"3\",state=\"\",groups_file=\"\"} 1\n"),
+              std::string::npos);
+    EXPECT_NE(x.find("rbio_alua_groups_file_ok{groups_file=\"\"} 1\n"), std::string::npos);
     rbio_metrics_remove(path.c_str());
     EXPECT_FALSE(fs::exists(path));
 }

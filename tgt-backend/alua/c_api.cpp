@@ -4,9 +4,12 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "rbio/bs/alua.hpp"
 #include "rbio/bs/alua_gateway.hpp"
+#include "rbio/bs/metrics.h"
 
 struct rbio_alua {
     explicit rbio_alua(rbio::bs::alua::Settings s) : gateway(std::move(s)) {}
@@ -102,6 +105,26 @@ void rbio_alua_describe(const rbio_alua* a, char* buf, size_t len) {
         put_msg(buf, len, a->gateway.describe().c_str());
     } catch (...) {
         put_msg(buf, len, "(cannot describe the ALUA state)");
+    }
+}
+
+void rbio_alua_add_metrics(const rbio_alua* a, rbio_metrics* m) {
+    using rbio::bs::alua::state_name;
+    try {
+        const auto& gw = a->gateway;
+        // state_name gives views of static strings: NUL-terminated.
+        std::vector<rbio_metrics_alua_group> groups;
+        groups.reserve(gw.groups().size());
+        for (const auto& g : gw.groups()) groups.push_back({g.id, state_name(g.state).data()});
+        const rbio_metrics_alua v{gw.port_group(),
+                                  state_name(gw.own_state()).data(),
+                                  gw.settings().groups_file.c_str(),
+                                  gw.file_ok() ? 1 : 0,
+                                  groups.data(),
+                                  groups.size()};
+        rbio_metrics_set_alua(m, &v);
+    } catch (...) {
+        // Out of memory: this second's file lacks the ALUA families.
     }
 }
 

@@ -37,12 +37,13 @@ int read_groups_file(const std::string& path, std::string& text) {
 
 }  // namespace
 
-Gateway::Gateway(Settings s) : settings_(std::move(s)) {
+Gateway::Gateway(Settings s) : settings_(std::move(s)), file_ok_(settings_.groups_file.empty()) {
     own_state_ = settings_.groups_file.empty() ? State::active_optimized : State::transitioning;
     groups_ = {{settings_.port_group, own_state_}};
 }
 
 Gateway::Poll Gateway::reject(const std::string& why) {
+    file_ok_ = false;
     message_ = why + "; port group " + std::to_string(settings_.port_group) + " stays " +
                std::string(state_name(own_state_));
     return Poll::bad;
@@ -85,6 +86,7 @@ Gateway::Poll Gateway::poll() {
     if (!own)
         return reject("ALUA groups file " + path + " does not list this gateway's port group " +
                       std::to_string(settings_.port_group));
+    file_ok_ = true;  // also when a good version comes back unchanged
     if (next == groups_) return Poll::unchanged;
     groups_ = std::move(next);
     own_state_ = *own;

@@ -36,6 +36,12 @@ static char settings_error[1024];
 static struct rbio_alua_lu *lus; /* rbio LUs with ALUA, for unit attentions */
 static struct tgt_work poll_work;
 
+void rbio_alua_glue_metrics(struct rbio_metrics *m)
+{
+	if (gateway)
+		rbio_alua_add_metrics(gateway, m);
+}
+
 static void raise_state_changed(void)
 {
 	struct rbio_alua_lu *al;

@@ -4,6 +4,7 @@
 
 struct scsi_lu;
 struct scsi_cmd;
+struct rbio_metrics;
 
 /* Per-LU ALUA state, kept in the LU's rbio private area. */
 struct rbio_alua_lu {
@@ -23,6 +24,9 @@ void rbio_alua_glue_lu_exit(struct rbio_alua_lu *al);
 /* bs_open of an rbio LU: with ALUA on, the opened backing store must be
  * safe to share between gateways. 0, or -1 (logged). */
 int rbio_alua_glue_check_backing(struct scsi_lu *lu, int fd);
+
+/* The metrics tick: this gateway's ALUA view, when ALUA is on. */
+void rbio_alua_glue_metrics(struct rbio_metrics *m);
 
 /* Implemented by bs_rbio_glue.c: the ALUA state in an rbio LU's private area. */
 struct rbio_alua_lu *rbio_lu_alua(struct scsi_lu *lu);

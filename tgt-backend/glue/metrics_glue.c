@@ -23,6 +23,7 @@
 
 #include "rbio/bs/tcp_transport.h"
 #include "metrics_glue.h"
+#include "alua_glue.h"
 
 #ifndef RBIO_TGT_VERSION
 #define RBIO_TGT_VERSION "unknown"
@@ -62,6 +63,7 @@ static int gather_and_write(char *err, size_t errlen)
 	rbio_iscsi_tcp_metrics(m);
 	rbio_iscsi_iser_metrics(m);
 	rbio_metrics_set_accepted(m, rbio_tp_stats_accepted());
+	rbio_alua_glue_metrics(m);
 	rc = rbio_metrics_write(m, metrics_path, err, errlen);
 	rbio_metrics_free(m);
 	return rc;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rbio/bs/atomic_file.hpp"
 #include "rbio/bs/metrics_settings.hpp"
@@ -92,6 +93,17 @@ void rbio_metrics_add_connection(rbio_metrics* m, const rbio_metrics_conn* c, co
 
 void rbio_metrics_set_accepted(rbio_metrics* m, uint64_t connections_accepted) {
     m->target.set_connections_accepted(connections_accepted);
+}
+
+void rbio_metrics_set_alua(rbio_metrics* m, const rbio_metrics_alua* a) {
+    guarded(m, [&] {
+        std::vector<rbio::bs::metrics::AluaGroupValues> groups;
+        groups.reserve(a->n_groups);
+        for (size_t i = 0; i < a->n_groups; ++i)
+            groups.push_back({a->groups[i].id, or_empty(a->groups[i].state)});
+        m->target.set_alua(
+            {a->port_group, or_empty(a->state), or_empty(a->groups_file), a->file_ok != 0, groups});
+    });
 }
 
 int rbio_metrics_write(rbio_metrics* m, const char* path, char* err, size_t errlen) {

@@ -24,6 +24,18 @@ constexpr Family kOpen{"rbio_open_connections", G, "Connections open now on rbio
 constexpr Family kAccepted{"rbio_connections_accepted_total", C,
                            "Connections accepted by rbio's transports since tgtd started"};
 
+// ---- ALUA (rbio::bs::alua::Gateway)
+
+constexpr Family kAluaPortState{"rbio_alua_port_state", G,
+                                "Always 1; labels: this gateway's target port group, its ALUA state and "
+                                "the groups file it reads (empty: none, the gateway alone)"};
+constexpr Family kAluaGroupState{"rbio_alua_group_state", G,
+                                 "Always 1, one per port group of this gateway's copy of the groups "
+                                 "file; labels: the group, its state and the file"};
+constexpr Family kAluaFileOk{"rbio_alua_groups_file_ok", G,
+                             "1 if the groups file's current version is in use; 0 if it is missing, "
+                             "unreadable or wrong (states kept as they were) or not read yet"};
+
 // ---- one logical unit (rbio::bs::Counters)
 
 constexpr Family kLuInfo{"rbio_lu_info", G,
@@ -181,6 +193,20 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     body_.add(kLuInFlight, l, k.ios_in_flight);
 }
 
+void TargetMetrics::set_alua(const AluaValues& a) {
+    const std::string group = std::to_string(a.port_group);
+    const std::array<Label, 3> port{
+        {{"port_group", group}, {"state", a.state}, {"groups_file", a.groups_file}}};
+    alua_.add(kAluaPortState, std::span<const Label>(port), 1);
+    for (const auto& g : a.groups) {
+        const std::string id = std::to_string(g.id);
+        const std::array<Label, 3> l{{{"group", id}, {"state", g.state}, {"groups_file", a.groups_file}}};
+        alua_.add(kAluaGroupState, std::span<const Label>(l), 1);
+    }
+    const std::array<Label, 1> file{{{"groups_file", a.groups_file}}};
+    alua_.add(kAluaFileOk, std::span<const Label>(file), a.file_ok ? 1 : 0);
+}
+
 void TargetMetrics::add_connection(const ConnectionValues& conn) {
     const std::array<Label, 5> labels{{{"transport", transport_label(conn.transport)},
                                        {"target", conn.target},
@@ -205,14 +231,15 @@ std::string TargetMetrics::text() const {
         head.add(kOpen, l, open_[t == Transport::Tcp ? 0 : 1]);
     }
     head.add(kAccepted, accepted_);
-    return head.text() + body_.text();
+    return head.text() + alua_.text() + body_.text();
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,  kOpen,     kAccepted,    kLuInfo,      kLuSize,
-                            kLuCommands, kLuReads,  kLuReadBytes, kLuWrites,    kLuWrittenBytes,
-                            kLuErrors,   kLuIos,    kLuMerged,    kLuInlineIos, kLuSubmitCalls,
-                            kLuPasses,   kLuReaped, kLuWakeups,   kLuInFlight};
+    std::vector<Family> all{kBuildInfo,   kOpen,        kAccepted,       kAluaPortState, kAluaGroupState,
+                            kAluaFileOk,  kLuInfo,      kLuSize,         kLuCommands,    kLuReads,
+                            kLuReadBytes, kLuWrites,    kLuWrittenBytes, kLuErrors,      kLuIos,
+                            kLuMerged,    kLuInlineIos, kLuSubmitCalls,  kLuPasses,      kLuReaped,
+                            kLuWakeups,   kLuInFlight};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

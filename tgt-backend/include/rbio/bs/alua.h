@@ -65,6 +65,10 @@ int rbio_alua_backing_check(const struct rbio_alua *a, int fd, int oflags, char 
 /* One line for tgtd's log: this gateway's group and every group's state. */
 void rbio_alua_describe(const struct rbio_alua *a, char *buf, size_t len);
 
+/* Adds this gateway's ALUA view to a metrics exposition (metrics.h). */
+struct rbio_metrics;
+void rbio_alua_add_metrics(const struct rbio_alua *a, struct rbio_metrics *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,10 @@ public:
     const GroupTable& groups() const { return groups_; }
     // Whether states have changed since start (RTPG status code 02h).
     bool changed_implicitly() const { return changed_; }
+    // Whether the groups file's current version was read and used: false
+    // while it is missing, unreadable or wrong (states kept), and before
+    // its first read (transitioning). True without a groups file.
+    bool file_ok() const { return file_ok_; }
     // "port group 2: standby (groups 1 active/optimized, 2 standby; from FILE)"
     std::string describe() const;
 
@@ -43,6 +47,7 @@ private:
     GroupTable groups_;
     State own_state_;
     bool changed_ = false;
+    bool file_ok_;
     bool have_text_ = false;
     bool unreadable_reported_ = false;
     std::string text_;  // the groups file as last read

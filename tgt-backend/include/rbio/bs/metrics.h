@@ -58,6 +58,22 @@ void rbio_metrics_add_connection(struct rbio_metrics *m, const struct rbio_metri
                                  const uint64_t *counters, size_t n);
 void rbio_metrics_set_accepted(struct rbio_metrics *m, uint64_t connections_accepted);
 
+/* This gateway's ALUA view (alua/c_api.cpp fills it in); NULL strings
+ * count as "". Not called: ALUA is off, and no ALUA family is written. */
+struct rbio_metrics_alua_group {
+    uint16_t id;
+    const char *state; /* "active/optimized", ..., as in the groups file */
+};
+struct rbio_metrics_alua {
+    uint16_t port_group;
+    const char *state;                            /* this gateway's port group's state */
+    const char *groups_file;                      /* "" without one (the gateway alone) */
+    int file_ok;                                  /* the groups file's current version is in use */
+    const struct rbio_metrics_alua_group *groups; /* every group of the file */
+    size_t n_groups;
+};
+void rbio_metrics_set_alua(struct rbio_metrics *m, const struct rbio_metrics_alua *alua);
+
 /* Writes the exposition to path atomically (temporary file, then rename).
  * 0, or -1 with why (including an earlier add that failed). */
 int rbio_metrics_write(struct rbio_metrics *m, const char *path, char *err, size_t errlen);

@@ -26,6 +26,21 @@ struct LuValues {
 
 enum class Transport { Tcp, Iser };
 
+// This gateway's ALUA view: its own port group and every group of its
+// copy of the groups file, so that gateways whose copies disagree can be
+// told apart (rbio-alerts.yml).
+struct AluaGroupValues {
+    uint16_t id = 0;
+    std::string_view state;
+};
+struct AluaValues {
+    uint16_t port_group = 0;
+    std::string_view state;
+    std::string_view groups_file;  // empty: none (the gateway alone)
+    bool file_ok = true;
+    std::span<const AluaGroupValues> groups;
+};
+
 // One connection of rbio's TCP or iSER transport.
 struct ConnectionValues {
     Transport transport = Transport::Tcp;
@@ -45,8 +60,11 @@ public:
     void add_connection(const ConnectionValues& conn);
     // Connections accepted by rbio's transports since tgtd started.
     void set_connections_accepted(uint64_t n) { accepted_ = n; }
+    // At most once; without it (ALUA off) no ALUA family is written.
+    void set_alua(const AluaValues& alua);
 
-    // The exposition: process families first, then LUs, then connections.
+    // The exposition: process and ALUA families first, then LUs, then
+    // connections.
     std::string text() const;
 
     // Every family this module can write, for the documentation's test.
@@ -56,6 +74,7 @@ private:
     std::string tgt_version_;
     uint64_t accepted_ = 0;
     uint64_t open_[2] = {0, 0};  // per Transport
+    Exposition alua_;
     Exposition body_;
 };
 
