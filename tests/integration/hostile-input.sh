@@ -31,7 +31,9 @@
 #   data-out-unasked ... then a WRITE(10) of 4 KiB and, before the target's
 #                   R2T, a solicited Data-Out for all of it; then a WRITE(10)
 #                   with all its data immediate and an unsolicited Data-Out
-#                   after it: tgt's core would run each command twice (the
+#                   after it; then one with all its data immediate but F=0
+#                   (it runs at once) and an empty Data-Out with F=1 after
+#                   it: tgt's core would run each command twice (the
 #                   first: its response sent and its task freed while the
 #                   store still writes, and tgtd crashed). Strict runs only.
 #   truncate-close  ... then part of a PDU, then close

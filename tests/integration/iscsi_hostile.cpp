@@ -25,7 +25,9 @@
 //   data-out-unasked log in, send a WRITE(10) of 4 KiB without immediate data
 //                   with a solicited Data-Out before any R2T; then (new
 //                   connection) a WRITE(10) with all its data immediate and
-//                   an unsolicited Data-Out after it
+//                   an unsolicited Data-Out after it; then (new connection)
+//                   a WRITE(10) with all its data immediate but F=0, and an
+//                   empty unsolicited Data-Out with F=1 after it
 //   truncate-close  log in, send part of a PDU, close (twice: cut inside
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
@@ -650,26 +652,31 @@ int case_data_out_beyond(const Options& o) {
 // as immediate data. tgt's core would run the command a second time.
 int case_data_out_unasked(const Options& o) {
     int status = 0;
-    for (int variant = 0; variant < 2; ++variant) {
+    static const char* const what[] = {
+        "WRITE(10) of 4096 bytes, then a solicited Data-Out of 4096 before any R2T",
+        "WRITE(10) with all 512 bytes immediate, then an unsolicited Data-Out of 512",
+        // The command runs at once (nothing left to receive); the empty
+        // Data-Out ends the unsolicited burst it left open.
+        "WRITE(10) with all 512 bytes immediate and F=0, then an empty unsolicited Data-Out with F=1",
+    };
+    for (int variant = 0; variant < 3; ++variant) {
         Session s = ready_session(o);
-        const bool immediate = variant == 1;
+        const bool immediate = variant >= 1;
         const uint32_t len = immediate ? 512 : 4096;
+        const uint32_t out_len = variant == 2 ? 0 : len;
         const auto cdb = cdb10(0x2a, 0, uint16_t(len / 512));  // WRITE(10)
         const Bytes data = pattern(len);
         Bhs cmd = scsi_command(s, o, cdb, false, true, len, immediate ? len : 0);
+        if (variant == 2) cmd.set_final(false);
         Bytes both = immediate ? encode(cmd, data) : Bytes(cmd.bytes().begin(), cmd.bytes().end());
         Bhs out(Opcode::DataOut);
         out.set_final(true).set_lun(uint64_t(o.lun & 0xff) << 48).set_itt(cmd.view().itt());
         out.set_ttt(immediate ? 0xffffffffu : 0x12345678u).set_exp_stat_sn(s.exp_stat_sn).set_data_sn(0);
-        out.set_buffer_offset(0).set_data_segment_length(len);
-        const Bytes second = encode(out, data);
+        out.set_buffer_offset(0).set_data_segment_length(out_len);
+        const Bytes second = encode(out, std::span(data).first(out_len));
         both.insert(both.end(), second.begin(), second.end());
         s.conn.send_or_throw(both, "the WRITE(10) and its Data-Out");
-        status |=
-            report(o,
-                   immediate ? "WRITE(10) with all 512 bytes immediate, then an unsolicited Data-Out of 512"
-                             : "WRITE(10) of 4096 bytes, then a solicited Data-Out of 4096 before any R2T",
-                   s.conn.watch(o.wait_ms));
+        status |= report(o, what[variant], s.conn.watch(o.wait_ms));
     }
     return status;
 }

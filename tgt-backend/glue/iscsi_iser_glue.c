@@ -384,6 +384,15 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 			rc->rx_len = 0;
 			return;
 		}
+		/* Over iSER the target fetches solicited data itself, by RDMA
+		 * READ (RFC 7145): a solicited Data-Out from the initiator
+		 * would race the READ's own (synthesized) one. */
+		if ((rx->bhs[0] & ISCSI_OPCODE_MASK) == ISCSI_OP_SCSI_DATA_OUT &&
+		    memcmp(rx->bhs + 20, "\xff\xff\xff\xff", 4) != 0) {
+			conn_fail(rc, "a solicited Data-Out PDU, which iSER moves by RDMA READ");
+			rc->rx_len = 0;
+			return;
+		}
 		if (settings.direct_commands && direct_command(rc, rx)) {
 			rc->rx_len = 0;
 			return;
@@ -418,6 +427,11 @@ static void on_done(void *ctx, uint64_t token, int status)
 	}
 	if (!op->task || conn->state == STATE_CLOSE || conn->closed)
 		return;
+	if (op->task->r2t_count < (long)op->len || task_in_scsi(op->task)) {
+		/* Something else brought the data the READ fetched. */
+		conn_fail(rc, "an RDMA READ finished for a command that no longer waits for data");
+		return;
+	}
 	memset(b, 0, BHS_SIZE);
 	b[0] = ISCSI_OP_SCSI_DATA_OUT;
 	b[1] = ISCSI_FLAG_CMD_FINAL;

@@ -60,6 +60,18 @@ found:
 			 ntohl(itt));
 		return 1;
 	}
+	/* A command handed to SCSI waits for no more data: a Data-Out for it,
+	 * even an empty one within the unsolicited burst the command left
+	 * open (F=0 with all its data immediate), would at F=1 make the core
+	 * run it a second time, whose first response frees the task under the
+	 * second I/O. (The flag stays set until the task is freed.) */
+	if (task_in_scsi(task)) {
+		snprintf(why, why_len,
+			 "Data-Out for ITT 0x%08x, whose command already runs (it waits for no "
+			 "data)",
+			 ntohl(itt));
+		return 1;
+	}
 	/* The core gave the command max(immediate, EDTL) bytes, each rounded
 	 * up to the padding, and receives a segment with its padding: the
 	 * same arithmetic, in 64 bits. */
