@@ -75,13 +75,24 @@ SenseInfo decode_sense(std::span<const uint8_t> s) {
     return info;
 }
 
-std::string describe(const ScsiOutcome& o) {
-    char b[64];
+bool good_and_whole(const ScsiOutcome& o, size_t buffer_bytes) {
+    return o.good() && !o.underflow && !o.overflow && o.bytes_transferred == buffer_bytes;
+}
+
+std::string describe(const ScsiOutcome& o, size_t buffer_bytes) {
+    char b[96];
     if (o.response != 0) {
         std::snprintf(b, sizeof b, "iSCSI response 0x%02x (not completed at the target)", o.response);
         return b;
     }
-    if (o.status == kStatusGood) return "GOOD";
+    if (o.status == kStatusGood) {
+        if (buffer_bytes == 0 || good_and_whole(o, buffer_bytes)) return "GOOD";
+        if (o.underflow || o.overflow)
+            std::snprintf(b, sizeof b, "GOOD, but with a residual of %u of %zu bytes (%s)", o.residual,
+                          buffer_bytes, o.overflow ? "overflow" : "underflow");
+        else std::snprintf(b, sizeof b, "GOOD, but %u of %zu bytes moved", o.bytes_transferred, buffer_bytes);
+        return b;
+    }
     if (o.status == kStatusCheckCondition) return "CHECK CONDITION: " + decode_sense(o.sense).describe();
     std::snprintf(b, sizeof b, "SCSI status 0x%02x", o.status);
     return b;

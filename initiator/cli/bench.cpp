@@ -157,8 +157,9 @@ private:
                  const initiator::ScsiOutcome& o) {
         // The bound is on unit attentions in a row: every restart of the
         // target brings some (a 25-minute soak with 4 restarts hit 16 in all).
+        const size_t bytes = c_.bs;
         if (o.good()) ua_retries_ = 0;
-        if (!o.good()) {
+        if (!initiator::good_and_whole(o, bytes)) {
             auto sense = initiator::decode_sense(o.sense);
             if (o.status == initiator::kStatusCheckCondition && sense.valid &&
                 sense.key == initiator::kSenseUnitAttention && ua_retries_++ < 16) {
@@ -169,7 +170,7 @@ private:
             if (!error_)
                 error_.emplace(ErrorKind::Io, std::string(op == Op::Read ? "READ(16)" : "WRITE(16)") +
                                                   " of LBA " + std::to_string(unit * (c_.bs / block_size_)) +
-                                                  " failed: " + initiator::describe(o));
+                                                  " failed: " + initiator::describe(o, bytes));
         } else if (c_.verify) {
             if (op == Op::Write) {
                 gen_[unit] = g;

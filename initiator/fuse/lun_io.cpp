@@ -307,13 +307,17 @@ void LunIo::issue(Op& op, ScsiCommand cmd, std::function<void(Op&, int)> then, i
         auto it = ops_.find(id);
         if (it == ops_.end()) return;
         Op& x = *it->second;
-        if (o.good()) return then(x, 0);
+        // GOOD with a residual: part of a read buffer holds no data, part
+        // of a write was not taken. Never a success (the RMW of an
+        // unaligned write would write the unread part back as zeros).
+        if (initiator::good_and_whole(o, again.buffer.size())) return then(x, 0);
         initiator::SenseInfo sense = initiator::decode_sense(o.sense);
         if (o.response == 0 && o.status == initiator::kStatusCheckCondition && sense.valid &&
             sense.key == initiator::kSenseUnitAttention && retries > 0)
             return issue(x, again, then, retries - 1);
         RBIO_LOG(Warning, "LUN " << luns_.at(x.index).lun << ": SCSI command 0x" << std::hex
-                                 << int(again.cdb[0]) << std::dec << " failed: " << initiator::describe(o));
+                                 << int(again.cdb[0]) << std::dec
+                                 << " failed: " << initiator::describe(o, again.buffer.size()));
         // DATA PROTECT / SPACE ALLOCATION FAILED (27/07): the thin target is full.
         bool full = sense.valid && sense.key == 0x07 && sense.asc == 0x27 && sense.ascq == 0x07;
         then(x, full ? ENOSPC : EIO);

@@ -7,6 +7,11 @@ initiator's own checks can end the session).
 
     fake_target.py PORT SCENARIO READY_FILE
 
+Scenario short-transfer is not malformed but short: every command is
+answered properly except READ(16), which gets half its data and GOOD with
+an underflow residual for the rest, and WRITE(16), which gets GOOD with a
+residual of all its data (none taken).
+
 It accepts connections until it is killed; READY_FILE appears once it listens.
 PDU building comes from initiator/fuzz/make_seeds.py."""
 import os
@@ -65,16 +70,42 @@ def hostile(scenario, itt, stat_sn, cmd_sn):
     raise SystemExit(f"unknown scenario {scenario}")
 
 
+def data_in(itt, stat_sn, exp, mx, data, edtl):
+    """Data-In with status, GOOD: data cut to EDTL, the rest an underflow residual."""
+    data = data[:edtl]
+    short = len(data) < edtl
+    return pdu(0x25, 0x81 | (0x02 if short else 0), itt, stat_sn, exp, mx, data, res44=edtl - len(data))
+
+
 def well_behaved(bhs, itt, stat_sn, cmd_sn):
-    """A proper answer: a 1 MiB LU of 512-byte blocks that reads as zeros."""
+    """A proper answer: a 1 MiB LU 0 of 512-byte blocks that reads as zeros."""
     exp, mx = cmd_sn + 1, cmd_sn + 32
     cdb = bhs[32:48]
+    edtl = struct.unpack_from(">I", bhs, 20)[0]
+    if cdb[0] == 0xA0:  # REPORT LUNS: LUN 0 alone
+        return data_in(itt, stat_sn, exp, mx, struct.pack(">II", 8, 0) + b"\0" * 8, edtl)
+    if cdb[0] == 0x12 and not cdb[1] & 1:  # standard INQUIRY: a disk
+        inq = bytes([0, 0, 5, 2, 31, 0, 0, 0]) + b"rbio    " + b"fake target     " + b"0001"
+        return data_in(itt, stat_sn, exp, mx, inq, edtl)
     if cdb[0] == 0x9E:  # READ CAPACITY(16)
         cap = struct.pack(">QI", 2047, 512) + b"\0" * 20
         return pdu(0x25, 0x81, itt, stat_sn, exp, mx, cap)
     if cdb[0] == 0x88:  # READ(16)
         return pdu(0x25, 0x81, itt, stat_sn, exp, mx, b"\0" * (struct.unpack_from(">I", cdb, 10)[0] * 512))
     return pdu(0x21, 0x80, itt, stat_sn, exp, mx)
+
+
+def short_transfer(bhs, itt, stat_sn, cmd_sn):
+    """GOOD with a residual: READ(16) gets half its data, WRITE(16) none taken."""
+    exp, mx = cmd_sn + 1, cmd_sn + 32
+    edtl = struct.unpack_from(">I", bhs, 20)[0]
+    op = bhs[32]
+    if op == 0x88:  # READ(16): F, S, U; the residual is the half not sent
+        half = edtl // 2
+        return pdu(0x25, 0x83, itt, stat_sn, exp, mx, b"\xab" * half, res44=edtl - half)
+    if op == 0x8A:  # WRITE(16): a SCSI Response, GOOD, U, nothing taken
+        return pdu(0x21, 0x82, itt, stat_sn, exp, mx, res44=edtl)
+    return well_behaved(bhs, itt, stat_sn, cmd_sn)
 
 
 # Task management scenarios: the third command gets no answer; ABORT TASK
@@ -121,6 +152,9 @@ def serve(conn, scenario):
                 held = itt
                 continue
             conn.sendall(well_behaved(bhs, itt, stat_sn, cmd_sn))
+            stat_sn += 1
+        elif op == 0x01 and scenario == "short-transfer":
+            conn.sendall(short_transfer(bhs, itt, stat_sn, cmd_sn))
             stat_sn += 1
         elif op == 0x01 and scenario == "nop-after-login":
             conn.sendall(well_behaved(bhs, itt, stat_sn, cmd_sn))

@@ -29,8 +29,16 @@ inline constexpr uint8_t kStatusGood = 0x00;
 inline constexpr uint8_t kStatusCheckCondition = 0x02;
 inline constexpr uint8_t kSenseUnitAttention = 0x06;
 
-// "GOOD", "CHECK CONDITION: MEDIUM ERROR (asc ...)", "iSCSI response 0x01", ...
-std::string describe(const ScsiOutcome& o);
+// "GOOD", "GOOD, but with a residual of 2048 of 4096 bytes (underflow)",
+// "CHECK CONDITION: MEDIUM ERROR (asc ...)", "iSCSI response 0x01", ...
+// buffer_bytes: the command's buffer (0: the residual is not described).
+std::string describe(const ScsiOutcome& o, size_t buffer_bytes = 0);
+
+// GOOD, and every byte of a buffer of buffer_bytes moved: what a READ or
+// WRITE needs to be a success. A target may answer GOOD with a residual
+// (underflow): the rest of a read buffer then holds no data, and the rest
+// of a write was never taken.
+bool good_and_whole(const ScsiOutcome& o, size_t buffer_bytes);
 
 // A SCSI command that the target completed with a status other than GOOD
 // (or did not complete): InitiatorError(Io) with the status and the decoded
