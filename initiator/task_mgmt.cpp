@@ -138,10 +138,13 @@ void Session::Impl::reset_lun(uint64_t lun, std::chrono::milliseconds timeout,
         if (t.cmd.lun == lun && t.sent && !t.outcome) t.aborting = true;
     send_tmf(kLogicalUnitReset, lun, kNoTag, 0, timeout, [this, lun, after = std::move(after)](uint8_t r) {
         if (r == uint8_t(TmfResponse::Complete)) {
-            // The reset ended every task of the LU; re-send them in their order.
+            // The reset ended the LU's tasks that were sent before it (marked
+            // above); re-send those in their order. Commands sent while it
+            // was on its way came after it on the connection: the target
+            // runs and answers them, and a second copy would run twice.
             std::vector<std::pair<uint64_t, uint32_t>> again;
             for (auto& [itt, t] : tasks_)
-                if (t.cmd.lun == lun && t.sent && !t.outcome) again.emplace_back(t.order, itt);
+                if (t.cmd.lun == lun && t.sent && t.aborting && !t.outcome) again.emplace_back(t.order, itt);
             std::sort(again.rbegin(), again.rend());  // push_front: the oldest ends up first
             for (const auto& [order, itt] : again) resend(tasks_.at(itt));
         }

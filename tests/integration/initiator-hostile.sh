@@ -114,5 +114,12 @@ scenario abort-unsupported 0 "answered: task management function not supported; 
 check "abort-unsupported: escalated to LOGICAL UNIT RESET, then done" \
   grep -q "tasks_aborted=1 lun_resets=1" "$WORK/abort-unsupported.out"
 check "abort-unsupported: no reinstatement" grep -q "reinstatements=0" "$WORK/abort-unsupported.out"
+# Long enough that bench sends more commands while the reset is answered:
+# those the reset never covered must not be sent again (the target answers
+# them; a second copy would be a command run twice).
+scenario abort-unsupported 0 "answered: task management function not supported; resetting LUN 0" \
+  --timeout 1 --time 4
+check "abort-unsupported, 4 s: only the commands the reset covered were sent again" \
+  grep -q "tasks_aborted=1 lun_resets=1" "$WORK/abort-unsupported.out"
 
 finish
