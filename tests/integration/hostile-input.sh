@@ -36,6 +36,12 @@
 #                   it: tgt's core would run each command twice (the
 #                   first: its response sent and its task freed while the
 #                   store still writes, and tgtd crashed). Strict runs only.
+#   login-flood     login requests that stay in the security stage, sent
+#                   without reading a response until tgtd stops reading:
+#                   held for 2 s, during which tgtd must stay idle (under
+#                   25% of a core; a socket left readable while tgtd waits
+#                   to send the login response spins it at 100%). Only
+#                   rbio's transport is held to it (strict runs).
 #   truncate-close  ... then part of a PDU, then close
 #   truncate-reset  ... then part of a PDU, then a TCP reset (SO_LINGER 0)
 #   idle            a connection that sends nothing, held while the good
@@ -185,6 +191,35 @@ good_stop() {
 good_ok() { (( GOOD_RUNS > 0 && GOOD_FAILED == 0 )); }
 
 hostile_args() { echo --port "$PORT" --target "$IQN" --lun 2 --io-timeout-ms "$IO_TIMEOUT_MS"; }
+
+# cpu_ticks: tgtd's user + system CPU time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$(tgtd_pid)/stat"; }
+
+# idle_case CASE HOLD_MS [client options]: the hostile client holds its
+# connection for HOLD_MS; meanwhile tgtd's CPU time must stay under a
+# quarter of the wall time (a spin takes all of it).
+idle_case() {
+  local case=$1 hold_ms=$2 rc=0 hpid t0 c0 c1 used_ms wall_ms before
+  shift 2
+  wanted "$case" || return 0
+  echo "--- [$RUN] $case"
+  before=$(closing_lines)
+  local out="$WORK/$case-$RUN.out"
+  # shellcheck disable=SC2046
+  timeout 300 "$HOSTILE" "$case" $(hostile_args) --hold-ms "$hold_ms" "$@" > "$out" 2>&1 &
+  hpid=$!
+  check "[$RUN] $case: the hostile client holds its connection" wait_for 60 grep -q holding "$out"
+  c0=$(cpu_ticks) t0=$(date +%s%N)
+  wait "$hpid" || rc=$?
+  c1=$(cpu_ticks)
+  wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  used_ms=$(( (c1 - c0) * 1000 / $(getconf CLK_TCK) ))
+  sed 's/^/  /' "$out"
+  check "[$RUN] $case: the hostile client ran (exit $rc)" test "$rc" = 0
+  expect "$case" "$case: tgtd used ${used_ms} ms of CPU in ${wall_ms} ms while it held (limit: a quarter)" \
+    test $(( used_ms * 4 )) -lt "$wall_ms"
+  after_case "$case" "$before"
+}
 
 # The checks after every case: tgtd answers and gives back its fds; on the
 # rbio transport a malformed case leaves a "closing connection" line.
@@ -337,6 +372,7 @@ run_all() {
   quick_case huge-edtl "${strict_close[@]}"
   (( STRICT )) && quick_case data-out-beyond --expect-close
   (( STRICT )) && quick_case data-out-unasked --expect-close
+  idle_case login-flood 2000
   quick_case truncate-close
   quick_case truncate-reset
   quick_case churn --hold-ms "$CHURN_MS"

@@ -28,6 +28,10 @@
 //                   an unsolicited Data-Out after it; then (new connection)
 //                   a WRITE(10) with all its data immediate but F=0, and an
 //                   empty unsolicited Data-Out with F=1 after it
+//   login-flood     start a login, then send login requests that each stay
+//                   in the security stage (T=0, unknown X- keys the target
+//                   answers NotUnderstood) without reading a response, until
+//                   the target stops reading; hold the connection
 //   truncate-close  log in, send part of a PDU, close (twice: cut inside
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
@@ -72,6 +76,7 @@
 // idle and flood print a line containing "holding" once they hold the
 // connection, so a script can start its other work then.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -765,6 +770,66 @@ int case_flood(const Options& o) {
     return 0;
 }
 
+int case_login_flood(const Options& o) {
+    if (o.target.empty()) throw SetupError("--target is required for case " + o.test_case);
+    Conn c(o.port);
+    // A small receive window: the target's responses back up at once.
+    const int small = 4096;
+    ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    std::vector<std::pair<std::string, std::string>> first = {{"InitiatorName", kInitiatorName},
+                                                              {"SessionType", "Normal"},
+                                                              {"TargetName", o.target},
+                                                              {"AuthMethod", "None"}};
+    std::vector<std::pair<std::string, std::string>> padding;
+    for (int i = 0; i < 200; ++i) padding.emplace_back("X-io.rbio.hostile-padding-" + std::to_string(i), "1");
+    auto request = [&](uint32_t exp_stat_sn, const std::vector<std::pair<std::string, std::string>>& keys) {
+        Bhs req;
+        req.set_opcode(Opcode::LoginRequest, true);
+        req.set_flags(0x00 << 2 | 0x01);  // T=0, CSG 0 (security), NSG 1
+        auto& raw = req.raw();
+        raw[8] = 0x80;  // ISID type 0b10 (random)
+        raw[13] = uint8_t(getpid());
+        const Bytes data = text_keys(keys);
+        req.set_data_segment_length(uint32_t(data.size()));
+        req.set_itt(0x10).set_cmd_sn(1).set_exp_stat_sn(exp_stat_sn);
+        return encode(req, data);
+    };
+    c.send_or_throw(request(0, first), "the first login request");
+    // The rest without reading: sent until the target stops reading (the
+    // socket takes nothing for 500 ms).
+    const int flags = ::fcntl(c.fd(), F_GETFL);
+    ::fcntl(c.fd(), F_SETFL, flags | O_NONBLOCK);
+    const Bytes next = request(1, padding);
+    size_t sent = 0, requests = 0, off = 0;
+    for (;;) {
+        pollfd p{c.fd(), POLLOUT, 0};
+        if (::poll(&p, 1, 500) == 0) break;
+        ssize_t n = ::send(c.fd(), next.data() + off, next.size() - off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            throw SetupError(errno_text("sending login requests", errno));
+        }
+        sent += size_t(n);
+        off += size_t(n);
+        if (off == next.size()) {
+            off = 0;
+            ++requests;
+        }
+        if (sent > (256u << 20))
+            throw SetupError("the target read 256 MiB of login requests and kept reading");
+    }
+    const auto t0 = Clock::now();
+    std::printf(
+        "login-flood: %zu login requests (%zu bytes) sent unanswered-read, the target stopped reading; "
+        "holding\n",
+        requests, sent);
+    std::fflush(stdout);
+    hold(o);
+    std::printf("login-flood: after %d ms: %d bytes of responses unread, connection %s\n", ms_since(t0),
+                c.unread_bytes(), c.peer_gone() ? "closed by the target" : "still open");
+    return 0;
+}
+
 // --count TEST UNIT READY in one send, then their responses.
 void tur_burst(Session& s, const Options& o, unsigned n) {
     const std::array<uint8_t, 6> tur{};
@@ -875,6 +940,7 @@ int main(int argc, char** argv) {
         if (c == "huge-edtl") return case_huge_edtl(o);
         if (c == "data-out-beyond") return case_data_out_beyond(o);
         if (c == "data-out-unasked") return case_data_out_unasked(o);
+        if (c == "login-flood") return case_login_flood(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);
         if (c == "idle") return case_idle(o);

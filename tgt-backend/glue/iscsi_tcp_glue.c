@@ -92,6 +92,7 @@ struct rbio_conn {
 	int writable_event; /* this pass runs for EPOLLOUT */
 	int rx_wait_fired;  /* this pass runs because a moderated wait ran out */
 	int epollout_armed;
+	int epollin_off; /* EPOLLIN left out of the socket's events */
 	/* the send queue takes a response (rbio_tcp_conn_tx_open), as the
 	 * last call that can change it said: queueing, a flush, a cancel */
 	int tx_open;
@@ -143,14 +144,23 @@ static void defer_or_release(struct rbio_conn *rc, void *b)
 	release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine));
 }
 
+/* EPOLLOUT when a response waits for room. EPOLLIN always, but while a
+ * login response waits for room: before full feature phase nothing more is
+ * read until it leaves, so a client that sends login requests and never
+ * reads the responses would fill the receive buffer and leave the socket
+ * readable, waking tgtd for nothing on every loop (a busy spin for as long
+ * as it holds the connection). EPOLLOUT brings the pass that goes on. */
 static void arm_epollout(struct rbio_conn *rc, int on)
 {
-	if (rc->epollout_armed == on)
+	const int in_off = on && rbio_pass_awaiting_login_response(&rc->pass);
+
+	if (rc->epollout_armed == on && rc->epollin_off == in_off)
 		return;
-	if (tgt_event_modify(rc->fd, on ? EPOLLIN | EPOLLOUT : EPOLLIN))
+	if (tgt_event_modify(rc->fd, (in_off ? 0 : EPOLLIN) | (on ? EPOLLOUT : 0)))
 		log_error("rbio: tcp: %s: epoll_ctl failed: %m\n", rc->peer);
 	rbio_tcp_conn_count_event_ctl(rc->engine);
 	rc->epollout_armed = on;
+	rc->epollin_off = in_off;
 }
 
 static void after_send(struct rbio_conn *rc, enum rbio_tx_state st)
