@@ -4,6 +4,7 @@
  * One of the few files that include tgt's (version-specific, C) headers.
  */
 #define _GNU_SOURCE
+#include <stdlib.h>
 #include <sys/epoll.h>
 
 #include "conn_pass.h"
@@ -15,6 +16,10 @@ static void pass_event(struct event_data *ev)
 {
 	struct rbio_pass *p = ev->data;
 
+	if (p->release_mem) {
+		free(p->release_mem); /* holds p: nothing after this */
+		return;
+	}
 	p->run(p->ctx);
 	rbio_pass_finish(p);
 }
@@ -28,6 +33,7 @@ void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*r
 	p->in_pass = 0;
 	p->tx_wanted = 0;
 	p->tx_parts = 0;
+	p->release_mem = NULL;
 	tgt_init_sched_event(&p->ev, pass_event, p);
 	INIT_LIST_HEAD(&p->deferred);
 }
@@ -44,10 +50,14 @@ static void schedule(struct rbio_pass *p)
 	tgt_add_sched_event(&p->ev);
 }
 
-void rbio_pass_cancel(struct rbio_pass *p)
+void rbio_pass_release(struct rbio_pass *p, void *mem)
 {
-	tgt_remove_sched_event(&p->ev);
 	list_del_init(&p->deferred);
+	if (p->ev.scheduled) {
+		p->release_mem = mem;
+		return;
+	}
+	free(mem);
 }
 
 void rbio_pass_defer_begin(void)

@@ -28,6 +28,7 @@ struct rbio_pass {
 	void *ctx;
 	int in_pass;       /* the core's handlers are running in a pass */
 	int tx_wanted;     /* the core has responses to send */
+	void *release_mem; /* set: the connection is gone; free this when tgt runs the event */
 	uint64_t tx_parts; /* ep_write_begin and ep_write_end calls: the
 			    * core's send handler may stop after any
 			    * part of a PDU, or end one writing nothing,
@@ -59,8 +60,16 @@ void rbio_pass_event_modify(struct rbio_pass *p, int events);
 /* Schedules a pass, unless one is running, when the core wants to send or
  * is closing. */
 void rbio_pass_schedule_if_due(struct rbio_pass *p);
-/* A connection going away: forget any pass scheduled or deferred for it. */
-void rbio_pass_cancel(struct rbio_pass *p);
+/*
+ * A connection going away: the last call on its pass, with the memory that
+ * holds both (freed with free()). Freed now, or, while the pass is in tgt's
+ * list of scheduled events, when tgt reaches it: tgt walks that list
+ * holding a pointer to the next event, and the connection may be released
+ * by the event before its pass (a backing store's completions ending its
+ * last task), so taking the pass out there would have tgt run it from
+ * freed memory. A pass deferred by completions is forgotten.
+ */
+void rbio_pass_release(struct rbio_pass *p, void *mem);
 
 /*
  * Completions delivered from a tgt sched event (a backing store's

@@ -672,13 +672,12 @@ static void tp_release(struct iscsi_connection *conn)
 	struct rbio_iser_conn *rc = RC(conn);
 	char counters[512];
 
-	rbio_pass_cancel(&rc->pass);
 	conn_exit(conn);
 	rbio_iser_ep_describe(rc->ep, counters, sizeof(counters));
 	log_error("rbio: iser: %s: connection ended; %s\n", rc->peer, counters);
 	rbio_iser_ep_free(rc->ep); /* destroys the QP and the CM id */
 	list_del(&rc->siblings);
-	free(rc);
+	rbio_pass_release(&rc->pass, rc);
 	rbio_tp_stats_connection(0);
 }
 

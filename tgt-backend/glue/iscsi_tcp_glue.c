@@ -445,7 +445,6 @@ static void tp_release(struct iscsi_connection *conn)
 	struct rbio_conn *rc = RC(conn);
 	char counters[384];
 
-	rbio_pass_cancel(&rc->pass);
 	conn_exit(conn);
 	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
 	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);
@@ -453,7 +452,7 @@ static void tp_release(struct iscsi_connection *conn)
 	rbio_tcp_conn_free(rc->engine);
 	close(rc->fd);
 	list_del(&rc->siblings);
-	free(rc);
+	rbio_pass_release(&rc->pass, rc);
 	rbio_tp_stats_connection(0);
 	rbio_stats_write();
 }
