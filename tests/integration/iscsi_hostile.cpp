@@ -781,6 +781,7 @@ int case_login_flood(const Options& o) {
                                                               {"TargetName", o.target},
                                                               {"AuthMethod", "None"}};
     std::vector<std::pair<std::string, std::string>> padding;
+    padding.reserve(200);
     for (int i = 0; i < 200; ++i) padding.emplace_back("X-io.rbio.hostile-padding-" + std::to_string(i), "1");
     auto request = [&](uint32_t exp_stat_sn, const std::vector<std::pair<std::string, std::string>>& keys) {
         Bhs req;
