@@ -1,6 +1,8 @@
 #include "rbio/bs/options.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <vector>
 
 #include "rbio/bs/error.hpp"
 
@@ -55,6 +57,9 @@ std::string parse_name(std::string_view key, std::string_view v) {
 
 Options parse_options(std::string_view bsopts) {
     Options o;
+    // Each key once: "queue_depth=256:queue_depth=64" is a typo or a
+    // merge gone wrong, not a request for 64.
+    std::vector<std::string_view> seen;
     while (!bsopts.empty()) {
         // ':' or ';' between items. ':' is the one to use in targets.conf:
         // tgt-admin hands bsopts to a shell unquoted, where ';' ends the
@@ -70,6 +75,9 @@ Options parse_options(std::string_view bsopts) {
                         std::string(kKnownKeys) + ")");
         std::string_view key = trim(item.substr(0, eq));
         std::string_view val = trim(item.substr(eq + 1));
+        if (std::find(seen.begin(), seen.end(), key) != seen.end())
+            throw Error("bsopts: " + std::string(key) + " given twice");
+        seen.push_back(key);
         if (key == "queue_depth") {
             // io_uring wants a power of two; anything else is rounded up by
             // the kernel, so accept only what we really get.

@@ -282,7 +282,12 @@ TEST(AluaSettings, BadValuesNameTheirSource) {
     EXPECT_NE(error_of().find("alua_groups_file is set but port_group is not"), std::string::npos);
     ::setenv("RBIO_PORT_GROUP", "1", 1);
     ::setenv("RBIO_ALUA_GROUPS", "groups", 1);
-    EXPECT_NE(error_of().find("is not an absolute path"), std::string::npos);
+    EXPECT_EQ(error_of(),
+              "environment RBIO_ALUA_GROUPS: alua_groups_file: 'groups' is not an absolute path (or none)");
+    ::unsetenv("RBIO_ALUA_GROUPS");
+    conf = d.file("rel.conf", "port_group = 1\nalua_groups_file = groups\n");
+    ::setenv("RBIO_CONFIG", conf.c_str(), 1);
+    EXPECT_EQ(error_of(), conf + ":2: alua_groups_file: 'groups' is not an absolute path (or none)");
 }
 
 TEST(AluaSettings, TheTransportSettingsAcceptAluaKeys) {

@@ -88,3 +88,8 @@ TEST(Options, MalformedItemsAreRejected) {
     EXPECT_NE(error_of("coalesce_max_kib=1").find("whole number"), std::string::npos);
     EXPECT_NE(error_of("inline_io=sometimes").find("expected auto, on or off"), std::string::npos);
 }
+
+TEST(Options, AKeyGivenTwiceIsRejected) {
+    EXPECT_NE(error_of("queue_depth=256:queue_depth=64").find("queue_depth given twice"), std::string::npos);
+    EXPECT_NE(error_of("thin=on; batch=off ;thin = off").find("thin given twice"), std::string::npos);
+}

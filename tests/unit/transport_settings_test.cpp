@@ -96,12 +96,24 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
     EXPECT_NE(std::string(err).find("rx_buffer_kib"), std::string::npos) << err;
 
-    for (const char* bad : {"rx_wait_pdus = 257\n", "rx_wait_us = 9\n", "rx_wait_us = 100001\n"}) {
+    // A leading minus sign would wrap in strtoul: -18446744073709551615 is 1.
+    for (const char* bad : {"rx_wait_pdus = 257\n", "rx_wait_us = 9\n", "rx_wait_us = 100001\n",
+                            "rx_wait_pdus = -18446744073709551615\n", "rx_wait_pdus = +1\n"}) {
         std::ofstream(path) << bad;
         EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
         EXPECT_NE(std::string(err).find(path + ":1: rx_wait_"), std::string::npos) << err;
     }
+
+    std::ofstream(path) << "rx_wait_us = 500\n# again:\nrx_wait_us = 800\n";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find(path + ":3: rx_wait_us: set again (first on line 1)"), std::string::npos)
+        << err;
     ::unlink(path.c_str());
+
+    // A folder opens, then reads as an empty file: it would mean all defaults.
+    ::setenv("RBIO_CONFIG", "/tmp", 1);
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("/tmp: a folder, not a file"), std::string::npos) << err;
 
     ::setenv("RBIO_CONFIG", "/nonexistent/rbio.conf", 1);
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << "an explicit file must exist";

@@ -20,7 +20,11 @@ uint16_t parse_group(std::string_view v, const std::string& where) {
 void apply(Settings& s, std::string_view key, std::string_view value, const std::string& where) {
     const std::string w = where + ": " + std::string(key);
     if (key == "port_group") s.port_group = parse_group(value, w);
-    else if (key == "alua_groups_file") s.groups_file = value == "none" ? "" : std::string(value);
+    else if (key == "alua_groups_file") {
+        s.groups_file = value == "none" ? "" : std::string(value);
+        if (!s.groups_file.empty() && s.groups_file.front() != '/')
+            throw ConfigError(w + ": '" + s.groups_file + "' is not an absolute path (or none)");
+    }
 }
 
 }  // namespace
@@ -44,8 +48,6 @@ Settings load_settings() {
         throw ConfigError(s.source +
                           ": alua_groups_file is set but port_group is not: "
                           "which group is this gateway?");
-    if (!s.groups_file.empty() && s.groups_file.front() != '/')
-        throw ConfigError(s.source + ": alua_groups_file '" + s.groups_file + "' is not an absolute path");
     return s;
 }
 

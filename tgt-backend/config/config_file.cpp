@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "rbio/bs/tcp_transport.h"
 
@@ -17,13 +19,24 @@ std::string_view trim(std::string_view s) {
 
 bool read_config(const std::string& path, bool must_exist,
                  const std::function<void(std::string_view, std::string_view, const std::string&)>& apply) {
+    // A folder opens as an ifstream and then reads as an empty file: the
+    // gateway would run on defaults (no ALUA, no metrics) without a word.
+    std::error_code ec;
+    const auto type = std::filesystem::status(path, ec).type();
+    if (type == std::filesystem::file_type::not_found && !must_exist) return false;
+    if (!ec && type == std::filesystem::file_type::directory)
+        throw ConfigError(path + ": a folder, not a file");
     std::ifstream in(path);
     if (!in) {
         if (!must_exist && errno == ENOENT) return false;
         throw ConfigError(path + ": " + std::strerror(errno));
     }
+    // Each key once: with two lines for one key, which one an admin meant
+    // is a guess (the last used to win, silently).
+    std::map<std::string, int, std::less<>> first_line;
     std::string line;
-    for (int no = 1; std::getline(in, line); ++no) {
+    int no = 1;
+    for (; std::getline(in, line); ++no) {
         std::string_view l = line;
         if (auto hash = l.find('#'); hash != l.npos) l = l.substr(0, hash);
         l = trim(l);
@@ -31,8 +44,14 @@ bool read_config(const std::string& path, bool must_exist,
         std::string where = path + ":" + std::to_string(no);
         auto eq = l.find('=');
         if (eq == l.npos) throw ConfigError(where + ": expected key = value");
-        apply(trim(l.substr(0, eq)), trim(l.substr(eq + 1)), where);
+        const std::string_view key = trim(l.substr(0, eq));
+        if (auto [it, fresh] = first_line.try_emplace(std::string(key), no); !fresh)
+            throw ConfigError(where + ": " + std::string(key) + ": set again (first on line " +
+                              std::to_string(it->second) + ")");
+        apply(key, trim(l.substr(eq + 1)), where);
     }
+    // getline fails at the end and on a read error alike.
+    if (in.bad()) throw ConfigError(path + ": read error after line " + std::to_string(no - 1));
     return true;
 }
 

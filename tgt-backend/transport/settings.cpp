@@ -1,6 +1,7 @@
 // Settings of the TCP transport: defaults, /etc/rbio/tgtd.conf (or
 // $RBIO_CONFIG), then environment overrides -- an admin can switch the
 // takeover off for one tgtd run without editing the file.
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -30,8 +31,10 @@ uint32_t parse_uint(std::string_view v, uint32_t min, uint32_t max, const std::s
     std::string s(v);
     char* end = nullptr;
     errno = 0;
-    unsigned long n = std::strtoul(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || errno != 0 || n < min || n > max)
+    // Digits only: strtoul would skip leading blanks and wrap a minus sign.
+    const bool digits = !s.empty() && std::isdigit(static_cast<unsigned char>(s[0]));
+    unsigned long n = digits ? std::strtoul(s.c_str(), &end, 10) : 0;
+    if (!digits || *end != '\0' || errno != 0 || n < min || n > max)
         throw SettingsError(where + ": '" + s + "' is not a number from " + std::to_string(min) + " to " +
                             std::to_string(max));
     return uint32_t(n);

@@ -20,7 +20,8 @@ std::string_view trim(std::string_view s);
 
 // Calls apply(key, value, where) for each setting of the file, `where` being
 // "FILE:LINE". A missing file is no error unless must_exist; an unreadable
-// one, or a line without '=', throws ConfigError naming file and line.
+// one, a folder, a line without '=' and a key set
+// twice throw ConfigError naming file and line.
 // Returns whether the file was read.
 bool read_config(
     const std::string& path, bool must_exist,
