@@ -231,9 +231,13 @@ double percentile_us(std::vector<uint32_t>& v, double p) {
 Config parse_config(const Args& args) {
     Config c;
     if (args.has("--lun")) c.lun = parse_uint("--lun", args.get("--lun"), 0, 16383);
-    if (args.has("--bs")) c.bs = uint32_t(parse_size("--bs", args.get("--bs")));
-    if (c.bs < 512 || c.bs > (16u << 20) || c.bs % 512)
-        throw UsageError("--bs: a multiple of 512 from 512 to 16M");
+    if (args.has("--bs")) {
+        // Checked before it narrows: 4194305k would wrap to 1024.
+        const uint64_t bs = parse_size("--bs", args.get("--bs"));
+        if (bs < 512 || bs > (16u << 20) || bs % 512)
+            throw UsageError("--bs: a multiple of 512 from 512 to 16M");
+        c.bs = uint32_t(bs);
+    }
     if (args.has("--iodepth")) c.iodepth = uint32_t(parse_uint("--iodepth", args.get("--iodepth"), 1, 1024));
     if (args.has("--time")) c.seconds = double(parse_uint("--time", args.get("--time"), 1, 86400));
     if (args.has("--timeout"))
@@ -270,7 +274,14 @@ int bench_main(int argc, char** argv) {
     opts.rx_buffer_bytes = std::max<size_t>(1u << 20, 4 * size_t(opts.offer.max_recv_data_segment_length));
     // The I/O buffers, one region made before the session (iSER registers
     // it once per connection, and it must outlive the session).
-    std::vector<uint8_t> io_memory(size_t(c.iodepth) * c.bs);
+    std::vector<uint8_t> io_memory;
+    try {
+        io_memory.resize(size_t(c.iodepth) * c.bs);
+    } catch (const std::bad_alloc&) {
+        throw UsageError("--iodepth " + std::to_string(c.iodepth) + " x --bs " + std::to_string(c.bs) + ": " +
+                         std::to_string((size_t(c.iodepth) * c.bs) >> 20) +
+                         " MiB of I/O buffers, more than this host can allocate");
+    }
     opts.iser_regions = {std::span<uint8_t>(io_memory)};
     std::unique_ptr<initiator::IoSession> session;
     initiator::MultipathSession* mp = nullptr;

@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
             return cli::kExitUsage;
         }
     }
-    while (i < argc && std::strncmp(argv[i], "--log-level", 11) == 0) i += std::strchr(argv[i], '=') ? 1 : 2;
+    while (i < argc && (!std::strcmp(argv[i], "--log-level") || !std::strncmp(argv[i], "--log-level=", 12)))
+        i += std::strchr(argv[i], '=') ? 1 : 2;
     initiator::set_log_level(level);
     if (i >= argc || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
         !std::strcmp(argv[i], "help")) {

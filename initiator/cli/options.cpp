@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "open_iscsi.hpp"
@@ -23,6 +24,9 @@ Args::Args(int argc, char** argv, int first, const std::vector<std::string>& fla
         if (size_t eq = a.find('='); eq != std::string::npos) {
             key = a.substr(0, eq);
             value = a.substr(eq + 1);
+            // A flag is on by being there: --verify=0 would turn it on.
+            if (std::find(flags.begin(), flags.end(), key) != flags.end())
+                throw UsageError(key + " takes no value (got '" + a + "')");
         } else if (std::find(flags.begin(), flags.end(), a) != flags.end()) {
             value = "1";
         } else {
@@ -51,10 +55,12 @@ void Args::allow_only(const std::vector<std::string>& known) const {
 }
 
 uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi) {
+    // Digits only: strtoull would skip leading blanks and wrap a minus sign.
     char* end = nullptr;
     errno = 0;
-    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-    if (text.empty() || *end || errno || v < lo || v > hi || text[0] == '-')
+    const bool digits = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
+    unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
+    if (!digits || *end || errno || v < lo || v > hi)
         throw UsageError(key + " " + text + ": expected a number from " + std::to_string(lo) + " to " +
                          std::to_string(hi));
     return v;
@@ -106,7 +112,11 @@ namespace {
 // of process listings), from the environment.
 std::optional<initiator::ChapCredentials> chap_option(const Args& args, const std::string& user_key,
                                                       const std::string& secret_key, const char* env_key) {
-    if (!args.has(user_key)) return std::nullopt;
+    if (!args.has(user_key)) {
+        // A secret alone would log in without CHAP, unlike what was asked.
+        if (args.has(secret_key)) throw UsageError(secret_key + " needs " + user_key);
+        return std::nullopt;
+    }
     std::string secret = args.get(secret_key);
     if (const char* env = std::getenv(env_key); secret.empty() && env) secret = env;
     if (secret.empty()) throw UsageError(user_key + " needs " + secret_key + " or " + env_key);

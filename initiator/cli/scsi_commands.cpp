@@ -1,6 +1,7 @@
 // rbio inquiry / rbio discard: what an administrator asks of one LU --
 // identity, VPD pages (serial, designators, block limits, provisioning) --
 // and deallocating a byte range (UNMAP, or WRITE SAME(16) with UNMAP).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -37,8 +38,9 @@ int parse_vpd_page(const std::string& text) {
     if (text == "lbp" || text == "provisioning") return 0xb2;
     std::string digits = text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0 ? text.substr(2) : text;
     char* end = nullptr;
-    unsigned long v = digits.empty() ? 256 : std::strtoul(digits.c_str(), &end, 16);
-    if (digits.empty() || *end || v > 0xff)
+    const bool hex = !digits.empty() && std::isxdigit(static_cast<unsigned char>(digits[0]));
+    unsigned long v = hex ? std::strtoul(digits.c_str(), &end, 16) : 256;
+    if (!hex || *end || v > 0xff)
         throw UsageError("--vpd " + text +
                          ": a page code (hex, e.g. 0xb0) or all, supported, serial, "
                          "devid, limits, lbp");

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -26,7 +27,16 @@ namespace {
 
 using initiator::UniqueFd;
 
-std::string state_dir_option(const Args& args) { return args.get("--state-dir", kDefaultStateDir); }
+// Absolute: the session process works from "/" (it must not hold the
+// caller's folder busy), and logout may run from anywhere else.
+std::string state_dir_option(const Args& args) {
+    const std::string dir = args.get("--state-dir", kDefaultStateDir);
+    if (dir.empty()) throw UsageError("--state-dir: empty path");
+    std::error_code ec;
+    std::filesystem::path abs = std::filesystem::absolute(dir, ec);
+    if (ec) throw UsageError("--state-dir " + dir + ": " + ec.message());
+    return abs.lexically_normal().string();
+}
 
 // The portal of -p, or of the target's first open-iscsi node record; CHAP
 // from that record (the one of -p's portal, if any) unless the command line

@@ -76,9 +76,13 @@ if command -v iscsiadm >/dev/null; then
   check "a wrong password_in in the record: exit 5" \
     rc_is 5 "$RBIO" login -T "$IQN" --state-dir "$SD"
   check "... the target's CHAP_R is reported wrong" out_has "the target's CHAP_R is wrong"
-  check "options on the command line win over the record (exit 0)" \
-    rc_is 0 "$RBIO" login -T "$IQN" --state-dir "$SD" --chap-user rbio-initiator \
-    --chap-secret initiator-secret-1 --chap-user-in rbio-target --chap-secret-in target-secret-2
+  # The state folder given relative to where login runs (the session
+  # process itself works from /).
+  check "options on the command line win over the record (exit 0; --state-dir relative)" \
+    eval '(cd "$WORK" && rc_is 0 "$RBIO" login -T "$IQN" --state-dir state --chap-user rbio-initiator \
+      --chap-secret initiator-secret-1 --chap-user-in rbio-target --chap-secret-in target-secret-2)'
+  check "... the session is found through the absolute path" \
+    eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
   check "logout" rc_is 0 "$RBIO" logout -T "$IQN" --state-dir "$SD"
   check "iscsiadm deletes the record" node -o delete
 else

@@ -59,6 +59,17 @@ run_all() {
     rc_is 3 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1
   check "... and it fails fast" test $((SECONDS - t0)) -le 2
   check "bad options (exit 2)" rc_is 2 "$RBIO" bench -T "$IQN" -p "$P" --rw sideways
+  # Values the parser used to take (each then ran, or tried to reach the
+  # closed portal: exit 3): a --bs that wraps to 1024 when narrowed, a minus
+  # sign behind a blank, a flag given a value, a CHAP secret without a user.
+  local bad
+  for bad in "--bs 4194305k" "--bs 4294967808" "--lun=' -18446744073709551615'" "--verify=0" \
+             "--chap-secret=s3cret" "--iodepth=' 5'"; do
+    check "rejected: bench $bad (exit 2, one line)" \
+      eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1 '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
+  done
+  check "rejected: a misspelt --log-level (exit 2, named)" \
+    eval 'rc_is 2 "$RBIO" --log-levelx bench -T "$IQN" -p 127.0.0.1:1 && out_has "unknown command .--log-levelx."'
   check "a LUN the target does not have (exit 7, one line naming it)" \
     eval 'rc_is 7 "$RBIO" bench -T "$IQN" -p "$P" --lun 9 --time 1 && [[ $(grep -c "^rbio: " "$WORK/out") -eq 1 ]] && grep -q "LUN 9" "$WORK/out"'
   # A LUN removed while I/O runs on it: the commands fail, bench ends with
