@@ -56,10 +56,12 @@ commands:
                                  offset and length in multiples of the block size, inside
                                  the LU (else exit 2). An LU without UNMAP (Block Limits) or
                                  a command the target refuses: exit 7 with the sense
-  target-metrics [--file PATH]   print the metrics tgtd (with rbio's module) writes once a second,
+  target-metrics [--file PATH | --control-port N]
+                                 print the metrics tgtd (with rbio's module) writes once a second,
                                  in Prometheus' text format: per LU and per connection. PATH
                                  defaults to RBIO_METRICS_FILE, else metrics_file of
-                                 /etc/rbio/tgtd.conf (or $RBIO_CONFIG); none: exit 14
+                                 /etc/rbio/tgtd.conf (or $RBIO_CONFIG), its %c being N (the
+                                 tgtd's control port, tgtadm -C; 0 by default); none: exit 14
 
 options of every command that logs in:
   --initiator-name IQN           (default: InitiatorName of /etc/iscsi/initiatorname.iscsi,

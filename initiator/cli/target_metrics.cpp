@@ -24,10 +24,10 @@ namespace {
 // (the file of a tgtd that crashed stays behind).
 constexpr time_t kStaleSeconds = 10;
 
-std::string configured_path() {
+std::string configured_path(unsigned control_port) {
     rbio::bs::metrics::Settings s;
     try {
-        s = rbio::bs::metrics::load_settings();
+        s = rbio::bs::metrics::load_settings(control_port);
     } catch (const rbio::bs::ConfigError& e) {
         throw CommandError(kExitNoMetrics, e.what());
     }
@@ -42,8 +42,13 @@ std::string configured_path() {
 
 int target_metrics_main(int argc, char** argv) {
     Args args(argc, argv, 1, {});
-    args.allow_only({"--file"});
-    const std::string path = args.has("--file") ? args.get("--file") : configured_path();
+    args.allow_only({"--file", "--control-port"});
+    if (args.has("--file") && args.has("--control-port"))
+        throw UsageError("--control-port picks the configured file: not with --file");
+    // As tgtadm's -C: which tgtd of the box, for a metrics_file with "%c".
+    const auto control_port = unsigned(
+        args.has("--control-port") ? parse_uint("--control-port", args.get("--control-port"), 0, 32767) : 0);
+    const std::string path = args.has("--file") ? args.get("--file") : configured_path(control_port);
     std::ifstream in(path);
     if (!in)
         throw CommandError(kExitNoMetrics, "no metrics in " + path + ": " + std::strerror(errno) +

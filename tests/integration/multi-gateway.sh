@@ -64,7 +64,12 @@ rtpg_is() {
 
 # metric_is G SAMPLE: gateway G's metrics file holds this sample line
 # (quiet: polled by wait_for; the file is rewritten every second).
-metric_is() { grep -qxF -- "$2" "$(gw_state "$1")/rbio.prom" 2>/dev/null; }
+# SAMPLE without the control_port label every sample carries first.
+metric_is() {
+  local sample
+  sample="${2%%\{*}{control_port=\"$(gw_ctl "$1")\",${2#*\{}"
+  grep -qxF -- "$sample" "$(gw_state "$1")/rbio.prom" 2>/dev/null
+}
 prom() { echo "RBIO_METRICS_FILE=$(gw_state "$1")/rbio.prom"; }
 port_state() { echo "rbio_alua_port_state{port_group=\"$1\",state=\"$2\",groups_file=\"$GROUPS_FILE\"} 1"; }
 group_state() { echo "rbio_alua_group_state{group=\"$1\",state=\"$2\",groups_file=\"$GROUPS_FILE\"} 1"; }

@@ -116,3 +116,21 @@ TEST(MetricsFormat, ASecondSampleWithTheSameLabelsIsDropped) {
     EXPECT_EQ(e.samples(), 2u);
     EXPECT_EQ(count_of(e.text(), "test_things_total{who=\"a\"}"), 1u);
 }
+
+TEST(MetricsFormat, CommonLabelsGoFirstOnEverySample) {
+    const std::array<Label, 1> common{{{"control_port", "7"}}};
+    Exposition e(common);
+    const std::array<Label, 1> a{{{"who", "a"}}};
+    EXPECT_TRUE(e.add(kThings, a, 1));
+    EXPECT_TRUE(e.add(kThings, 2));
+    EXPECT_FALSE(e.add(kThings, a, 3));
+    // A value that looks like the common label is no clash: its quotes are escaped.
+    const std::array<Label, 1> tricky{{{"who", "x,control_port=\"7"}}};
+    EXPECT_TRUE(e.add(kThings, tricky, 4));
+    const std::array<Label, 2> clash{{{"who", "b"}, {"control_port", "8"}}};
+    EXPECT_THROW(e.add(kThings, clash, 5), FormatError);
+    const std::string x = e.text();
+    EXPECT_NE(x.find("test_things_total{control_port=\"7\",who=\"a\"} 1\n"), std::string::npos) << x;
+    EXPECT_NE(x.find("test_things_total{control_port=\"7\"} 2\n"), std::string::npos) << x;
+    EXPECT_EQ(e.samples(), 3u);
+}

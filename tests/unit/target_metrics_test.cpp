@@ -35,7 +35,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
-    TargetMetrics t("1.0.85-1");
+    TargetMetrics t("1.0.85-1", 0);
     rbio_bs_counters k{};
     k.commands = 10;
     k.reads = 4;
@@ -56,14 +56,16 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     const std::string x = t.text();
 
     EXPECT_EQ(x.rfind("# HELP rbio_build_info ", 0), 0u) << "process families come first";
-    EXPECT_NE(x.find("rbio_build_info{version=\"" RBIO_VERSION "\",tgt_version=\"1.0.85-1\"} 1\n"),
+    EXPECT_NE(x.find("rbio_build_info{control_port=\"0\",version=\"" RBIO_VERSION
+                     "\",tgt_version=\"1.0.85-1\"} 1\n"),
               std::string::npos);
-    EXPECT_NE(x.find("rbio_open_connections{transport=\"tcp\"} 1\n"), std::string::npos);
-    EXPECT_NE(x.find("rbio_open_connections{transport=\"iser\"} 1\n"), std::string::npos);
-    EXPECT_NE(x.find("rbio_connections_accepted_total 5\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"tcp\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"iser\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connections_accepted_total{control_port=\"0\"} 5\n"), std::string::npos);
 
-    const std::string lu = "{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\"}";
-    EXPECT_NE(x.find("rbio_lu_info{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\",backing_store=\"rbio_rbd\","
+    const std::string lu = "{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\"}";
+    EXPECT_NE(x.find("rbio_lu_info{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\",backing_"
+                     "store=\"rbio_rbd\","
                      "path=\"rbd:pool/im\\\"age\"} 1\n"),
               std::string::npos)
         << x;
@@ -72,19 +74,22 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_lu_read_bytes_total" + lu + " 16384\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_written_bytes_total" + lu + " 24576\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_ios_in_flight" + lu + " 2\n"), std::string::npos);
-    EXPECT_NE(x.find("rbio_lu_reaped_completions_total{target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\","
+    EXPECT_NE(x.find("rbio_lu_reaped_completions_total{control_port=\"0\",target=\"iqn.2026-11.io.rbio:"
+                     "disk\",lun=\"1\","
                      "reaped=\"event\"} 5\n"),
               std::string::npos);
 
     const std::string tcp =
-        "{transport=\"tcp\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"127.0.0.1:3260\","
+        "{control_port=\"0\",transport=\"tcp\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"127.0.0.1:"
+        "3260\","
         "peer=\"127.0.0.1:50000\"}";
     EXPECT_NE(x.find("rbio_connection_received_pdus_total" + tcp + " 12\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + tcp + " 4096\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_epoll_ctl_calls_total" + tcp), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_direct_commands_total" + tcp), std::string::npos);
     const std::string iser =
-        "{transport=\"iser\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"10.0.0.1:3260\","
+        "{control_port=\"0\",transport=\"iser\",target=\"iqn.t\",initiator=\"iqn.i\",portal=\"10.0.0.1:"
+        "3260\","
         "peer=\"10.0.0.2:40000\"}";
     EXPECT_NE(x.find("rbio_connection_received_pdus_total" + iser + " 12\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + iser + " 0\n"), std::string::npos);
@@ -96,38 +101,59 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_EQ(count_of(x, "# TYPE rbio_connection_received_pdus_total counter\n"), 1u);
 }
 
+TEST(TargetMetrics, EverySampleNamesTheTgtdByItsControlPort) {
+    TargetMetrics t("v", 1);
+    t.add_lu({"iqn.t", 1, "rbio", "/srv/a.img", 512, {}});
+    t.add_connection({Transport::Tcp, "iqn.t", "iqn.i", "127.0.0.1:3261", "127.0.0.1:5", {}});
+    const std::array<AluaGroupValues, 1> groups{{{1, "active/optimized"}}};
+    t.set_alua({1, "active/optimized", "/etc/rbio/alua-groups", true, groups});
+    const std::string x = t.text();
+    size_t samples = 0, port1 = 0;
+    for (size_t at = 0; at < x.size();) {
+        const size_t end = x.find('\n', at);
+        const std::string line = x.substr(at, end - at);
+        at = end + 1;
+        if (line.empty() || line[0] == '#') continue;
+        ++samples;
+        if (line.find("{control_port=\"1\"") != std::string::npos) ++port1;
+    }
+    EXPECT_GT(samples, 30u);
+    EXPECT_EQ(port1, samples) << x;
+}
+
 TEST(TargetMetrics, NothingServedStillSaysSo) {
-    const std::string x = TargetMetrics("v").text();
-    EXPECT_NE(x.find("rbio_open_connections{transport=\"tcp\"} 0\n"), std::string::npos);
-    EXPECT_NE(x.find("rbio_connections_accepted_total 0\n"), std::string::npos);
+    const std::string x = TargetMetrics("v", 0).text();
+    EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"tcp\"} 0\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connections_accepted_total{control_port=\"0\"} 0\n"), std::string::npos);
     EXPECT_EQ(x.find("rbio_lu_"), std::string::npos);
     EXPECT_EQ(x.find("rbio_alua_"), std::string::npos);  // ALUA off
 }
 
 TEST(TargetMetrics, AluaOwnStateEveryGroupAndWhetherTheFileIsInUse) {
-    TargetMetrics t("v");
+    TargetMetrics t("v", 0);
     const AluaGroupValues groups[] = {{1, "active/optimized"}, {2, "standby"}};
     t.set_alua({2, "standby", "/etc/rbio/alua-groups", false, groups});
     const std::string x = t.text();
-    EXPECT_NE(x.find("rbio_alua_port_state{port_group=\"2\",state=\"standby\","
+    EXPECT_NE(x.find("rbio_alua_port_state{control_port=\"0\",port_group=\"2\",state=\"standby\","
                      "groups_file=\"/etc/rbio/alua-groups\"} 1\n"),
               std::string::npos)
         << x;
-    EXPECT_NE(x.find("rbio_alua_group_state{group=\"1\",state=\"active/optimized\","
+    EXPECT_NE(x.find("rbio_alua_group_state{control_port=\"0\",group=\"1\",state=\"active/optimized\","
                      "groups_file=\"/etc/rbio/alua-groups\"} 1\n"),
               std::string::npos);
-    EXPECT_NE(x.find("rbio_alua_group_state{group=\"2\",state=\"standby\","
+    EXPECT_NE(x.find("rbio_alua_group_state{control_port=\"0\",group=\"2\",state=\"standby\","
                      "groups_file=\"/etc/rbio/alua-groups\"} 1\n"),
               std::string::npos);
-    EXPECT_NE(x.find("rbio_alua_groups_file_ok{groups_file=\"/etc/rbio/alua-groups\"} 0\n"),
-              std::string::npos);
+    EXPECT_NE(
+        x.find("rbio_alua_groups_file_ok{control_port=\"0\",groups_file=\"/etc/rbio/alua-groups\"} 0\n"),
+        std::string::npos);
 }
 
 // ---- the C ABI the glue uses
 
 TEST(MetricsCAbi, GatherAndWrite) {
     TempDir dir;
-    rbio_metrics* m = rbio_metrics_new("1.0.85");
+    rbio_metrics* m = rbio_metrics_new("1.0.85", 0);
     ASSERT_NE(m, nullptr);
     rbio_bs_counters k{};
     k.commands = 3;
@@ -149,18 +175,21 @@ TEST(MetricsCAbi, GatherAndWrite) {
     EXPECT_NE(std::string(err).find("/a/b/c.tmp"), std::string::npos) << err;
     rbio_metrics_free(m);
     const std::string x = slurp(path);
-    EXPECT_NE(x.find("rbio_lu_commands_total{target=\"iqn.t\",lun=\"2\"} 3\n"), std::string::npos) << x;
-    EXPECT_NE(x.find("rbio_connection_received_pdus_total{transport=\"tcp\",target=\"\",initiator=\"iqn.i\","
+    EXPECT_NE(x.find("rbio_lu_commands_total{control_port=\"0\",target=\"iqn.t\",lun=\"2\"} 3\n"),
+              std::string::npos)
+        << x;
+    EXPECT_NE(x.find("rbio_connection_received_pdus_total{control_port=\"0\",transport=\"tcp\",target=\"\","
+                     "initiator=\"iqn.i\","
                      "portal=\"127.0.0.1:3260\",peer=\"127.0.0.1:1\"} 5\n"),
               std::string::npos)
         << x;
-    EXPECT_NE(
-        x.find("rbio_alua_port_state{port_group=\"1\",state=\"active/optimized\",groups_file=\"\"} 1\n"),
-        std::string::npos)
+    EXPECT_NE(x.find("rbio_alua_port_state{control_port=\"0\",port_group=\"1\",state=\"active/"
+                     "optimized\",groups_file=\"\"} 1\n"),
+              std::string::npos)
         << x;
-    EXPECT_NE(x.find("rbio_alua_group_state{group=\"3\",state=\"\",groups_file=\"\"} 1\n"),
+    EXPECT_NE(x.find("rbio_alua_group_state{control_port=\"0\",group=\"3\",state=\"\",groups_file=\"\"} 1\n"),
               std::string::npos);
-    EXPECT_NE(x.find("rbio_alua_groups_file_ok{groups_file=\"\"} 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_alua_groups_file_ok{control_port=\"0\",groups_file=\"\"} 1\n"), std::string::npos);
     rbio_metrics_remove(path.c_str());
     EXPECT_FALSE(fs::exists(path));
 }

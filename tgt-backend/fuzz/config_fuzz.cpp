@@ -139,7 +139,7 @@ void config_file(std::string_view text, int port) {
     } catch (const ConfigError&) {
     }
     try {
-        (void)metrics::load_settings();
+        (void)metrics::load_settings(0);
     } catch (const ConfigError&) {
     }
 }

@@ -29,9 +29,16 @@
 #define RBIO_TGT_VERSION "unknown"
 #endif
 
+/* tgtd's -C: not in tgt's headers (mgmt.c declares it where it uses it). */
+extern short int control_port;
+
 static char metrics_path[4096];
 static pid_t metrics_pid; /* tgtd's: its children's exit() must not remove the file */
 static int write_failing; /* logged once until a write works again */
+/* This tgtd holds the file's lock: the only one that writes or removes it.
+ * Two tgtds taking turns on one file would show each other's counters as
+ * resets, and one's exit would remove the other's metrics. */
+static int claimed;
 static struct tgt_work metrics_work;
 
 void rbio_metrics_add_iscsi_conn(struct rbio_metrics *m, struct iscsi_connection *conn,
@@ -52,8 +59,17 @@ void rbio_metrics_add_iscsi_conn(struct rbio_metrics *m, struct iscsi_connection
 
 static int gather_and_write(char *err, size_t errlen)
 {
-	struct rbio_metrics *m = rbio_metrics_new(RBIO_TGT_VERSION);
+	struct rbio_metrics *m;
 	int rc;
+
+	if (!claimed) {
+		/* Tried every second, as a write is: the other tgtd may exit,
+		 * a missing folder may appear. */
+		if (rbio_metrics_claim(metrics_path, err, errlen))
+			return -1;
+		claimed = 1;
+	}
+	m = rbio_metrics_new(RBIO_TGT_VERSION, (unsigned)control_port);
 
 	if (!m) {
 		snprintf(err, errlen, "out of memory");
@@ -91,7 +107,7 @@ static void tick(void *data)
  * Not in a child that exits instead of exec'ing (tgt's call_program). */
 static void remove_metrics(void)
 {
-	if (getpid() == metrics_pid)
+	if (getpid() == metrics_pid && claimed)
 		rbio_metrics_remove(metrics_path);
 }
 
@@ -99,7 +115,8 @@ void rbio_metrics_start(void)
 {
 	char err[1024];
 
-	if (rbio_metrics_load_path(metrics_path, sizeof(metrics_path), err, sizeof(err))) {
+	if (rbio_metrics_load_path(metrics_path, sizeof(metrics_path), (unsigned)control_port, err,
+				   sizeof(err))) {
 		log_error("rbio: metrics: bad setting, no metrics file: %s\n", err);
 		return;
 	}

@@ -1,6 +1,7 @@
 #include "rbio/bs/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,16 +14,25 @@ namespace rbio::bs {
 
 namespace {
 
-UniqueFd create(const std::string& tmp, const std::string& path) {
-    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
-    UniqueFd fd(::open(tmp.c_str(), flags, 0644));
+// Opens `name` (beside `path`) with `flags`; a missing last folder of
+// `path` is made first, 0755 whatever the umask: node_exporter runs as
+// another user and must get through it.
+UniqueFd open_beside(const std::string& name, const std::string& path, int flags) {
+    UniqueFd fd(::open(name.c_str(), flags, 0644));
     if (!fd && errno == ENOENT) {
         auto slash = path.rfind('/');
-        if (slash != std::string::npos && slash > 0) ::mkdir(path.substr(0, slash).c_str(), 0755);
-        fd.reset(::open(tmp.c_str(), flags, 0644));
+        if (slash != std::string::npos && slash > 0) {
+            const std::string dir = path.substr(0, slash);
+            if (::mkdir(dir.c_str(), 0755) == 0) ::chmod(dir.c_str(), 0755);
+        }
+        fd.reset(::open(name.c_str(), flags, 0644));
     }
-    if (!fd) throw sys_error(tmp, errno);
+    if (!fd) throw sys_error(name, errno);
     return fd;
+}
+
+UniqueFd create(const std::string& tmp, const std::string& path) {
+    return open_beside(tmp, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
 }
 
 void write_all(int fd, std::string_view content, const std::string& tmp) {
@@ -51,6 +61,16 @@ void write_file_atomically(const std::string& path, const std::string& tmp, std:
         ::unlink(tmp.c_str());
         throw;
     }
+}
+
+UniqueFd claim_file(const std::string& path) {
+    const std::string lock = path + ".lock";
+    UniqueFd fd = open_beside(lock, path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) return {};
+        throw sys_error(lock, errno);
+    }
+    return fd;
 }
 
 }  // namespace rbio::bs

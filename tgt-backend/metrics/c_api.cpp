@@ -18,7 +18,8 @@
 static_assert(rbio::iser::kCounterCount <= RBIO_METRICS_CONN_COUNTERS);
 
 struct rbio_metrics {
-    explicit rbio_metrics(const char* tgt_version) : target(tgt_version ? tgt_version : "") {}
+    rbio_metrics(const char* tgt_version, unsigned control_port)
+        : target(tgt_version ? tgt_version : "", control_port) {}
     rbio::bs::metrics::TargetMetrics target;
     std::string failed;  // the first add that failed
 };
@@ -30,6 +31,12 @@ void put(char* out, size_t len, const std::string& s) {
 }
 
 const char* or_empty(const char* s) { return s ? s : ""; }
+
+// The lock of the metrics file this process writes; released when it exits.
+rbio::UniqueFd& claimed() {
+    static rbio::UniqueFd fd;
+    return fd;
+}
 
 template <typename F>
 void guarded(rbio_metrics* m, F&& f) {
@@ -47,9 +54,9 @@ void guarded(rbio_metrics* m, F&& f) {
 
 extern "C" {
 
-int rbio_metrics_load_path(char* path, size_t len, char* err, size_t errlen) {
+int rbio_metrics_load_path(char* path, size_t len, unsigned control_port, char* err, size_t errlen) {
     try {
-        auto s = rbio::bs::metrics::load_settings();
+        auto s = rbio::bs::metrics::load_settings(control_port);
         if (s.file.size() >= len) {
             put(err, errlen, s.source + ": metrics_file too long");
             return -1;
@@ -64,9 +71,26 @@ int rbio_metrics_load_path(char* path, size_t len, char* err, size_t errlen) {
     return -1;
 }
 
-rbio_metrics* rbio_metrics_new(const char* tgt_version) {
+int rbio_metrics_claim(const char* path, char* err, size_t errlen) {
     try {
-        return std::make_unique<rbio_metrics>(tgt_version).release();
+        claimed().reset();  // a second claim of one path would wait for the first
+        claimed() = rbio::bs::claim_file(path);
+        if (claimed()) return 0;
+        put(err, errlen,
+            std::string(path) + ": another process writes this file (it holds " + path +
+                ".lock); two tgtds of one box need a metrics_file each (\"%c\" in it becomes the control "
+                "port)");
+    } catch (const std::exception& e) {
+        put(err, errlen, e.what());
+    } catch (...) {
+        put(err, errlen, "unexpected error locking the metrics file");
+    }
+    return -1;
+}
+
+rbio_metrics* rbio_metrics_new(const char* tgt_version, unsigned control_port) {
+    try {
+        return std::make_unique<rbio_metrics>(tgt_version, control_port).release();
     } catch (...) {
         return nullptr;
     }

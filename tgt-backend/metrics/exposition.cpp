@@ -119,8 +119,14 @@ LabelSet::LabelSet(std::span<const Label> labels) {
     if (!text_.empty()) text_ += "}";
 }
 
-bool Exposition::has_sample(const Series& s, const LabelSet& labels) {
-    const std::string line = std::string(s.family.name) + labels.text() + " ";
+Exposition::Exposition(std::span<const Label> common) {
+    const std::string text = LabelSet(common).text();
+    if (!text.empty()) common_ = text.substr(1, text.size() - 2);
+    for (const Label& l : common) common_names_.emplace_back(l.name);
+}
+
+bool Exposition::has_sample(const Series& s, const std::string& labels) {
+    const std::string line = std::string(s.family.name) + labels + " ";
     for (size_t at = s.lines.find(line); at != std::string::npos; at = s.lines.find(line, at + 1))
         if (at == 0 || s.lines[at - 1] == '\n') return true;
     return false;
@@ -128,9 +134,20 @@ bool Exposition::has_sample(const Series& s, const LabelSet& labels) {
 
 bool Exposition::add(const Family& family, const LabelSet& labels, uint64_t value) {
     Series& s = series_of(family);
-    if (!s.label_hashes.insert(std::hash<std::string>{}(labels.text())).second && has_sample(s, labels))
-        return false;
-    s.lines.append(family.name).append(labels.text()).append(" ").append(std::to_string(value)).append("\n");
+    std::string text;
+    if (common_.empty()) {
+        text = labels.text();
+    } else {
+        // Names are identifiers and values have their quotes escaped, so
+        // `{name="` or `,name="` can only be a label of that name.
+        for (const std::string& name : common_names_)
+            if (labels.text().find("{" + name + "=\"") != std::string::npos ||
+                labels.text().find("," + name + "=\"") != std::string::npos)
+                throw FormatError("label '" + name + "' given twice");
+        text = labels.text().empty() ? "{" + common_ + "}" : "{" + common_ + "," + labels.text().substr(1);
+    }
+    if (!s.label_hashes.insert(std::hash<std::string>{}(text)).second && has_sample(s, text)) return false;
+    s.lines.append(family.name).append(text).append(" ").append(std::to_string(value)).append("\n");
     ++samples_;
     return true;
 }

@@ -9,9 +9,19 @@ namespace {
 // Leaves room for the ".tmp" of the atomic write within PATH_MAX.
 constexpr size_t kMaxPath = 4000;
 
-std::string parse_file(std::string_view v, const std::string& where) {
+// "%c" in v becomes the control port: two tgtds of one box read one
+// config file, and each needs a file of its own.
+std::string parse_file(std::string_view v, unsigned control_port, const std::string& where) {
     if (v == "none") return "";
-    std::string path(v);
+    std::string path;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] == '%' && i + 1 < v.size() && v[i + 1] == 'c') {
+            path += std::to_string(control_port);
+            ++i;
+        } else {
+            path += v[i];
+        }
+    }
     if (path.empty() || path.front() != '/')
         throw ConfigError(where + ": '" + path + "' is not an absolute path (or none)");
     if (path.back() == '/') throw ConfigError(where + ": '" + path + "' names a folder, not a file");
@@ -23,10 +33,10 @@ std::string parse_file(std::string_view v, const std::string& where) {
 
 bool is_setting(std::string_view key) { return key == "metrics_file"; }
 
-Settings load_settings() {
+Settings load_settings(unsigned control_port) {
     Settings s;
     auto apply = [&](std::string_view k, std::string_view v, const std::string& where) {
-        if (is_setting(k)) s.file = parse_file(v, where + ": " + std::string(k));
+        if (is_setting(k)) s.file = parse_file(v, control_port, where + ": " + std::string(k));
     };
     auto [path, must_exist] = config_source();
     if (read_config(path, must_exist, apply)) s.source = path;

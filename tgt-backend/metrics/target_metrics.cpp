@@ -165,6 +165,20 @@ bool applies_to(Applies a, Transport t) {
 
 const char* transport_label(Transport t) { return t == Transport::Tcp ? "tcp" : "iser"; }
 
+namespace {
+
+std::array<Label, 1> common_labels(const std::string& control_port) {
+    return {{{"control_port", control_port}}};
+}
+
+}  // namespace
+
+TargetMetrics::TargetMetrics(std::string_view tgt_version, unsigned control_port)
+    : tgt_version_(tgt_version),
+      control_port_(std::to_string(control_port)),
+      alua_(common_labels(control_port_)),
+      body_(common_labels(control_port_)) {}
+
 void TargetMetrics::add_lu(const LuValues& lu) {
     const std::string lun = std::to_string(lu.lun);
     const std::array<Label, 2> labels{{{"target", lu.target}, {"lun", lun}}};
@@ -223,7 +237,7 @@ void TargetMetrics::add_connection(const ConnectionValues& conn) {
 }
 
 std::string TargetMetrics::text() const {
-    Exposition head;
+    Exposition head(common_labels(control_port_));
     const std::array<Label, 2> version{{{"version", RBIO_VERSION}, {"tgt_version", tgt_version_}}};
     head.add(kBuildInfo, version, 1);
     for (Transport t : {Transport::Tcp, Transport::Iser}) {

@@ -26,11 +26,17 @@ extern "C" {
 struct rbio_metrics; /* one exposition under construction (opaque) */
 
 /* The metrics_file setting (config file, then RBIO_METRICS_FILE) into path
- * ("" = none): 0, or -1 with a message naming the file, line or variable. */
-int rbio_metrics_load_path(char *path, size_t len, char *err, size_t errlen);
+ * ("" = none), "%c" replaced by control_port (tgtd -C): 0, or -1 with a
+ * message naming the file, line or variable. */
+int rbio_metrics_load_path(char *path, size_t len, unsigned control_port, char *err, size_t errlen);
 
-/* NULL when out of memory. */
-struct rbio_metrics *rbio_metrics_new(const char *tgt_version);
+/* Makes this process the only writer of path (a lock beside it, held
+ * until the process exits): 0, or -1 with why -- another tgtd writes it
+ * (two tgtds of one box sharing a metrics_file without "%c"). */
+int rbio_metrics_claim(const char *path, char *err, size_t errlen);
+
+/* NULL when out of memory. Every sample is labelled with control_port. */
+struct rbio_metrics *rbio_metrics_new(const char *tgt_version, unsigned control_port);
 void rbio_metrics_free(struct rbio_metrics *m);
 
 /* One LU; NULL strings count as "". */

@@ -67,6 +67,11 @@ private:
 
 class Exposition {
 public:
+    Exposition() = default;
+    // `common` goes first on every sample: what tells this process's series
+    // from another's that a collector merges with them.
+    explicit Exposition(std::span<const Label> common);
+
     // Adds one sample of `family` (declared on first use; families appear in
     // the order they were first used). Throws FormatError for a bad name,
     // a bad or repeated label name, or a family used again with another type
@@ -91,9 +96,11 @@ private:
         std::string lines;  // the samples, rendered
     };
     Series& series_of(const Family& family);
-    static bool has_sample(const Series& s, const LabelSet& labels);
+    static bool has_sample(const Series& s, const std::string& labels);
 
     std::vector<Series> families_;
+    std::vector<std::string> common_names_;
+    std::string common_;  // rendered, without braces
     size_t samples_ = 0;
 };
 

@@ -54,7 +54,11 @@ struct ConnectionValues {
 
 class TargetMetrics {
 public:
-    explicit TargetMetrics(std::string_view tgt_version) : tgt_version_(tgt_version) {}
+    // Every sample carries control_port="N", tgtd's control port (-C N,
+    // 0 by default): two tgtds of one box serve the same LUs and read the
+    // same settings, and a collector merging their files must tell their
+    // series apart.
+    TargetMetrics(std::string_view tgt_version, unsigned control_port);
 
     void add_lu(const LuValues& lu);
     void add_connection(const ConnectionValues& conn);
@@ -72,6 +76,7 @@ public:
 
 private:
     std::string tgt_version_;
+    std::string control_port_;
     uint64_t accepted_ = 0;
     uint64_t open_[2] = {0, 0};  // per Transport
     Exposition alua_;
