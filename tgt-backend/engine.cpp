@@ -181,6 +181,8 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
     // FUA is bit 3 of byte 1 in every 10/12/16-byte write; a disabled write
     // cache makes every write FUA.
     const bool fua = (op != kWrite6 && (flags & 0x08)) || !c.write_cache;
+    // The CDB's length in 64 bits: tgt's c.transfer is 32 (see rw_blocks).
+    const uint64_t cdb_bytes = uint64_t(rw_blocks(c.cdb)) << c.block_shift;
 
     switch (op) {
         case kRead6:
@@ -241,7 +243,10 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
         case kWriteSame10:
         case kWriteSame16: {
             cmd.kind = Kind::WriteSame;
-            cmd.length = c.transfer;
+            // NUMBER OF LOGICAL BLOCKS 0: to the LU's end (tgt checked the
+            // range). From 4 GiB on tgt's length wraps, to 0 for a whole
+            // 8 GiB LU: GOOD for nothing written.
+            cmd.length = cdb_bytes ? cdb_bytes : c.lu_size - c.offset;
             cmd.ws_flags = flags & 0x06;
             cmd.fua = !c.write_cache;
             const bool have_data = c.out_buf && c.out_len >= bs;
@@ -309,9 +314,18 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             // tgt's SBC layer handles everything else itself.
             break;
     }
-    if ((cmd.kind == Kind::Read || cmd.kind == Kind::Write || cmd.kind == Kind::WriteVerify) &&
-        cmd.length == 0)
-        cmd.kind = Kind::Done;
+    if (cmd.kind == Kind::Read || cmd.kind == Kind::Write || cmd.kind == Kind::WriteVerify ||
+        cmd.kind == Kind::OrWrite) {
+        // 4 GiB or more in the CDB reached us wrapped: tgt sized the
+        // residual by the wrapped length too. No buffer holds that much
+        // (tgt's are sized in an int): refuse it rather than move a part.
+        if (cdb_bytes != c.transfer) [[unlikely]] {
+            cmd.result = check(kIllegalRequest, kAscInvalidFieldInCdb);
+            cmd.kind = Kind::Done;
+        } else if (cmd.length == 0) {
+            cmd.kind = Kind::Done;
+        }
+    }
     if (opts_.debug_unsafe_fua) {
         // Test only (vm.crash-durability's control): GOOD without durability.
         cmd.fua = false;

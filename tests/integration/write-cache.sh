@@ -70,6 +70,18 @@ for lun in 1 2; do
     check "LUN $lun, write cache off: $name syncs" expect_syncs "$lun" "$name" some
   done
 done
+
+# WRITE SAME to the end of an 8 GiB LU (NUMBER OF LOGICAL BLOCKS 0): tgt
+# hands the store 2^24 blocks' bytes in 32 bits, wrapped to 0 -- it used to
+# answer GOOD having unmapped nothing. A sparse file beside the disk.
+truncate -s 8G "$WORK/big.img"
+check "LUN 3: an 8 GiB LU" new_lun 1 3 "$WORK/big.img" rbio
+LAST=$(((8 << 30) / 512 - 1))
+check "a pattern in its last block" probe 3 write "$LAST" 1 5
+check "WRITE SAME(16) with UNMAP, LBA 0, NUMBER 0 (to the end): GOOD" \
+  eval '[[ $(probe 3 cdb-out 93080000000000000000000000000000 "$BLOCK_OF_ZEROS") == GOOD ]]'
+check "... and the last block reads as zeros" \
+  eval '[[ $(probe 3 cdb "880000000000$(printf %08x "$LAST")0000000100" 512 --hex) == "GOOD $BLOCK_OF_ZEROS" ]]'
 tgtd_stop
 check "the disk unmounts" faulty_disk_unmount "injected 0 read errors, 0 write errors"
 finish

@@ -81,7 +81,8 @@ protected:
         fs::remove_all(dir_);
     }
 
-    void make(const Options& o = Options{}) {
+    void make(const Options& o = Options{}, uint64_t size = kSize) {
+        lu_size_ = size;
         rbio_bs_hooks h{};
         h.ctx = this;
         h.complete = [](void* ctx, void* cmd, const rbio_bs_result* r) {
@@ -91,7 +92,7 @@ protected:
         h.log = [](void* ctx, int, const char* msg) { static_cast<EngineTest*>(ctx)->logs_.push_back(msg); };
         engine_ = std::make_unique<Engine>(o, h);
         OpenedFile f = engine_->open(path_, 0);
-        EXPECT_EQ(f.size, kSize);
+        EXPECT_EQ(f.size, size);
         EXPECT_FALSE(f.readonly);
     }
 
@@ -110,7 +111,7 @@ protected:
         c.in_len = in_len;
         c.out_buf = out;
         c.out_len = out_len;
-        c.lu_size = kSize;
+        c.lu_size = lu_size_;
         c.block_shift = kShift;
         c.write_cache = wce;
         c.thin = 1;
@@ -168,6 +169,7 @@ protected:
     std::vector<std::string> logs_;
     std::vector<std::unique_ptr<Cdb>> cdbs_;
     uintptr_t next_id_ = 0;
+    uint64_t lu_size_ = kSize;
     int flush_requests_ = 0;
 };
 
@@ -498,6 +500,51 @@ TEST_F(EngineTest, WriteSameUnmapPunchesWhateverTheData) {
     EXPECT_EQ(file_bytes(1024 * kBs, 8 * kBs), std::vector<uint8_t>(8 * kBs, 0));
     EXPECT_EQ(file_bytes(1032 * kBs, kBs),
               std::vector<uint8_t>(data.begin() + 1032 * kBs, data.begin() + 1033 * kBs));
+}
+
+// tgt hands the store a command's length in 32 bits (cmd->tl), from 4 GiB
+// on wrapped: a WRITE SAME to the end of an 8 GiB LU arrives as 0 bytes.
+TEST_F(EngineTest, WriteSameOf4GibOrMoreCoversItsWholeRange) {
+    constexpr uint64_t kBig = 8ull << 30;  // sparse
+    ASSERT_EQ(::truncate(path_.c_str(), off_t(kBig)), 0);
+    make(Options{}, kBig);
+    auto data = pattern(kBs, 3);
+    constexpr uint64_t kLast = kBig / kBs - 1, k4G = (4ull << 30) / kBs;
+    write(0, data.data(), 1);
+    write(k4G, data.data(), 1);
+    write(kLast, data.data(), 1);
+    complete_all(3);
+    std::vector<uint8_t> zeros(kBs, 0);
+    // 2^23 + 1 blocks from LBA 1, with UNMAP: tgt's transfer wraps to one block.
+    submit(cdb16(kWriteSame16, 1, (1u << 23) + 1, 0x08), 1, (1u << 23) + 1, nullptr, 0, zeros.data(), kBs);
+    complete_all(4);
+    // (A hole would be whole pages: the range ends 1 KiB into one.)
+    EXPECT_EQ(file_bytes(k4G * kBs, kBs), zeros) << "the block at 4 GiB is inside the range";
+    EXPECT_EQ(file_bytes(0, kBs), data);
+    EXPECT_EQ(file_bytes(kLast * kBs, kBs), data);
+    // NUMBER OF LOGICAL BLOCKS 0 (to the end): tgt's transfer is 2^24
+    // blocks << 9, wrapped to 0.
+    submit(cdb16(kWriteSame16, 0, 0, 0x08), 0, 0, nullptr, 0, zeros.data(), kBs);
+    complete_all(5);
+    all_good();
+    EXPECT_TRUE(is_hole(path_, 0, kBs));
+    EXPECT_TRUE(is_hole(path_, kLast * kBs, kBs));
+    EXPECT_EQ(file_bytes(kLast * kBs, kBs), zeros);
+}
+
+TEST_F(EngineTest, AReadOrWriteOf4GibOrMoreIsRefusedNotCut) {
+    make();
+    std::vector<uint8_t> buf(kBs, 0xee);
+    const uint32_t blocks = (1u << 23) + 1;  // 4 GiB + 512: tgt's transfer is 512
+    submit(cdb16(kRead16, 0, blocks), 0, blocks, buf.data(), kBs, nullptr, 0);
+    submit(cdb16(kWrite16, 0, blocks), 0, blocks, nullptr, 0, buf.data(), kBs);
+    complete_all(2);
+    for (uintptr_t id : {1u, 2u}) {
+        EXPECT_EQ(result_of(id).sense_key, kIllegalRequest) << id;
+        EXPECT_EQ(result_of(id).asc, kAscInvalidFieldInCdb) << id;
+    }
+    EXPECT_EQ(buf, std::vector<uint8_t>(kBs, 0xee)) << "nothing read into the buffer";
+    EXPECT_EQ(file_bytes(0, kBs), std::vector<uint8_t>(kBs, 0)) << "nothing written";
 }
 
 TEST_F(EngineTest, WriteSameUnmapWritesWhenNotThin) {

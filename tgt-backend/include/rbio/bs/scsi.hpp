@@ -103,6 +103,30 @@ inline void put_be64(uint8_t* p, uint64_t v) {
     put_be32(p + 4, uint32_t(v));
 }
 
+// Blocks a READ, WRITE, WRITE AND VERIFY, ORWRITE or WRITE SAME CDB names,
+// as tgt's scsi_rw_count reads them (READ/WRITE(6): 0 is 256); 0 for any
+// other command. tgt hands the store this times the block size in 32 bits
+// (cmd->tl), which wraps from 4 GiB on.
+inline uint32_t rw_blocks(const uint8_t* cdb) {
+    switch (cdb[0]) {
+        case kRead6:
+        case kWrite6: return cdb[4] ? cdb[4] : 256;
+        case kRead10:
+        case kWrite10:
+        case kWriteVerify10:
+        case kWriteSame10: return be16(cdb + 7);
+        case kRead12:
+        case kWrite12:
+        case kWriteVerify12: return be32(cdb + 6);
+        case kRead16:
+        case kWrite16:
+        case kWriteVerify16:
+        case kOrWrite16:
+        case kWriteSame16: return be32(cdb + 10);
+        default: return 0;
+    }
+}
+
 // Number of blocks a VERIFY CDB covers (tgt's SBC layer does not set it).
 inline uint32_t verify_blocks(const uint8_t* cdb) {
     switch (cdb[0]) {
