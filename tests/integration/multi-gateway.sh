@@ -48,7 +48,7 @@ lists_only_what_runs() {
   for op in 28 2a; do
     [[ " $listed" == *" $op "* ]] || { echo "  $op is not listed: $listed" >&2; return 1; }
   done
-  for op in 16 17 56 57 5e 5f 89 8b; do
+  for op in 15 55 16 17 56 57 5e 5f 89 8b; do
     [[ " $listed" != *" $op "* ]] || { echo "  $op is listed: $listed" >&2; return 1; }
   done
 }
@@ -56,6 +56,10 @@ READ10=28000000000000000100
 TUR=000000000000
 PR_IN=5e0000000000000010
 RESERVE6=160000000000
+# MODE SELECT(10), PF, 28 bytes: an 8-byte header, then the caching page
+# (08h, 18 bytes) with WCE off.
+MODE_SELECT10=55100000000000001c00
+CACHING_WCE0=00000000000000000812000000000000000000000000000000000000
 # rtpg_is G LINES...: gateway G's REPORT TARGET PORT GROUPS lists exactly these groups.
 rtpg_is() {
   local g=$1 got; shift
@@ -140,7 +144,10 @@ for g in 1 2; do
     answers "$g" "CHECK key=5 asc=2000" cdb "$PR_IN" 16
   check "gateway $g refuses RESERVE(6) on a multi-gateway LU (20/00)" \
     answers "$g" "CHECK key=5 asc=2000" cdb "$RESERVE6"
-  check "gateway $g's REPORT SUPPORTED OPERATION CODES lists READ and WRITE, no reservation, ORWRITE or COMPARE AND WRITE" \
+  # WCE=0 (write-through) in the caching page: it would hold on this gateway only.
+  check "gateway $g refuses MODE SELECT(10) on a multi-gateway LU (20/00)" \
+    answers "$g" "CHECK key=5 asc=2000" cdb-out "$MODE_SELECT10" "$CACHING_WCE0"
+  check "gateway $g's REPORT SUPPORTED OPERATION CODES lists READ and WRITE, no reservation, MODE SELECT, ORWRITE or COMPARE AND WRITE" \
     lists_only_what_runs "$g"
 done
 

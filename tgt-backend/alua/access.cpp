@@ -36,9 +36,14 @@ enum Op : uint8_t {
 
 // Reservations would live in one gateway's memory while another gateway
 // serves the same LU; a read-compare-write is atomic only within one
-// tgtd. Refused rather than kept silently per gateway.
+// tgtd; MODE SELECT changes that tgtd's mode pages only (its write cache,
+// SWP) and tells only its own hosts (2A/01): writes through the other
+// gateways would go on with the old cache setting or write protection.
+// Refused rather than kept silently per gateway.
 bool gateway_local(uint8_t op) {
     switch (op) {
+        case MODE_SELECT:
+        case MODE_SELECT_10:
         case RESERVE_6:
         case RELEASE_6:
         case RESERVE_10:
