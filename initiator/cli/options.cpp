@@ -66,7 +66,7 @@ uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo
     return v;
 }
 
-uint64_t parse_size(const std::string& key, const std::string& text) {
+uint64_t parse_size(const std::string& key, const std::string& text, uint64_t min) {
     if (text.empty()) throw UsageError(key + ": empty size");
     uint64_t mult = 1;
     std::string digits = text;
@@ -80,7 +80,7 @@ uint64_t parse_size(const std::string& key, const std::string& text) {
         default: break;
     }
     if (mult != 1) digits.pop_back();
-    return parse_uint(key, digits, 1, (1ull << 50) / mult) * mult;
+    return parse_uint(key, digits, min / mult, (1ull << 50) / mult) * mult;
 }
 
 initiator::Portal portal_option(const Args& args) {

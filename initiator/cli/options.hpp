@@ -36,8 +36,8 @@ private:
     std::map<std::string, std::vector<std::string>> values_;
 };
 
-// "4096", "4k", "4K", "1m", "1M", "1g" (powers of 1024).
-uint64_t parse_size(const std::string& key, const std::string& text);
+// "4096", "4k", "4K", "1m", "1M", "1g" (powers of 1024), at least `min`.
+uint64_t parse_size(const std::string& key, const std::string& text, uint64_t min = 1);
 uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi);
 
 // Options every subcommand that logs in understands: --initiator-name,

@@ -152,7 +152,7 @@ int discard_main(int argc, char** argv) {
     if (!args.has("--offset") || !args.has("--length"))
         throw UsageError("discard needs --offset BYTES and --length BYTES");
     uint64_t lun = args.has("--lun") ? parse_uint("--lun", args.get("--lun"), 0, 16383) : 0;
-    uint64_t offset = parse_uint("--offset", args.get("--offset"), 0, 1ull << 62);
+    uint64_t offset = parse_size("--offset", args.get("--offset"), 0);
     uint64_t length = parse_size("--length", args.get("--length"));
     const bool write_same = args.has("--write-same");
     auto session = login_for(args, "discard");

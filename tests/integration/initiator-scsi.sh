@@ -64,8 +64,9 @@ cli_checks() {
     check "... and reads zeros there" cmp -s -n $((4 << 20)) -i $((20 << 20)):0 "$WORK/lun$l.img" /dev/zero
     dd if=/dev/urandom of="$WORK/lun$l.img" bs=1M seek=20 count=4 conv=notrunc status=none
     before=$(allocated "$WORK/lun$l.img")
-    check "rbio discard --write-same on LUN $l (exit 0)" \
-      rc_is 0 "$RBIO" discard -T "$IQN" -p "$P" --lun $l --offset $((20 << 20)) --length 4M --write-same
+    # --offset takes the size suffixes --length does.
+    check "rbio discard --write-same on LUN $l (exit 0; --offset 20M)" \
+      rc_is 0 "$RBIO" discard -T "$IQN" -p "$P" --lun $l --offset 20M --length 4M --write-same
     after=$(allocated "$WORK/lun$l.img")
     check "... the backing file lost 4 MiB of blocks ($before -> $after)" test $((before - after)) -ge $((4 << 20))
   done
