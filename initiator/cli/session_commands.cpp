@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -95,8 +97,8 @@ std::string session_log(const std::string& state_dir, const std::string& key) {
 
 // Detaches the child from the caller: own session, stdio on /dev/null and
 // the log (kJournalLog: stderr stays the journal), no inherited descriptors
-// but `keep`.
-void detach(const std::string& log, int keep) {
+// but those in `keep`.
+void detach(const std::string& log, std::initializer_list<int> keep) {
     ::setsid();
     if (::chdir("/") != 0) std::perror("chdir /");
     UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -110,7 +112,8 @@ void detach(const std::string& log, int keep) {
     }
     // E.g. a test harness's pipes: holding them would keep it waiting.
     for (int fd = 3; fd < 1024; ++fd)
-        if (fd != keep && fd != null.get() && fd != logfd.get()) ::close(fd);
+        if (std::find(keep.begin(), keep.end(), fd) == keep.end() && fd != null.get() && fd != logfd.get())
+            ::close(fd);
 }
 
 }  // namespace
@@ -147,13 +150,21 @@ int login_main(int argc, char** argv) {
     } catch (const std::exception& e) {
         throw CommandError(kExitInternal, e.what());
     }
-    if (auto r = read_record(c.state_dir, c.key)) {
-        if (process_alive(r->pid))
-            throw CommandError(kExitBusy, "already logged in to " + target + " (pid " +
-                                              std::to_string(r->pid) + "; rbio session, rbio logout -T " +
-                                              target + ")");
-        remove_record(c.state_dir, c.key);
+    // Held from here by this process and, through the fork, by the session
+    // process: another login of the target finds it taken.
+    UniqueFd lock;
+    try {
+        lock = UniqueFd(lock_session(c.state_dir, c.key));
+    } catch (const std::exception& e) {
+        throw CommandError(kExitInternal, e.what());
     }
+    auto r = read_record(c.state_dir, c.key);
+    if (lock.get() < 0)
+        throw CommandError(kExitBusy,
+                           "already logged in to " + target +
+                               (r ? " (pid " + std::to_string(r->pid) + ")" : " (a login is under way)") +
+                               "; rbio session, rbio logout -T " + target);
+    if (r) remove_record(c.state_dir, c.key);  // its process is gone: the lock was free
 
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
@@ -165,7 +176,7 @@ int login_main(int argc, char** argv) {
     if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
         rd = UniqueFd();
-        detach(c.log, wr.get());
+        detach(c.log, {wr.get(), lock.get()});
         return run_session_daemon(c, std::move(wr));
     }
     wr = UniqueFd();
@@ -213,7 +224,7 @@ int logout_main(int argc, char** argv) {
         std::string reply;
         int err = control_request(r.socket, "logout", reply, 120000);
         if (err == ENOENT || err == ECONNREFUSED) {
-            if (!process_alive(r.pid)) {
+            if (!session_running(dir, r)) {
                 remove_record(dir, r.key);
                 std::cerr << "rbio: " << r.target << ": the session process " << r.pid
                           << " had ended; removed its state\n";
@@ -241,7 +252,7 @@ int logout_main(int argc, char** argv) {
             continue;
         }
         // "ok" and EOF: the process is ending; wait until it is gone.
-        for (int i = 0; i < 200 && process_alive(r.pid); ++i)
+        for (int i = 0; i < 200 && session_running(dir, r); ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(25));
         std::cout << "rbio: logged out of " << r.target << "\n";
     }
@@ -257,7 +268,7 @@ int session_main(int argc, char** argv) {
         int err = control_request(r.socket, "stats", reply, 5000);
         if (err) {
             std::cout << r.target << "\n  portal " << r.portal << "  pid " << r.pid << "  state "
-                      << (process_alive(r.pid)
+                      << (session_running(dir, r)
                               ? "not answering (" + std::string(std::strerror(err)) + ")"
                               : std::string("ended (stale; rbio logout -T " + r.target + " removes it)"))
                       << "\n";

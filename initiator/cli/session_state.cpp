@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -108,6 +109,25 @@ bool process_alive(pid_t pid) {
     if (!std::getline(in, stat)) return false;
     size_t paren = stat.rfind(')');
     return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+}
+
+int lock_session(const std::string& dir, const std::string& key) {
+    const std::string path = state_path(dir, key, ".lock");
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.get() < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) return -1;
+        throw std::runtime_error(path + ": flock: " + std::strerror(errno));
+    }
+    return fd.release();
+}
+
+bool session_running(const std::string& dir, const SessionRecord& r) {
+    UniqueFd fd(::open(state_path(dir, r.key, ".lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (fd.get() < 0) return process_alive(r.pid);
+    // Taken for a moment when free (a login at that very moment is told
+    // the session is busy, and may try again).
+    return ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 int control_request(const std::string& socket_path, const std::string& request, std::string& reply,

@@ -55,6 +55,19 @@ void remove_record(const std::string& dir, const std::string& key);
 // Whether `pid` is a live process (not a zombie).
 bool process_alive(pid_t pid);
 
+// KEY.lock: taken by `rbio login` before it checks for a session and held,
+// through the fork, by the session process for its whole life -- two
+// logins of one target cannot both start one, and a record whose lock is
+// free is stale whatever process its pid names now. The file stays (as the
+// log does): removing it could let two processes lock two files of one
+// name. Returns the descriptor holding the lock, or -1 when another
+// process holds it; throws std::runtime_error when it cannot be made.
+int lock_session(const std::string& dir, const std::string& key);
+
+// Whether the session process of `r` runs: its lock is held (a session
+// from before the lock existed: its pid is alive).
+bool session_running(const std::string& dir, const SessionRecord& r);
+
 // Sends `request` to the control socket and reads the answer until EOF
 // (at most `timeout_ms`). Returns 0 or an errno (ENOENT/ECONNREFUSED: no
 // process behind the socket; ETIMEDOUT).

@@ -183,6 +183,25 @@ check "session -T for a target not logged in (exit 11)" rc_is 11 "$RBIO" session
 check "no session process or mount after the failures" \
   bash -c "! ls '$SD'/*.state 2>/dev/null && ! grep -q ' $MNT ' /proc/self/mountinfo"
 
+echo "== two logins of one target at once"
+SD2="$WORK/state2"
+sessions_of() { pgrep -f -- "--state-dir $1\$" | wc -l; }
+"$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2" > "$WORK/l1.out" 2>&1 & l1=$!
+"$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2" > "$WORK/l2.out" 2>&1 & l2=$!
+rc1=0; wait "$l1" || rc1=$?
+rc2=0; wait "$l2" || rc2=$?
+check "one logs in, the other is refused as busy (exits $rc1 and $rc2)" \
+  eval '[[ "$rc1 $rc2" == "0 12" || "$rc1 $rc2" == "12 0" ]]'
+check "... one session process runs" test "$(sessions_of "$SD2")" = 1
+check "logout (exit 0)" rc_is 0 "$RBIO" logout --state-dir "$SD2"
+check "... and no session process is left" wait_for 5 test "$(sessions_of "$SD2")" = 0
+
+echo "== a stale record: its process gone, its pid now another process's"
+printf 'pid=1\ntarget=%s\nportal=%s\nsocket=%s\n' "$IQN" "$P" "$SD2/gone.sock" > "$SD2/${IQN//[^A-Za-z0-9._-]/_}.state"
+check "rbio session says it ended" eval 'rc_is 0 "$RBIO" session --state-dir "$SD2" && out_has "state ended (stale"'
+check "login over it (exit 0)" rc_is 0 "$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2"
+check "... and logout" rc_is 0 "$RBIO" logout --state-dir "$SD2"
+
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
 check "... and no record is left" bash -c "! iscsiadm -m node 2>/dev/null | grep -q '$IQN'"
