@@ -1,11 +1,13 @@
 // rbio login / logout / session: a session held by a background process,
 // its LUs exported as files through FUSE (see session_daemon.hpp).
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -13,8 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -116,6 +120,62 @@ void detach(const std::string& log, std::initializer_list<int> keep) {
             ::close(fd);
 }
 
+// Undoes the \ooo escapes of a /proc/self/mountinfo field.
+std::string unescape_mountinfo(const std::string& f) {
+    std::string out;
+    for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i] == '\\' && i + 3 < f.size() && std::isdigit(static_cast<unsigned char>(f[i + 1]))) {
+            out += char(std::stoi(f.substr(i + 1, 3), nullptr, 8));
+            i += 3;
+        } else {
+            out += f[i];
+        }
+    }
+    return out;
+}
+
+// Whether `dir` has a FUSE mount of `source` (rbio's is "rbio:TARGET").
+bool mounted_from(const std::string& dir, const std::string& source) {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream f(line);
+        std::string id, parent, dev, root, point, field;
+        if (!(f >> id >> parent >> dev >> root >> point)) continue;
+        while (f >> field && field != "-") {
+        }
+        std::string type, src;
+        if (f >> type >> src && unescape_mountinfo(point) == dir && unescape_mountinfo(src) == source &&
+            type.rfind("fuse", 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+// The folder to mount on, resolved. The FUSE mount of a session process
+// that died without ending (crash, SIGKILL, the OOM killer) stays, dead
+// (ENOTCONN inside): that of this target's stale record is detached
+// first, or a restart (systemd's Restart=on-failure) would mount over it
+// and leave it there for good. No live session holds it: its lock was free.
+std::string mount_dir(const std::string& arg, const std::string& target,
+                      const std::optional<SessionRecord>& stale) {
+    char real[PATH_MAX];
+    struct stat st;
+    if (!::realpath(arg.c_str(), real) || ::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+        throw CommandError(kExitMount, "--mount " + arg + ": not a directory");
+    if (stale && stale->mount == real) {
+        // Stacked ones too (a restart that mounted over one before this fix).
+        for (int i = 0; i < 16 && mounted_from(real, "rbio:" + target); ++i) {
+            if (::umount2(real, MNT_DETACH) != 0)
+                throw CommandError(
+                    kExitMount, "--mount " + arg +
+                                    ": the dead mount of an ended session is there: " + std::strerror(errno));
+            std::cerr << "rbio: " << real << ": detached the dead mount of the session that ended (pid "
+                      << stale->pid << ")\n";
+        }
+    }
+    return real;
+}
+
 }  // namespace
 
 int login_main(int argc, char** argv) {
@@ -138,13 +198,6 @@ int login_main(int argc, char** argv) {
     c.state_dir = state_dir_option(args);
     c.key = state_key(target);
     c.log = session_log(c.state_dir, c.key);
-    if (args.has("--mount")) {
-        char real[PATH_MAX];
-        struct stat st;
-        if (!::realpath(args.get("--mount").c_str(), real) || ::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
-            throw CommandError(kExitMount, "--mount " + args.get("--mount") + ": not a directory");
-        c.mount = real;
-    }
     try {
         ensure_state_dir(c.state_dir);
     } catch (const std::exception& e) {
@@ -165,6 +218,7 @@ int login_main(int argc, char** argv) {
                                (r ? " (pid " + std::to_string(r->pid) + ")" : " (a login is under way)") +
                                "; rbio session, rbio logout -T " + target);
     if (r) remove_record(c.state_dir, c.key);  // its process is gone: the lock was free
+    if (args.has("--mount")) c.mount = mount_dir(args.get("--mount"), target, r);
 
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));

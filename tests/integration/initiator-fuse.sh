@@ -202,6 +202,18 @@ check "rbio session says it ended" eval 'rc_is 0 "$RBIO" session --state-dir "$S
 check "login over it (exit 0)" rc_is 0 "$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2"
 check "... and logout" rc_is 0 "$RBIO" logout --state-dir "$SD2"
 
+echo "== a session process killed: its dead mount does not block a restart"
+check "login --mount (exit 0)" login -p "$P"
+pid=$(session_pid)
+kill -KILL "$pid"
+check "the session process (pid $pid) is gone" wait_for 5 no_process "$pid"
+check "... its mount is left, dead (ENOTCONN)" eval 'mounted "$MNT" && ! stat "$MNT/lun2" 2>/dev/null'
+check "login again over it (exit 0; the dead mount detached)" login -p "$P"
+check "... it says so" out_has "detached the dead mount of the session that ended (pid $pid)"
+check "... and its files answer" test "$(stat -c %s "$MNT/lun2")" = 16777216
+check "logout (exit 0)" logout
+check "no mount left" bash -c "! grep -q ' $MNT ' /proc/self/mountinfo"
+
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
 check "... and no record is left" bash -c "! iscsiadm -m node 2>/dev/null | grep -q '$IQN'"
