@@ -9,7 +9,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -30,6 +32,8 @@ namespace {
 using initiator::UniqueFd;
 
 constexpr uint8_t kDirectAccessBlockDevice = 0x00;
+// How often a session lost for good is tried again.
+constexpr std::chrono::milliseconds kReconnectInterval{5000};
 
 void write_all(int fd, const std::string& text) {
     size_t off = 0;
@@ -187,24 +191,44 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
         UniqueFd wake = fuse::LunIo::make_wake_fd();
         initiator::SessionOptions opts = c.options;
         opts.wake_fd = wake.get();
-        std::unique_ptr<initiator::IoSession> session;
-        std::function<std::vector<std::string>()> describe_paths;
-        if (c.portals.size() == 1) {
-            session = initiator::Session::login(c.portals.front(), opts);
-        } else {
-            initiator::MultipathOptions mo;
-            mo.session = opts;
-            mo.lun = first_disk_lun(c, opts);
-            mo.no_path_timeout = opts.replacement_timeout;
-            auto mp = initiator::MultipathSession::open(c.portals, mo);
-            describe_paths = [m = mp.get()] { return m->describe_paths(); };
-            session = std::move(mp);
-        }
-        std::vector<fuse::LunInfo> luns = disk_luns(*session);
+        auto open_session = [&c, opts] {
+            fuse::LunIo::NewSession n;
+            if (c.portals.size() == 1) {
+                n.session = initiator::Session::login(c.portals.front(), opts);
+            } else {
+                initiator::MultipathOptions mo;
+                mo.session = opts;
+                mo.lun = first_disk_lun(c, opts);
+                mo.no_path_timeout = opts.replacement_timeout;
+                auto mp = initiator::MultipathSession::open(c.portals, mo);
+                n.describe_paths = [m = mp.get()] { return m->describe_paths(); };
+                n.session = std::move(mp);
+            }
+            return n;
+        };
+        fuse::LunIo::NewSession first = open_session();
+        std::vector<fuse::LunInfo> luns = disk_luns(*first.session);
         if (luns.empty() && !c.mount.empty())
             initiator::fail(initiator::ErrorKind::Io, "target " + rec.target + " has no disk LUs to export");
-        io = std::make_unique<fuse::LunIo>(std::move(session), std::move(wake), std::move(luns),
-                                           std::move(describe_paths));
+        io = std::make_unique<fuse::LunIo>(std::move(first.session), std::move(wake), luns,
+                                           std::move(first.describe_paths));
+        // A session lost for good is logged in again, for the same LUs: the
+        // files keep their sizes, so an LU that shrank or changed its block
+        // size (or went) is not served again.
+        io->set_reconnect(
+            [open_session, luns] {
+                fuse::LunIo::NewSession n = open_session();
+                std::vector<fuse::LunInfo> now = disk_luns(*n.session);
+                for (const fuse::LunInfo& was : luns) {
+                    auto it = std::find_if(now.begin(), now.end(),
+                                           [&](const fuse::LunInfo& l) { return l.lun == was.lun; });
+                    if (it == now.end() || it->block_size != was.block_size || it->blocks < was.blocks)
+                        throw std::runtime_error("LUN " + std::to_string(was.lun) +
+                                                 " is gone or smaller than at login: not serving it again");
+                }
+                return n;
+            },
+            kReconnectInterval);
         if (!c.mount.empty()) fx.emplace(*io, c.mount, "rbio:" + rec.target);
         listen_fd = listen_unix(rec.socket);
         sig_fd = UniqueFd(::signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));

@@ -176,8 +176,11 @@ void LunIo::thread_main() {
                 fail_all(EIO);
             }
         } else {
-            pollfd p{wake_fd_.get(), POLLIN, 0};
-            ::poll(&p, 1, int(kIdleWait.count()));
+            if (!stopping) try_reconnect();
+            if (!session_) {
+                pollfd p{wake_fd_.get(), POLLIN, 0};
+                ::poll(&p, 1, int(kIdleWait.count()));
+            }
         }
         publish(failed_.empty() ? "up" : "failed: " + failed_);
     }
@@ -384,6 +387,32 @@ void LunIo::release_writes(const Op& done) {
     }
     for (uint64_t r : ready)
         if (auto it = ops_.find(r); it != ops_.end()) begin_write(*it->second);
+}
+
+void LunIo::set_reconnect(Reconnect reconnect, std::chrono::milliseconds interval) {
+    reconnect_ = std::move(reconnect);
+    reconnect_interval_ = interval;
+}
+
+// Blocks the I/O thread for a login at most; requests that come meanwhile
+// wait in `incoming_` and fail with EIO if it does not work.
+void LunIo::try_reconnect() {
+    const auto now = std::chrono::steady_clock::now();
+    if (!reconnect_ || failed_.empty() || now < next_reconnect_) return;
+    next_reconnect_ = now + reconnect_interval_;
+    try {
+        NewSession n = reconnect_();
+        session_ = std::move(n.session);
+        describe_paths_ = std::move(n.describe_paths);
+        RBIO_LOG(Info, "session established again (it had ended: " << failed_ << ")");
+        failed_.clear();
+        reconnect_error_.clear();
+    } catch (const std::exception& e) {
+        if (reconnect_error_ != e.what())
+            RBIO_LOG(Warning, "no session yet (trying every " << reconnect_interval_.count() / 1000
+                                                              << " s): " << e.what());
+        reconnect_error_ = e.what();
+    }
 }
 
 void LunIo::fail_all(int err) {

@@ -83,6 +83,20 @@ public:
     // A non-blocking eventfd for SessionOptions::wake_fd; throws std::system_error.
     static initiator::UniqueFd make_wake_fd();
 
+    // A new session for the same LUs, logged in with the same wake_fd
+    // (and its describe_paths), or an exception saying why not.
+    struct NewSession {
+        std::unique_ptr<initiator::IoSession> session;
+        std::function<std::vector<std::string>()> describe_paths;
+    };
+    using Reconnect = std::function<NewSession()>;
+    // Before start(): once the session has failed for good (not reinstated
+    // within its replacement timeout), requests fail with EIO and this is
+    // called every `interval` until a session is back, as open-iscsi keeps
+    // trying after its replacement timeout. Without it the export stays
+    // failed.
+    void set_reconnect(Reconnect reconnect, std::chrono::milliseconds interval);
+
     void start();
     const std::vector<LunInfo>& luns() const { return luns_; }
 
@@ -125,6 +139,7 @@ private:
     void release_writes(const Op& done);
     bool overlaps_active(const Op& op) const;
     void fail_all(int err);
+    void try_reconnect();
     void publish(const std::string& state);
 
     void wake();
@@ -154,6 +169,10 @@ private:
     std::list<uint64_t> waiting_writes_;  // in arrival order
     IoCounters counters_;
     std::string failed_;  // the session's end, once it failed
+    Reconnect reconnect_;
+    std::chrono::milliseconds reconnect_interval_{5000};
+    std::chrono::steady_clock::time_point next_reconnect_{};
+    std::string reconnect_error_;  // the last attempt's, logged once
 };
 
 }  // namespace rbio::fuse

@@ -214,6 +214,24 @@ check "... and its files answer" test "$(stat -c %s "$MNT/lun2")" = 16777216
 check "logout (exit 0)" logout
 check "no mount left" bash -c "! grep -q ' $MNT ' /proc/self/mountinfo"
 
+echo "== the target refusing the session past the replacement timeout, then back"
+# Not by restarting tgtd: its new mount namespace would hold a copy of
+# the FUSE mount, and logout waits for the FUSE connection to end.
+check "login --mount with a 2 s replacement timeout (exit 0)" login -p "$P" --replacement-timeout 2
+check "a pattern written and synced" \
+  eval 'head -c 65536 /dev/urandom > "$WORK/pattern" && dd if="$WORK/pattern" of="$MNT/lun2" bs=64k seek=3 conv=fsync,notrunc status=none'
+nexus=$(tadm --op show --mode target | sed -n 's/^ *I_T nexus: //p' | head -1)
+check "the target drops the session (I_T nexus $nexus) and refuses new logins" \
+  eval 'tadm --op unbind --mode target --tid 1 -I ALL && tadm --op delete --mode conn --tid 1 --sid "$nexus" --cid 0'
+reads_back() { cmp -s -n 65536 "$WORK/pattern" <(dd if="$MNT/lun2" bs=64k skip=3 count=1 iflag=direct status=none 2>/dev/null); }
+check "the session fails once the timeout is over" \
+  wait_for 30 eval '"$RBIO" session --state-dir "$SD" > "$WORK/out" && out_has "state failed"'
+check "... and reads fail (EIO)" eval '! dd if="$MNT/lun2" of=/dev/null bs=4k count=1 iflag=direct status=none'
+check "the target takes logins again" tadm --op bind --mode target --tid 1 -I ALL
+check "the session comes back by itself, and the pattern reads back" wait_for 30 reads_back
+check "... rbio session says up" eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
+check "logout (exit 0)" logout
+
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
 check "... and no record is left" bash -c "! iscsiadm -m node 2>/dev/null | grep -q '$IQN'"
