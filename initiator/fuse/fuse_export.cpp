@@ -6,12 +6,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "rbio/initiator/log.hpp"
@@ -174,24 +170,6 @@ const fuse_lowlevel_ops kOps = [] {
     return ops;
 }();
 
-// The connection's number in the fuse control file system: the minor of
-// the mount's device number, from /proc/self/mountinfo -- a stat() of the
-// mount point would wait for this very process's loop, not started yet.
-// 0: not found.
-unsigned connection_of(const std::string& mountpoint) {
-    std::ifstream in("/proc/self/mountinfo");
-    unsigned found = 0;
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream f(line);
-        std::string id, parent, dev, root, point;
-        if (!(f >> id >> parent >> dev >> root >> point) || point != mountpoint) continue;
-        if (line.find(" - fuse") == std::string::npos) continue;
-        if (auto colon = dev.find(':'); colon != std::string::npos)
-            found = unsigned(std::strtoul(dev.c_str() + colon + 1, nullptr, 10));  // the last one is on top
-    }
-    return found;
-}
-
 }  // namespace
 
 FuseExport::FuseExport(LunIo& io, const std::string& mountpoint, const std::string& fsname)
@@ -210,7 +188,6 @@ FuseExport::FuseExport(LunIo& io, const std::string& mountpoint, const std::stri
         throw MountError("cannot mount FUSE on " + mountpoint_ + " (is /dev/fuse there? see the log above)");
     }
     mounted_ = true;
-    connection_ = connection_of(mountpoint_);
 }
 
 FuseExport::~FuseExport() {
@@ -225,7 +202,6 @@ void FuseExport::start(std::function<void()> on_end) {
         int rc = fuse_session_loop_mt(se_, cfg);
         fuse_loop_cfg_destroy(cfg);
         RBIO_LOG(Info, "FUSE loop on " << mountpoint_ << " ended (" << rc << ")");
-        loop_ended_.set_value();
         if (on_end) on_end();
     });
 }
@@ -238,35 +214,13 @@ int FuseExport::unmount(bool lazy) {
     }
     mounted_ = false;
     // The kernel ends the connection when the last mount goes; reads of
-    // /dev/fuse then fail with ENODEV and the loop returns. A mount
-    // namespace made after the mount (a service started with PrivateTmp, a
-    // sandbox) holds a copy, which would keep the connection -- and the
-    // loop, and logout -- going for as long as it lives: with no file open
-    // here any more, the connection is ended (aborted) outright.
+    // /dev/fuse then fail with ENODEV and the loop returns.
     fuse_session_exit(se_);
-    if (!lazy && connection_) {
-        const std::string abort = "/sys/fs/fuse/connections/" + std::to_string(connection_) + "/abort";
-        if (std::FILE* f = std::fopen(abort.c_str(), "w")) {
-            std::fputs("1", f);
-            std::fclose(f);
-        }
-    }
     return 0;
 }
 
-void FuseExport::stop(std::chrono::milliseconds grace) {
-    if (loop_.joinable()) {
-        if (!mounted_ && loop_ended_.get_future().wait_for(grace) != std::future_status::ready) {
-            RBIO_LOG(Warning, "the FUSE connection of "
-                                  << mountpoint_
-                                  << " outlives its unmount (the mount is copied in "
-                                     "another mount namespace): it ends with this process");
-            loop_.detach();
-            se_ = nullptr;  // its threads still read through it
-            return;
-        }
-        loop_.join();
-    }
+void FuseExport::stop() {
+    if (loop_.joinable()) loop_.join();
     if (se_) {
         // unmount() uses umount2 itself (to see EBUSY), so libfuse's own
         // unmount never ran and its copy of the mount point (strdup'ed by

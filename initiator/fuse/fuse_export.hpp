@@ -10,9 +10,7 @@
 // page cache in front of it, so nothing is left to write back at logout);
 // fsync is SYNCHRONIZE CACHE.
 #include <atomic>
-#include <chrono>
 #include <functional>
-#include <future>
 #include <string>
 #include <thread>
 
@@ -44,11 +42,7 @@ public:
     // a loop device). `lazy` detaches even a busy mount.
     int unmount(bool lazy);
     // Waits for the loop to end (after unmount) and releases the session.
-    // A connection that outlives the unmount (a copy of the mount in
-    // another mount namespace, and no fuse control file system to end it)
-    // is left to the process's exit, which ends it: after `grace` the loop
-    // is let go and the session kept, not freed under it.
-    void stop(std::chrono::milliseconds grace = std::chrono::seconds(2));
+    void stop();
     const std::string& mountpoint() const { return mountpoint_; }
 
     // Called by the FUSE operations (fuse_export.cpp).
@@ -60,10 +54,8 @@ private:
     std::string mountpoint_;
     struct fuse_session* se_ = nullptr;
     std::thread loop_;
-    std::promise<void> loop_ended_;
     std::atomic<bool> mounted_{false};
     long mount_time_ = 0;
-    unsigned connection_ = 0;  // in /sys/fs/fuse/connections; 0: unknown
 };
 
 }  // namespace rbio::fuse

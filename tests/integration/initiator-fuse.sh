@@ -232,16 +232,6 @@ check "the session comes back by itself, and the pattern reads back" wait_for 30
 check "... rbio session says up" eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
 check "logout (exit 0)" logout
 
-echo "== logout while another mount namespace holds a copy of the mount"
-check "login --mount (exit 0)" login -p "$P"
-unshare -m sleep 300 & holder=$!
-check "a namespace made after the mount (pid $holder) has the copy" \
-  wait_for 5 eval 'grep -q " rbio:$IQN " "/proc/$holder/mountinfo"'
-pid=$(session_pid)
-check "logout (exit 0), not held up by the copy" rc_is 0 timeout 30 "$RBIO" logout --state-dir "$SD"
-check "no session process left (pid $pid)" wait_for 5 no_process "$pid"
-kill "$holder"; wait "$holder" 2>/dev/null || :
-
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
 check "... and no record is left" bash -c "! iscsiadm -m node 2>/dev/null | grep -q '$IQN'"
