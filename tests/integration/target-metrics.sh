@@ -62,7 +62,7 @@ info_of_lu1() {
 check "LU 1's info names its backing store and file" info_of_lu1
 check "it follows the conventions: rbio_*, typed, with help, counters in _total, no duplicates" \
   eval 'n=$(mq check) && echo "  $n samples" && (( n > 4 ))'
-check "build info names the tgt version" eval 'mq labels rbio_build_info | grep -q "^tgt_version=."'
+check "build info names the tgt version" eval 'grep -q "^tgt_version=." <<< "$(mq labels rbio_build_info)"'
 check "build info names rbio's version ($RBIO_VERSION)" equals 1 rbio_build_info "version=$RBIO_VERSION"
 check "no connection is open yet" equals 0 rbio_open_connections transport=tcp
 check "the file is readable by node_exporter's user (0644)" test "$(stat -c %a "$METRICS")" = 644
