@@ -247,6 +247,13 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             // range). From 4 GiB on tgt's length wraps, to 0 for a whole
             // 8 GiB LU: GOOD for nothing written.
             cmd.length = cdb_bytes ? cdb_bytes : c.lu_size - c.offset;
+            // tgt checked the range; a store does not act past the LU on
+            // its word alone (the range is 64-bit here, and runs for long).
+            if (c.offset > c.lu_size || cmd.length > c.lu_size - c.offset) {
+                cmd.result = check(kIllegalRequest, kAscLbaOutOfRange);
+                cmd.kind = Kind::Done;
+                break;
+            }
             cmd.ws_flags = flags & 0x06;
             cmd.fua = !c.write_cache;
             const bool have_data = c.out_buf && c.out_len >= bs;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rbio/bs/c_api.h"
+#include "rbio/bs/scsi.hpp"
 
 namespace {
 
@@ -119,7 +120,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.cdb = cdb;
     c.cdb_len = cdb_len;
     c.offset = offset;
-    c.transfer = in_len ? in_len : out_len;
+    // As tgt's SBC code: a READ/WRITE/WRITE SAME's length from its CDB,
+    // in bytes in 32 bits (wrapping); the buffers' for the rest.
+    const uint32_t blocks = rbio::bs::scsi::rw_blocks(cdb);
+    c.transfer = blocks ? uint32_t(uint64_t(blocks) << 9) : (in_len ? in_len : out_len);
     c.in_buf = in_len ? in.data() : nullptr;
     c.in_len = in_len;
     c.out_buf = out_len ? out.data() : nullptr;
