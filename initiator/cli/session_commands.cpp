@@ -305,8 +305,9 @@ int logout_main(int argc, char** argv) {
             if (rc == kExitOk) rc = code ? code : kExitInternal;
             continue;
         }
-        // "ok" and EOF: the process is ending; wait until it is gone.
-        for (int i = 0; i < 200 && session_running(dir, r); ++i)
+        // "ok" and EOF: the process is ending; wait until it is gone (its
+        // lock goes a moment before the process: it exits after that).
+        for (int i = 0; i < 200 && (session_running(dir, r) || process_alive(r.pid)); ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(25));
         std::cout << "rbio: logged out of " << r.target << "\n";
     }
