@@ -1,7 +1,7 @@
 #include "options.hpp"
 
 #include <algorithm>
-#include <cctype>
+#include <charconv>
 #include <cstdlib>
 
 #include "open_iscsi.hpp"
@@ -55,12 +55,11 @@ void Args::allow_only(const std::vector<std::string>& known) const {
 }
 
 uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi) {
-    // Digits only: strtoull would skip leading blanks and wrap a minus sign.
-    char* end = nullptr;
-    errno = 0;
-    const bool digits = !text.empty() && std::isdigit(static_cast<unsigned char>(text[0]));
-    unsigned long long v = digits ? std::strtoull(text.c_str(), &end, 10) : 0;
-    if (!digits || *end || errno || v < lo || v > hi)
+    // Digits only: from_chars takes no blank and no sign (strtoull skips
+    // blanks and wraps a minus sign).
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || p != text.data() + text.size() || v < lo || v > hi)
         throw UsageError(key + " " + text + ": expected a number from " + std::to_string(lo) + " to " +
                          std::to_string(hi));
     return v;

@@ -1,7 +1,7 @@
 // rbio inquiry / rbio discard: what an administrator asks of one LU --
 // identity, VPD pages (serial, designators, block limits, provisioning) --
 // and deallocating a byte range (UNMAP, or WRITE SAME(16) with UNMAP).
-#include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -37,10 +37,9 @@ int parse_vpd_page(const std::string& text) {
     if (text == "limits" || text == "block-limits") return 0xb0;
     if (text == "lbp" || text == "provisioning") return 0xb2;
     std::string digits = text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0 ? text.substr(2) : text;
-    char* end = nullptr;
-    const bool hex = !digits.empty() && std::isxdigit(static_cast<unsigned char>(digits[0]));
-    unsigned long v = hex ? std::strtoul(digits.c_str(), &end, 16) : 256;
-    if (!hex || *end || v > 0xff)
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+    if (ec != std::errc() || p != digits.data() + digits.size() || v > 0xff)
         throw UsageError("--vpd " + text +
                          ": a page code (hex, e.g. 0xb0) or all, supported, serial, "
                          "devid, limits, lbp");

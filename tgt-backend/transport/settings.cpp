@@ -1,8 +1,7 @@
 // Settings of the TCP transport: defaults, /etc/rbio/tgtd.conf (or
 // $RBIO_CONFIG), then environment overrides -- an admin can switch the
 // takeover off for one tgtd run without editing the file.
-#include <cctype>
-#include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,15 +27,12 @@ bool parse_switch(std::string_view v, const std::string& where) {
 }
 
 uint32_t parse_uint(std::string_view v, uint32_t min, uint32_t max, const std::string& where) {
-    std::string s(v);
-    char* end = nullptr;
-    errno = 0;
-    // Digits only: strtoul would skip leading blanks and wrap a minus sign.
-    const bool digits = !s.empty() && std::isdigit(static_cast<unsigned char>(s[0]));
-    unsigned long n = digits ? std::strtoul(s.c_str(), &end, 10) : 0;
-    if (!digits || *end != '\0' || errno != 0 || n < min || n > max)
-        throw SettingsError(where + ": '" + s + "' is not a number from " + std::to_string(min) + " to " +
-                            std::to_string(max));
+    // Digits only (from_chars takes no blank and no sign, as bsopts' parser).
+    uint64_t n = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || n < min || n > max)
+        throw SettingsError(where + ": '" + std::string(v) + "' is not a number from " + std::to_string(min) +
+                            " to " + std::to_string(max));
     return uint32_t(n);
 }
 
