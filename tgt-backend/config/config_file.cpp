@@ -1,6 +1,7 @@
 #include "rbio/bs/config_file.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,19 @@ std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
     return s;
+}
+
+void expand_placeholder(std::string_view pattern, char letter, uint64_t value, std::string& out) {
+    out.clear();
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == letter) {
+            char digits[24];  // any uint64_t fits
+            out.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+            ++i;
+        } else {
+            out += pattern[i];
+        }
+    }
 }
 
 bool read_config(const std::string& path, bool must_exist,

@@ -14,14 +14,7 @@ constexpr size_t kMaxPath = 4000;
 std::string parse_file(std::string_view v, unsigned control_port, const std::string& where) {
     if (v == "none") return "";
     std::string path;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == '%' && i + 1 < v.size() && v[i + 1] == 'c') {
-            path += std::to_string(control_port);
-            ++i;
-        } else {
-            path += v[i];
-        }
-    }
+    expand_placeholder(v, 'c', control_port, path);
     if (path.empty() || path.front() != '/')
         throw ConfigError(where + ": '" + path + "' is not an absolute path (or none)");
     if (path.back() == '/') throw ConfigError(where + ": '" + path + "' names a folder, not a file");

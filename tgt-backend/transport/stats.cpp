@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rbio/bs/atomic_file.hpp"
+#include "rbio/bs/config_file.hpp"
 #include "rbio/bs/tcp_transport.h"
 #include "tcp_connection.hpp"
 
@@ -38,15 +39,7 @@ void append_number(std::string& out, uint64_t v) {
 
 // PATTERN with "%p" replaced by tgtd's pid, into OUT.
 void expand(const char* pattern, std::string& out) {
-    out.clear();
-    for (const char* p = pattern; *p; ++p) {
-        if (p[0] == '%' && p[1] == 'p') {
-            append_number(out, uint64_t(getpid()));
-            ++p;
-        } else {
-            out += *p;
-        }
-    }
+    rbio::bs::expand_placeholder(pattern, 'p', uint64_t(getpid()), out);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // comment. Read by every part of the module that has settings (the
 // transports, ALUA), each applying its own keys; where they come from and
 // how lines are split is decided here once.
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <stdexcept>
@@ -17,6 +18,12 @@ struct ConfigError : std::runtime_error {
 
 // Spaces, tabs and a trailing CR off both ends.
 std::string_view trim(std::string_view s);
+
+// `pattern` with every "%" `letter` replaced by `value`, into `out` (which
+// keeps its capacity: no allocation once it is large enough). The file
+// settings' placeholders: stats_file's %p (tgtd's pid), metrics_file's %c
+// (its control port).
+void expand_placeholder(std::string_view pattern, char letter, uint64_t value, std::string& out);
 
 // Calls apply(key, value, where) for each setting of the file, `where` being
 // "FILE:LINE". A missing file is no error unless must_exist; an unreadable
