@@ -207,12 +207,12 @@ int login_main(int argc, char** argv) {
     // process: another login of the target finds it taken.
     UniqueFd lock;
     try {
-        lock = UniqueFd(lock_session(c.state_dir, c.key));
+        lock = lock_session(c.state_dir, c.key);
     } catch (const std::exception& e) {
         throw CommandError(kExitInternal, e.what());
     }
     auto r = read_record(c.state_dir, c.key);
-    if (lock.get() < 0)
+    if (!lock)
         throw CommandError(kExitBusy,
                            "already logged in to " + target +
                                (r ? " (pid " + std::to_string(r->pid) + ")" : " (a login is under way)") +

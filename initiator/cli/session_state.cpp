@@ -17,6 +17,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "rbio/bs/atomic_file.hpp"
 #include "socket.hpp"  // UniqueFd
 
 namespace rbio::cli {
@@ -111,15 +112,9 @@ bool process_alive(pid_t pid) {
     return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
 
-int lock_session(const std::string& dir, const std::string& key) {
-    const std::string path = state_path(dir, key, ".lock");
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (fd.get() < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK) return -1;
-        throw std::runtime_error(path + ": flock: " + std::strerror(errno));
-    }
-    return fd.release();
+UniqueFd lock_session(const std::string& dir, const std::string& key) {
+    // The metrics file's one-writer lock, on KEY (its PATH.lock is KEY.lock).
+    return rbio::bs::claim_file(state_path(dir, key, ""));
 }
 
 bool session_running(const std::string& dir, const SessionRecord& r) {

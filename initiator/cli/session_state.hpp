@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "rbio/common/unique_fd.hpp"
+
 namespace rbio::cli {
 
 // Exit codes of the session commands, after InitiatorError's 3..10.
@@ -60,9 +62,9 @@ bool process_alive(pid_t pid);
 // logins of one target cannot both start one, and a record whose lock is
 // free is stale whatever process its pid names now. The file stays (as the
 // log does): removing it could let two processes lock two files of one
-// name. Returns the descriptor holding the lock, or -1 when another
+// name. Returns the descriptor holding the lock, or none when another
 // process holds it; throws std::runtime_error when it cannot be made.
-int lock_session(const std::string& dir, const std::string& key);
+rbio::UniqueFd lock_session(const std::string& dir, const std::string& key);
 
 // Whether the session process of `r` runs: its lock is held (a session
 // from before the lock existed: its pid is alive).
