@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -15,13 +14,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "../fuse/fuse_mounts.hpp"
 #include "commands.hpp"
 #include "open_iscsi.hpp"
 #include "options.hpp"
@@ -120,34 +119,10 @@ void detach(const std::string& log, std::initializer_list<int> keep) {
             ::close(fd);
 }
 
-// Undoes the \ooo escapes of a /proc/self/mountinfo field.
-std::string unescape_mountinfo(const std::string& f) {
-    std::string out;
-    for (size_t i = 0; i < f.size(); ++i) {
-        if (f[i] == '\\' && i + 3 < f.size() && std::isdigit(static_cast<unsigned char>(f[i + 1]))) {
-            out += char(std::stoi(f.substr(i + 1, 3), nullptr, 8));
-            i += 3;
-        } else {
-            out += f[i];
-        }
-    }
-    return out;
-}
-
 // Whether `dir` has a FUSE mount of `source` (rbio's is "rbio:TARGET").
 bool mounted_from(const std::string& dir, const std::string& source) {
-    std::ifstream in("/proc/self/mountinfo");
-    for (std::string line; std::getline(in, line);) {
-        std::istringstream f(line);
-        std::string id, parent, dev, root, point, field;
-        if (!(f >> id >> parent >> dev >> root >> point)) continue;
-        while (f >> field && field != "-") {
-        }
-        std::string type, src;
-        if (f >> type >> src && unescape_mountinfo(point) == dir && unescape_mountinfo(src) == source &&
-            type.rfind("fuse", 0) == 0)
-            return true;
-    }
+    for (const auto& m : fuse::fuse_mounts())
+        if (m.point == dir && m.source == source) return true;
     return false;
 }
 

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <vector>
 
+#include "fuse_mounts.hpp"
 #include "rbio/initiator/log.hpp"
 
 namespace rbio::fuse {
@@ -188,6 +189,17 @@ FuseExport::FuseExport(LunIo& io, const std::string& mountpoint, const std::stri
         throw MountError("cannot mount FUSE on " + mountpoint_ + " (is /dev/fuse there? see the log above)");
     }
     mounted_ = true;
+    // The connection is the one of the last FUSE mount on the point: ours,
+    // just made. Its abort file is opened now, while the mount holds it.
+    unsigned connection = 0;
+    for (const auto& m : fuse_mounts())
+        if (m.point == mountpoint_) connection = m.connection;
+    if (connection) abort_file_ = open_connection_abort(connection);
+    if (!abort_file_)
+        RBIO_LOG(Warning,
+                 "cannot open the abort file of the FUSE connection on "
+                     << mountpoint_ << " (" << (connection ? std::strerror(errno) : "not in mountinfo")
+                     << "): a copy of the mount in a mount namespace made later will hold up logout");
 }
 
 FuseExport::~FuseExport() {
@@ -214,8 +226,18 @@ int FuseExport::unmount(bool lazy) {
     }
     mounted_ = false;
     // The kernel ends the connection when the last mount goes; reads of
-    // /dev/fuse then fail with ENODEV and the loop returns.
+    // /dev/fuse then fail with ENODEV and the loop returns. A mount
+    // namespace made after the mount (a service started with PrivateTmp, a
+    // sandbox) holds a copy, which would keep the connection, the loop and
+    // so logout going for as long as it lives: the session is ending, so
+    // the connection is ended outright (the copies then answer ENOTCONN).
     fuse_session_exit(se_);
+    if (abort_file_) {
+        if (int err = abort_connection(abort_file_); err != 0)
+            RBIO_LOG(Warning,
+                     "cannot end the FUSE connection of " << mountpoint_ << ": " << std::strerror(err));
+        abort_file_ = UniqueFd();
+    }
     return 0;
 }
 

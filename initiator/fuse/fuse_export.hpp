@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "lun_io.hpp"
+#include "rbio/common/unique_fd.hpp"
 
 struct fuse_session;
 
@@ -39,7 +40,9 @@ public:
     // once the loop has ended, e.g. because someone unmounted the directory.
     void start(std::function<void()> on_end);
     // Unmounts: 0, or the errno of umount2 (EBUSY: a file is open, e.g. by
-    // a loop device). `lazy` detaches even a busy mount.
+    // a loop device). `lazy` detaches even a busy mount. Once unmounted
+    // here, the connection is ended, also for copies of the mount in other
+    // mount namespaces.
     int unmount(bool lazy);
     // Waits for the loop to end (after unmount) and releases the session.
     void stop();
@@ -55,6 +58,7 @@ private:
     struct fuse_session* se_ = nullptr;
     std::thread loop_;
     std::atomic<bool> mounted_{false};
+    UniqueFd abort_file_;  // the connection's, in the fuse control file system
     long mount_time_ = 0;
 };
 

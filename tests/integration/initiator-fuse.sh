@@ -35,6 +35,7 @@ fuse_cleanup() {
   mountpoint -q "$FS" && umount "$FS"
   losetup -l -n -O NAME,BACK-FILE 2>/dev/null | awk -v m="$MNT/" 'index($2, m) == 1 {print $1}' |
     while read -r dev; do losetup -d "$dev" || true; done
+  [[ -n ${holder:-} ]] && kill "$holder" 2>/dev/null
   [[ -x $RBIO ]] && "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
   tgt_test_cleanup "$rc"
@@ -215,8 +216,6 @@ check "logout (exit 0)" logout
 check "no mount left" bash -c "! grep -q ' $MNT ' /proc/self/mountinfo"
 
 echo "== the target refusing the session past the replacement timeout, then back"
-# Not by restarting tgtd: its new mount namespace would hold a copy of
-# the FUSE mount, and logout waits for the FUSE connection to end.
 check "login --mount with a 2 s replacement timeout (exit 0)" login -p "$P" --replacement-timeout 2
 check "a pattern written and synced" \
   eval 'head -c 65536 /dev/urandom > "$WORK/pattern" && dd if="$WORK/pattern" of="$MNT/lun2" bs=64k seek=3 conv=fsync,notrunc status=none'
@@ -231,6 +230,24 @@ check "the target takes logins again" tadm --op bind --mode target --tid 1 -I AL
 check "the session comes back by itself, and the pattern reads back" wait_for 30 reads_back
 check "... rbio session says up" eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
 check "logout (exit 0)" logout
+
+echo "== logout while another mount namespace holds a copy of the mount"
+# A service started after the login with PrivateTmp or another sandbox
+# copies the mount; the kernel keeps a FUSE connection while any copy
+# lives, so logout has to end it itself.
+check "login --mount (exit 0)" login -p "$P"
+unshare -m sleep 300 & holder=$!
+check "a namespace made after the mount (pid $holder) has a copy" \
+  wait_for 5 eval 'grep -q " rbio:$IQN " "/proc/$holder/mountinfo"'
+check "... which reads the LU" nsenter -t "$holder" -m dd if="$MNT/lun1" of=/dev/null bs=4k count=1 iflag=direct status=none
+pid=$(session_pid)
+check "logout (exit 0), not held up by the copy" rc_is 0 timeout 30 "$RBIO" logout --state-dir "$SD"
+check "no session process left (pid $pid)" wait_for 5 no_process "$pid"
+check "the copy answers ENOTCONN" \
+  eval '! nsenter -t "$holder" -m stat "$MNT/lun1" 2> "$WORK/err" && grep -q "not connected" "$WORK/err"'
+kill "$holder"
+wait "$holder" 2>/dev/null || :
+holder=
 
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
