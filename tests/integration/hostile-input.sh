@@ -36,6 +36,12 @@
 #                   it: tgt's core would run each command twice (the
 #                   first: its response sent and its task freed while the
 #                   store still writes, and tgtd crashed). Strict runs only.
+#   bad-ahs         ... then AHS tgt's core trusts: 1020 bytes of it on a
+#                   NOP-Out (read into the last command's freed AHS
+#                   buffer), an Extended CDB AHS of AHSLength 0 (a copy of
+#                   (size_t)-1 bytes), a bidirectional READ(10) of 1 MiB
+#                   whose Read Length 0xffffffff wraps its buffer to 4 KiB.
+#                   Strict runs only: stock tgt would crash.
 #   login-flood     login requests that stay in the security stage, sent
 #                   without reading a response until tgtd stops reading:
 #                   held for 2 s, during which tgtd must stay idle (under
@@ -115,7 +121,7 @@ fi
 IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
-MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked)
+MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked bad-ahs)
 
 tgt_test_init 5
 stock_issues=()
@@ -372,6 +378,7 @@ run_all() {
   quick_case huge-edtl "${strict_close[@]}"
   (( STRICT )) && quick_case data-out-beyond --expect-close
   (( STRICT )) && quick_case data-out-unasked --expect-close
+  (( STRICT )) && quick_case bad-ahs --expect-close
   idle_case login-flood 2000
   quick_case truncate-close
   quick_case truncate-reset

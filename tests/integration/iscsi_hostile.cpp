@@ -28,6 +28,12 @@
 //                   an unsolicited Data-Out after it; then (new connection)
 //                   a WRITE(10) with all its data immediate but F=0, and an
 //                   empty unsolicited Data-Out with F=1 after it
+//   bad-ahs         log in, send a TEST UNIT READY with a 4-byte AHS of a
+//                   vendor type and an immediate NOP-Out with 1020 bytes of
+//                   AHS; then (new connection) a TEST UNIT READY with an
+//                   Extended CDB AHS of AHSLength 0; then (new connection)
+//                   a bidirectional READ(10) of 1 MiB with a Read Length AHS
+//                   of 0xffffffff
 //   login-flood     start a login, then send login requests that each stay
 //                   in the security stage (T=0, unknown X- keys the target
 //                   answers NotUnderstood) without reading a response, until
@@ -686,6 +692,51 @@ int case_data_out_unasked(const Options& o) {
     return status;
 }
 
+// AHS that tgt's core trusts: on a request other than a SCSI Command it
+// reads them into the last command's AHS buffer (freed, and too small); an
+// Extended CDB AHS of AHSLength 0 makes it copy (size_t)-1 bytes; a Read
+// Length near 4 GiB wraps in the read buffer's size (4 KiB for 1 MiB).
+int case_bad_ahs(const Options& o) {
+    int status = 0;
+    static const char* const what[] = {
+        "TEST UNIT READY with a vendor AHS, then a NOP-Out with 1020 bytes of AHS",
+        "TEST UNIT READY with an Extended CDB AHS of AHSLength 0",
+        "bidirectional READ(10) of 1 MiB with a Read Length AHS of 0xffffffff",
+    };
+    for (int variant = 0; variant < 3; ++variant) {
+        Session s = ready_session(o);
+        const std::array<uint8_t, 6> tur{};
+        const auto read1m = cdb10(0x28, 0, 2048);
+        Bytes pdu;
+        auto append = [&pdu](std::span<const uint8_t> b) { pdu.insert(pdu.end(), b.begin(), b.end()); };
+        if (variant == 0) {
+            Bhs cmd = scsi_command(s, o, tur, false, false, 0, 0);
+            cmd.set_total_ahs_words(1);
+            append(cmd.bytes());
+            append(std::array<uint8_t, 4>{0x00, 0x01, 0x3f, 0x00});  // AHSLength 1, type 63 (vendor)
+            Bhs nop(Opcode::NopOut);
+            nop.set_opcode(Opcode::NopOut, true).set_final(true).set_itt(s.next_itt++).set_ttt(0xffffffffu);
+            nop.set_cmd_sn(s.cmd_sn).set_exp_stat_sn(s.exp_stat_sn).set_total_ahs_words(255);
+            append(nop.bytes());
+            append(Bytes(255 * 4, 0x41));
+        } else if (variant == 1) {
+            Bhs cmd = scsi_command(s, o, tur, false, false, 0, 0);
+            cmd.set_total_ahs_words(1);
+            append(cmd.bytes());
+            append(std::array<uint8_t, 4>{0x00, 0x00, 0x01, 0x00});  // AHSLength 0, Extended CDB
+        } else {
+            Bhs cmd = scsi_command(s, o, read1m, true, true, 0, 0);
+            cmd.set_total_ahs_words(2);
+            append(cmd.bytes());
+            // AHSLength 5 (reserved byte and the length), Bidirectional Read Length
+            append(std::array<uint8_t, 8>{0x00, 0x05, 0x02, 0x00, 0xff, 0xff, 0xff, 0xff});
+        }
+        s.conn.send_or_throw(pdu, what[variant]);
+        status |= report(o, what[variant], s.conn.watch(o.wait_ms));
+    }
+    return status;
+}
+
 int case_truncate(const Options& o, bool reset) {
     for (int variant = 0; variant < 2; ++variant) {
         Session s = ready_session(o);
@@ -941,6 +992,7 @@ int main(int argc, char** argv) {
         if (c == "huge-edtl") return case_huge_edtl(o);
         if (c == "data-out-beyond") return case_data_out_beyond(o);
         if (c == "data-out-unasked") return case_data_out_unasked(o);
+        if (c == "bad-ahs") return case_bad_ahs(o);
         if (c == "login-flood") return case_login_flood(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);

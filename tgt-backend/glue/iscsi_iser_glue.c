@@ -379,7 +379,9 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 	} else {
 		char why[192];
 
-		if (rbio_pdu_out_of_bounds(conn, rx->bhs, why, sizeof(why))) {
+		if (rbio_pdu_out_of_bounds(conn, rx->bhs, why, sizeof(why)) ||
+		    (rx->bhs[4] != 0 &&
+		     rbio_pdu_ahs_refused(rx->rest, (size_t)rx->bhs[4] * 4, why, sizeof(why)))) {
 			conn_fail(rc, why);
 			rc->rx_len = 0;
 			return;

@@ -353,6 +353,18 @@ static size_t tp_read(struct iscsi_connection *conn, void *buf, size_t nbytes)
 			}
 			rc->bhs_fresh = 1;
 		}
+	} else if (conn->state == STATE_SCSI && conn->req.ahssize &&
+		   (char *)buf >= (char *)conn->req.ahs &&
+		   (char *)buf + n == (char *)conn->req.ahs + conn->req.ahssize) {
+		/* The core read a SCSI Command's AHS (only a SCSI Command gets
+		 * this far with any, pdu_bounds.h) into the command's own
+		 * buffer, and is about to trust it. */
+		char why[160];
+
+		if (rbio_pdu_ahs_refused(conn->req.ahs, conn->req.ahssize, why, sizeof(why))) {
+			conn_log_close(rc, why);
+			return 0;
+		}
 	}
 	return (size_t)n;
 }

@@ -32,6 +32,45 @@ int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len)
 	return 1;
 }
 
+int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len)
+{
+	snprintf(why, why_len,
+		 "%u bytes of AHS on a request of opcode 0x%02x (only a SCSI Command has any)",
+		 (unsigned)bhs[4] * 4, bhs[0] & ISCSI_OPCODE_MASK);
+	return 1;
+}
+
+int rbio_pdu_ahs_refused(const uint8_t *ahs, size_t len, char *why, size_t why_len)
+{
+	/* The AHS the core looks at, where it looks (iscsi_target_cmd_queue):
+	 * an Extended CDB first, then a Read Length. */
+	if (len >= 4 && ahs[2] == ISCSI_AHSTYPE_CDB) {
+		uint32_t ahslength = (uint32_t)ahs[0] << 8 | ahs[1];
+
+		if (ahslength == 0) {
+			snprintf(why, why_len,
+				 "an Extended CDB AHS with AHSLength 0 (it counts its reserved "
+				 "byte)");
+			return 1;
+		}
+		/* What the core refuses itself, it refuses before reading on. */
+		if (4 + (size_t)(ahslength - 1) > len)
+			return 0;
+		ahs += 4 + (ahslength - 1);
+		len -= 4 + (ahslength - 1);
+	}
+	/* The core sizes the read buffer as roundup(Read Length, 4) in 32 bits. */
+	if (len >= 8 && ahs[2] == ISCSI_AHSTYPE_RLENGTH &&
+	    rbio_get_be32(ahs + 4) > (uint32_t)INT32_MAX - 3) {
+		snprintf(why, why_len,
+			 "a Bidirectional Read Length AHS of %u bytes, beyond the 2 GiB tgt can "
+			 "buffer",
+			 rbio_get_be32(ahs + 4));
+		return 1;
+	}
+	return 0;
+}
+
 int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			      size_t why_len)
 {

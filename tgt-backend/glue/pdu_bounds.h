@@ -15,6 +15,12 @@
  *   the core would run the command a second time, queueing it twice or
  *   sending its response, and freeing it, while the store still works on
  *   it.
+ * - Additional header segments (AHS), which the core trusts as it finds
+ *   them: on a request other than a SCSI Command it reads them through a
+ *   pointer left from an earlier command (into freed memory, past its
+ *   end); an Extended CDB AHS with AHSLength 0 makes it copy (size_t)-1
+ *   bytes; a bidirectional command's Read Length wraps in its buffer
+ *   size, so a 4 KiB buffer takes a read of the CDB's length.
  * Either closes the connection, with the reason in tgtd's log.
  *
  * One of the few files that include tgt's (version-specific, C) headers.
@@ -35,6 +41,12 @@
 int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len);
 int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			      size_t why_len);
+int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len);
+
+/* ahs: the whole AHS (TotalAHSLength * 4 bytes) of a SCSI Command received
+ * in full feature phase, before the core runs the command. 0, or 1 with
+ * why set: the connection must close. */
+int rbio_pdu_ahs_refused(const uint8_t *ahs, size_t len, char *why, size_t why_len);
 
 /* bhs: a whole BHS received in full feature phase. 0: the request is
  * within what the core can address (or not one of the above, or a
@@ -46,6 +58,9 @@ static inline int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, co
 {
 	const uint8_t op = bhs[0] & ISCSI_OPCODE_MASK;
 
+	/* Only a SCSI Command has AHS (RFC 7143, 11.2.1.2). */
+	if (bhs[4] != 0 && op != ISCSI_OP_SCSI_CMD)
+		return rbio_pdu_ahs_refused_for(bhs, why, why_len);
 	/* The core's buffer size, roundup(EDTL, padding), is an int. */
 	if (op == ISCSI_OP_SCSI_CMD)
 		return rbio_get_be32(bhs + 20) > (uint32_t)INT32_MAX - 3
