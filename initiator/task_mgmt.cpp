@@ -115,9 +115,14 @@ void Session::Impl::abort_timed_out(Task& t) {
                                 << " ms; aborting it (ABORT TASK)");
     const uint32_t itt = t.itt;
     const uint64_t lun = t.cmd.lun;
-    send_tmf(kAbortTask, lun, itt, t.cmd_sn, options_.abort_timeout, [this, itt, lun](uint8_t r) {
+    const unsigned resends = t.resends;
+    send_tmf(kAbortTask, lun, itt, t.cmd_sn, options_.abort_timeout, [this, itt, lun, resends](uint8_t r) {
         auto it = tasks_.find(itt);
         if (it == tasks_.end() || it->second.outcome) return;  // its status came first
+        // A LU reset answered first has re-sent the command already, and
+        // the copy in flight is not the one this answer is about: a
+        // second re-send would run it twice under one ITT.
+        if (it->second.resends != resends || !it->second.aborting) return;
         if (r == uint8_t(TmfResponse::Complete) || r == uint8_t(TmfResponse::NoSuchTask))
             return resend(it->second);
         RBIO_LOG(Warning, "ABORT TASK (ITT " << itt << ") answered: " << to_string(TmfResponse(r))
