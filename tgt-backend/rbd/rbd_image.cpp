@@ -75,7 +75,7 @@ struct RbdImage::Handles {
 };
 
 RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_fd)
-    : h_(std::make_unique<Handles>()), name_(where.describe()), event_fd_(event_fd) {
+    : name_(where.describe()), event_fd_(event_fd), h_(std::make_unique<Handles>()) {
     const std::string client = "client." + how.id;
     int rc = rados_create2(&h_->cluster, how.cluster.c_str(), client.c_str(), 0);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": creating the cluster handle for " + client, rc));

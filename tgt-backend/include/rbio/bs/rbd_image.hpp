@@ -116,7 +116,6 @@ private:
     int started(void* completion, int rc);
     static void on_header_change(void* self);
 
-    std::unique_ptr<Handles> h_;
     std::string name_;
     std::string client_;
     uint64_t object_size_ = 0;
@@ -128,6 +127,10 @@ private:
     std::atomic<int64_t> header_size_{0};
     std::atomic<bool> header_changed_{false};
     std::mutex header_read_;  // only between notification threads: newest size last
+    // Last, so destroyed first: its destructor ends the header watch, and
+    // librbd may run on_header_change until it has, which uses the members
+    // above (also when the constructor throws after the watch started).
+    std::unique_ptr<Handles> h_;
 };
 
 }  // namespace rbio::bs
