@@ -5,8 +5,11 @@
 # every block the target acknowledged. While the OSD is down no write may be
 # acknowledged (nothing can be stored); once it is back the writer goes on
 # without an error; at the end every acknowledged block reads back, through
-# the LU and from the image itself (rbd export). A cluster that cannot
-# start fails the test with ceph-dev's reason.
+# the LU and from the image itself (rbd export). While the OSD is down, a
+# new LU on another image is refused within its rbd_timeout, and tgtd
+# answers tgtadm meanwhile: opening an image must not hold tgtd's event loop
+# for as long as the OSD is gone. A cluster that cannot start fails the
+# test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 91
 PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
@@ -36,6 +39,7 @@ trap osd_cleanup EXIT
 
 bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT" --store bluestore --size 2048
 timeout 60 rbd -c "$CONF" create --size 64M lun
+timeout 60 rbd -c "$CONF" create --size 64M lun2
 tgtd_start >/dev/null
 tadm --op new --mode target --tid 1 -T "$IQN"
 tadm --op bind --mode target --tid 1 -I ALL
@@ -51,6 +55,19 @@ writer=$!
 check "the writer is writing" wait_for 30 eval '(( $(acked) >= 200 ))'
 bash "$CEPH_DEV" osd-stop --dir "$CEPH_DIR"
 before=$(acked)
+# (Bounded: a tgtd whose loop waits for the OSD would not answer at all.)
+open_refused() {
+  if timeout 60 tgtadm -C "$CTL" --lld iscsi --op new --mode logicalunit --tid 1 --lun 2 -b rbd:rbd/lun2 \
+    --bstype rbio --bsopts "rbd_conf=$CONF:rbd_timeout=3" 2>/dev/null; then
+    echo "tgtadm accepted LUN 2"
+    return 1
+  fi
+  log_has "lun:2: rbd rbd/lun2: opening the image: no OSD answered within 3 s"
+}
+t0=$SECONDS
+check "a new LU is refused while the OSD is down, named" open_refused
+check "... within its rbd_timeout ($((SECONDS - t0)) s)" eval '(( SECONDS - t0 < 20 ))'
+check "... and tgtd answers tgtadm" timeout 10 tgtadm -C "$CTL" --lld iscsi --op show --mode target
 # The interval itself is what is checked: nothing acknowledged during it.
 sleep "$DOWN_S"
 during=$(acked)

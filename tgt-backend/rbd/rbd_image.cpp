@@ -108,12 +108,14 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // The LU reports that unmapped blocks read as zeros (LBPRZ): a
         // discard of part of an object must zero it, not be skipped.
         {"rbd_skip_partial_discard", "false"},
-        // A missing cluster fails LU creation in seconds, not 300 s; I/O
-        // itself never times out (an OSD that stops stalls it instead; the
-        // monitor timeout is cleared once the image is open).
+        // A missing cluster, or an image whose placement groups are not
+        // active, fails LU creation in seconds instead of holding tgtd's
+        // event loop (every LU and session of this tgtd) for 300 s or for
+        // ever. I/O itself never times out (an OSD that stops stalls it
+        // instead): both timeouts are cleared once the image is open.
         {"client_mount_timeout", timeout},
         {"rados_mon_op_timeout", timeout},
-        {"rados_osd_op_timeout", "0"},
+        {"rados_osd_op_timeout", timeout},
         // librados logs to its own files unless told otherwise; tgtd's log
         // gets rbio's one-line reasons instead.
         {"log_to_stderr", "false"},
@@ -155,11 +157,16 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     }
     if (!where.ns.empty()) rados_ioctx_set_namespace(h_->ioctx, where.ns.c_str());
 
+    const auto no_osd = [&](const std::string& what) {
+        return "rbd " + name_ + ": " + what + ": no OSD answered within " + timeout +
+               " s (are the pool's placement groups active? ceph pg stat)";
+    };
     rc = rbd_open(h_->ioctx, where.image.c_str(), &h_->image, nullptr);
     if (rc < 0) {
         h_->image = nullptr;
-        throw Error(rc == -ENOENT ? "rbd " + name_ + ": image '" + where.image + "' does not exist"
-                                  : rados_error("rbd " + name_ + ": opening the image", rc));
+        throw Error(rc == -ENOENT      ? "rbd " + name_ + ": image '" + where.image + "' does not exist"
+                    : rc == -ETIMEDOUT ? no_osd("opening the image")
+                                       : rados_error("rbd " + name_ + ": opening the image", rc));
     }
     rbd_image_info_t info{};
     rc = rbd_stat(h_->image, &info, sizeof info);
@@ -169,7 +176,9 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     rc = rbd_set_image_notification(h_->image, event_fd_, EVENT_TYPE_EVENTFD);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": completion notification", rc));
     rc = rbd_update_watch(h_->image, &h_->watch, &RbdImage::on_header_change, this);
-    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": watching the image header", rc));
+    if (rc < 0)
+        throw Error(rc == -ETIMEDOUT ? no_osd("watching the image header")
+                                     : rados_error("rbd " + name_ + ": watching the image header", rc));
     h_->watching = true;
 
     // The monitor timeout was for opening only. From here on librbd asks
@@ -177,8 +186,13 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     // blocklists that gateway first): with a timeout, a takeover during a
     // monitor election, likely when the node that failed ran a monitor
     // too, would fail the host's write instead of letting it wait.
-    rc = rados_conf_set(h_->cluster, "rados_mon_op_timeout", "0");
-    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": clearing rados_mon_op_timeout", rc));
+    // The same for the OSDs: an OSD that stops under I/O stalls it until
+    // the OSD is back, and the host's own command timeout decides (librados
+    // applies a changed timeout to requests sent from then on).
+    for (const char* key : {"rados_mon_op_timeout", "rados_osd_op_timeout"}) {
+        rc = rados_conf_set(h_->cluster, key, "0");
+        if (rc < 0) throw Error(rados_error("rbd " + name_ + ": clearing " + key, rc));
+    }
 }
 
 RbdImage::~RbdImage() = default;
