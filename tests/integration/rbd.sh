@@ -12,8 +12,10 @@
 # - rbd resize reaches a live session as CAPACITY DATA HAS CHANGED, and READ
 #   CAPACITY then gives the new size, without a restart;
 # - a missing pool or image, an unreadable ceph.conf, a refused key, an
-#   unknown client and unreachable monitors each make tgtadm fail with one
-#   line in tgtd's log naming the cause, leave no LU, and tgtd serves on;
+#   unknown client, unreachable monitors, and pool or image settings that
+#   undo rbio's librbd settings (rbd_cache, rbd_skip_partial_discard) each
+#   make tgtadm fail with one line in tgtd's log naming the cause, leave no
+#   LU, and tgtd serves on;
 # - targets.conf with bs-type rbio_rbd brings an RBD LU up with tgt-admin.
 # A cluster that cannot start fails the test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -168,8 +170,20 @@ check "unreachable monitors are refused, named" refused 16 x "no monitor answere
   rbd:rbd/data "rbd_conf=$WORK/dead.conf:rbd_timeout=3"
 check "... within rbd_timeout, not librados' 300 s ($((SECONDS - t0)) s)" eval '(( SECONDS - t0 < 20 ))'
 check "a bad path is refused, named" refused 17 x "expected rbd:POOL/IMAGE" rbd:justapool "rbd_conf=$CONF"
+# Pool and image settings take precedence over the client's own.
+rbd_ create --size 8M cached
+rbd_ config image set rbd/cached rbd_cache true
+check "an image set to use librbd's cache is refused, named" refused 18 x \
+  "the image's setting rbd_cache=true overrides rbio's false" rbd:rbd/cached "rbd_conf=$CONF"
+rbd_ config image rm rbd/cached rbd_cache
+rbd_ config pool set rbd rbd_skip_partial_discard true
+check "a pool set to skip partial discards is refused, named" refused 19 x \
+  "the pool's setting rbd_skip_partial_discard=true overrides rbio's false" rbd:rbd/cached "rbd_conf=$CONF"
+rbd_ config pool rm rbd rbd_skip_partial_discard
+check "... and served once the setting is gone" new_lun 1 19 rbd:rbd/cached rbio "rbd_conf=$CONF"
+tadm --op delete --mode logicalunit --tid 1 --lun 19
 echo "--- what tgtd logged for the refused LUs ---"
-grep -E "rbio: tid:1 lun:1[0-7]: " "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'
+grep -E "rbio: tid:1 lun:1[0-9]: " "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'
 check "tgtd still serves the first LU" timeout 60 "$PROBE" "$U/1" verify 4096 256 7
 
 tadm --op delete --mode logicalunit --tid 1 --lun 1

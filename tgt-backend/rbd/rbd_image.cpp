@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "rbio/bs/error.hpp"
 
@@ -89,16 +90,19 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     struct Setting {
         const char* key;
         std::string value;
+        // What a pool or image setting of another value would break; those
+        // take precedence over a client's (checked once the image is open).
+        const char* needed_for = nullptr;
     } const settings[] = {
         // Gateways share images: no cache that could hold an acknowledged
         // write or serve a stale read.
-        {"rbd_cache", "false"},
+        {"rbd_cache", "false", "librbd's cache would acknowledge writes only this gateway holds"},
         // librbd copies each write (its default). Its zero-copy writes would
         // save that copy, since the host's buffer lives until the command
         // completes, but librbd 16.2 never completes a zero-copy write that
         // fails for want of the exclusive lock: a gateway fenced by another
         // (blocklisted) would hang every write, and tgtd's shutdown, for ever.
-        {"rbd_disable_zero_copy_writes", "true"},
+        {"rbd_disable_zero_copy_writes", "true", "a gateway fenced by another would hang its writes"},
         // Dispatch each request in tgtd's loop instead of handing it to
         // librbd's io_context thread first: one thread wake-up less per I/O
         // (4 KiB at 1 in flight: 1.3-1.4x the IOPS; bench/rbd-compare.sh).
@@ -107,7 +111,8 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         {"rbd_non_blocking_aio", "false"},
         // The LU reports that unmapped blocks read as zeros (LBPRZ): a
         // discard of part of an object must zero it, not be skipped.
-        {"rbd_skip_partial_discard", "false"},
+        {"rbd_skip_partial_discard", "false",
+         "UNMAP would leave data in blocks the LU reports as reading zeros (LBPRZ)"},
         // A missing cluster, or an image whose placement groups are not
         // active, fails LU creation in seconds instead of holding tgtd's
         // event loop (every LU and session of this tgtd) for 300 s or for
@@ -168,6 +173,32 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
                     : rc == -ETIMEDOUT ? no_osd("opening the image")
                                        : rados_error("rbd " + name_ + ": opening the image", rc));
     }
+    // `rbd config pool|image set` values override what was set above.
+    int count = 0;
+    rc = rbd_config_image_list(h_->image, nullptr, &count);
+    if (rc < 0 && rc != -ERANGE)
+        throw Error(rados_error("rbd " + name_ + ": listing the image's settings", rc));
+    std::vector<rbd_config_option_t> listed(size_t(std::max(count, 0)));
+    rc = rbd_config_image_list(h_->image, listed.data(), &count);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": listing the image's settings", rc));
+    const struct ListedOptions {
+        std::vector<rbd_config_option_t>& v;
+        int n;
+        ~ListedOptions() { rbd_config_image_list_cleanup(v.data(), n); }
+    } owned{listed, count};
+    for (int i = 0; i < count; ++i) {
+        const rbd_config_option_t& o = listed[size_t(i)];
+        if (o.source == RBD_CONFIG_SOURCE_CONFIG || !o.name || !o.value) continue;
+        const bool pool = o.source == RBD_CONFIG_SOURCE_POOL;
+        for (const auto& set : settings)
+            if (set.needed_for && std::strcmp(o.name, set.key) == 0 && set.value != o.value)
+                throw Error("rbd " + name_ + ": the " + (pool ? "pool's" : "image's") + " setting " + o.name +
+                            "=" + o.value + " overrides rbio's " + set.value + ", and " + set.needed_for +
+                            " (remove it: rbd config " +
+                            (pool ? "pool rm " + where.pool : "image rm " + where.describe()) + " " + o.name +
+                            ")");
+    }
+
     rbd_image_info_t info{};
     rc = rbd_stat(h_->image, &info, sizeof info);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": stat", rc));
