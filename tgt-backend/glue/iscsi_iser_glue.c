@@ -411,6 +411,7 @@ static void on_done(void *ctx, uint64_t token, int status)
 	struct iscsi_connection *conn = &rc->iscsi_conn;
 	struct read_op *op;
 	uint8_t *b = rc->synth_bhs;
+	char why[160];
 
 	if (token == 0 || token > RBIO_ISER_MAX_READS)
 		return;
@@ -432,6 +433,10 @@ static void on_done(void *ctx, uint64_t token, int status)
 	if (op->task->r2t_count < (long)op->len || task_in_scsi(op->task)) {
 		/* Something else brought the data the READ fetched. */
 		conn_fail(rc, "an RDMA READ finished for a command that no longer waits for data");
+		return;
+	}
+	if (rbio_pdu_itt_reused(conn, op->task, why, sizeof(why))) {
+		conn_fail(rc, why);
 		return;
 	}
 	memset(b, 0, BHS_SIZE);

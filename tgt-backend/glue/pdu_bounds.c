@@ -32,6 +32,27 @@ int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len)
 	return 1;
 }
 
+int rbio_pdu_itt_reused(const struct iscsi_connection *conn, const struct iscsi_task *task,
+			char *why, size_t why_len)
+{
+	const struct iscsi_task *t;
+
+	list_for_each_entry(t, &conn->session->cmd_list, c_hlist)
+	{
+		if (t->tag != task->tag)
+			continue;
+		if (t == task)
+			return 0;
+		snprintf(why, why_len,
+			 "a command reused ITT 0x%08x while the target fetched the data of the "
+			 "command with it",
+			 ntohl(task->tag));
+		return 1;
+	}
+	snprintf(why, why_len, "the command of ITT 0x%08x is not in its session", ntohl(task->tag));
+	return 1;
+}
+
 int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len)
 {
 	snprintf(why, why_len,

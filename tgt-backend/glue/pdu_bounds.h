@@ -43,6 +43,15 @@ int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t
 			      size_t why_len);
 int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len);
 
+/* task: a command whose solicited data the transport fetched itself (an
+ * iSER RDMA READ) and now hands to the core as a Data-Out naming its ITT.
+ * The core gives a Data-Out to the first command of the session with that
+ * ITT, unchecked: a command that reused the ITT meanwhile (an initiator's
+ * error, or a hostile one) would get the data, beyond its own buffer. 0, or
+ * 1 with why set: the connection must close. */
+int rbio_pdu_itt_reused(const struct iscsi_connection *conn, const struct iscsi_task *task,
+			char *why, size_t why_len);
+
 /* ahs: the whole AHS (TotalAHSLength * 4 bytes) of a SCSI Command received
  * in full feature phase, before the core runs the command. 0, or 1 with
  * why set: the connection must close. */
