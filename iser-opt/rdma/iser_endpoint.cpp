@@ -43,9 +43,12 @@ ibv_qp_init_attr qp_attr(const EndpointConfig& c, ibv_cq* cq) {
 CmQp make_qp(rdma_cm_id* id, ibv_pd* pd, const EndpointConfig& c, ibv_cq* cq, SendConfig& send_out) {
     ibv_qp_init_attr a = qp_attr(c, cq);
     CmQp qp(id, pd, a);
-    // The provider may round the capabilities: the queues use what it gave.
+    // The provider may round the capabilities up (rxe: 1024 send requests
+    // become 2047). The send queue still keeps to the depth asked for: the
+    // completion queue was sized for that many, and a flush at teardown
+    // completes every outstanding request, signalled or not.
     send_out = c.send;
-    send_out.depth = a.cap.max_send_wr;
+    send_out.depth = std::min(c.send.depth, a.cap.max_send_wr);
     send_out.max_inline = a.cap.max_inline_data;
     return qp;
 }

@@ -54,7 +54,7 @@ struct EndpointConfig {
     uint32_t send_slots = 256;      // header slots (PDUs in flight)
     uint32_t send_copy_max = 8192;  // data up to this is copied into the header slot
     uint32_t max_inline = 256;      // asked of the QP; SENDs up to it go inline
-    SendConfig send{};              // depth and inline size are set from the QP
+    SendConfig send{};              // depth asked of the QP (and kept to); inline size set from it
     PollConfig poll{};
     bool batch_recv = true;  // off: one ibv_post_recv per buffer
     // Cover a quiet tail at the end of every pass (see cover_quiet_tail()),

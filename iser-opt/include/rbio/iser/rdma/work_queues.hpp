@@ -59,7 +59,7 @@ private:
 };
 
 struct SendConfig {
-    uint32_t depth = 256;        // the QP's max_send_wr
+    uint32_t depth = 256;        // requests in flight at most: within the QP's max_send_wr and the CQ
     uint32_t signal_every = 16;  // 1: every send signalled (selective signalling off)
     uint32_t max_inline = 0;     // the QP's max_inline_data: SENDs up to it go inline
     bool batch = true;           // false: one post call per work request
