@@ -8,6 +8,21 @@
 
 enum { OFF_DLENGTH = 5, OFF_ITT = 16, OFF_EDTL = 20, OFF_TTT = 20, OFF_BUFFER_OFFSET = 40 };
 
+/* The task the core gives a Data-Out of this ITT (wire order) to: the
+ * first of the session with the tag (the newest; the core adds at the
+ * front). NULL: none. */
+static const struct iscsi_task *task_of_tag(const struct iscsi_session *session, uint32_t itt)
+{
+	const struct iscsi_task *task;
+
+	list_for_each_entry(task, &session->cmd_list, c_hlist)
+	{
+		if (task->tag == itt)
+			return task;
+	}
+	return NULL;
+}
+
 /* Whether the task waits in its connection's send queue (an R2T or a
  * response to send). tgt's list_del leaves c_list NULL, and c_list also
  * links the CmdSN-ordered pending list: look in the queue itself. */
@@ -35,21 +50,15 @@ int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len)
 int rbio_pdu_itt_reused(const struct iscsi_connection *conn, const struct iscsi_task *task,
 			char *why, size_t why_len)
 {
-	const struct iscsi_task *t;
+	const struct iscsi_task *first = task_of_tag(conn->session, task->tag);
 
-	list_for_each_entry(t, &conn->session->cmd_list, c_hlist)
-	{
-		if (t->tag != task->tag)
-			continue;
-		if (t == task)
-			return 0;
-		snprintf(why, why_len,
-			 "a command reused ITT 0x%08x while the target fetched the data of the "
-			 "command with it",
-			 ntohl(task->tag));
-		return 1;
-	}
-	snprintf(why, why_len, "the command of ITT 0x%08x is not in its session", ntohl(task->tag));
+	if (first == task)
+		return 0;
+	snprintf(why, why_len,
+		 first ? "a command reused ITT 0x%08x while the target fetched the data of the "
+			 "command with it"
+		       : "the command of ITT 0x%08x is not in its session",
+		 ntohl(task->tag));
 	return 1;
 }
 
@@ -95,7 +104,7 @@ int rbio_pdu_ahs_refused(const uint8_t *ahs, size_t len, char *why, size_t why_l
 int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			      size_t why_len)
 {
-	struct iscsi_task *task;
+	const struct iscsi_task *task;
 	const struct iscsi_cmd *cmd;
 	uint32_t itt, edtl, offset, len;
 	uint64_t pad;
@@ -104,14 +113,9 @@ int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t
 	if (!conn->session)
 		return 0;
 	memcpy(&itt, bhs + OFF_ITT, sizeof(itt)); /* wire order, as task->tag */
-	/* The task the core will pick: the first with this tag. */
-	list_for_each_entry(task, &conn->session->cmd_list, c_hlist)
-	{
-		if (task->tag == itt)
-			goto found;
-	}
-	return 0;
-found:
+	task = task_of_tag(conn->session, itt);
+	if (!task)
+		return 0;
 	cmd = (const struct iscsi_cmd *)&task->req;
 	offset = rbio_get_be32(bhs + OFF_BUFFER_OFFSET);
 	len = rbio_get_be24(bhs + OFF_DLENGTH);
