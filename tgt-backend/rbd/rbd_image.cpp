@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "rbio/bs/error.hpp"
@@ -58,6 +59,50 @@ RbdLocation parse_rbd_path(std::string_view path) {
     return loc;
 }
 
+namespace {
+
+// A librados setting rbio makes on its client.
+struct Setting {
+    const char* key;
+    std::string value;
+    // What a pool or image setting of another value would break; those
+    // take precedence over a client's (checked once the image is open).
+    const char* needed_for = nullptr;
+};
+
+// `rbd config pool|image set` values override a client's own when librbd
+// opens the image: throws if one undoes a setting the LU relies on.
+void refuse_overrides(rbd_image_t image, std::span<const Setting> settings, const RbdLocation& where,
+                      const std::string& name) {
+    const auto failed = [&](int rc) {
+        return Error(rados_error("rbd " + name + ": listing the image's settings", rc));
+    };
+    int count = 0;
+    int rc = rbd_config_image_list(image, nullptr, &count);
+    if (rc < 0 && rc != -ERANGE) throw failed(rc);
+    std::vector<rbd_config_option_t> listed(size_t(std::max(count, 0)));
+    rc = rbd_config_image_list(image, listed.data(), &count);
+    if (rc < 0) throw failed(rc);
+    const struct Owned {
+        std::vector<rbd_config_option_t>& v;
+        int n;
+        ~Owned() { rbd_config_image_list_cleanup(v.data(), n); }
+    } owned{listed, count};
+    for (const rbd_config_option_t& o : std::span(listed).first(size_t(count))) {
+        if (o.source == RBD_CONFIG_SOURCE_CONFIG || !o.name || !o.value) continue;
+        const bool pool = o.source == RBD_CONFIG_SOURCE_POOL;
+        for (const auto& set : settings)
+            if (set.needed_for && std::strcmp(o.name, set.key) == 0 && set.value != o.value)
+                throw Error("rbd " + name + ": the " + (pool ? "pool's" : "image's") + " setting " + o.name +
+                            "=" + o.value + " overrides rbio's " + set.value + ", and " + set.needed_for +
+                            " (remove it: rbd config " +
+                            (pool ? "pool rm " + where.pool : "image rm " + where.describe()) + " " + o.name +
+                            ")");
+    }
+}
+
+}  // namespace
+
 // librados/librbd handles, released in reverse order of creation.
 struct RbdImage::Handles {
     rados_t cluster = nullptr;
@@ -87,13 +132,7 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
                                     (how.conf.empty() ? "/etc/ceph/" + how.cluster + ".conf" : how.conf),
                                 rc));
     const std::string timeout = std::to_string(how.timeout_s);
-    struct Setting {
-        const char* key;
-        std::string value;
-        // What a pool or image setting of another value would break; those
-        // take precedence over a client's (checked once the image is open).
-        const char* needed_for = nullptr;
-    } const settings[] = {
+    const Setting settings[] = {
         // Gateways share images: no cache that could hold an acknowledged
         // write or serve a stale read.
         {"rbd_cache", "false", "librbd's cache would acknowledge writes only this gateway holds"},
@@ -173,31 +212,7 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
                     : rc == -ETIMEDOUT ? no_osd("opening the image")
                                        : rados_error("rbd " + name_ + ": opening the image", rc));
     }
-    // `rbd config pool|image set` values override what was set above.
-    int count = 0;
-    rc = rbd_config_image_list(h_->image, nullptr, &count);
-    if (rc < 0 && rc != -ERANGE)
-        throw Error(rados_error("rbd " + name_ + ": listing the image's settings", rc));
-    std::vector<rbd_config_option_t> listed(size_t(std::max(count, 0)));
-    rc = rbd_config_image_list(h_->image, listed.data(), &count);
-    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": listing the image's settings", rc));
-    const struct ListedOptions {
-        std::vector<rbd_config_option_t>& v;
-        int n;
-        ~ListedOptions() { rbd_config_image_list_cleanup(v.data(), n); }
-    } owned{listed, count};
-    for (int i = 0; i < count; ++i) {
-        const rbd_config_option_t& o = listed[size_t(i)];
-        if (o.source == RBD_CONFIG_SOURCE_CONFIG || !o.name || !o.value) continue;
-        const bool pool = o.source == RBD_CONFIG_SOURCE_POOL;
-        for (const auto& set : settings)
-            if (set.needed_for && std::strcmp(o.name, set.key) == 0 && set.value != o.value)
-                throw Error("rbd " + name_ + ": the " + (pool ? "pool's" : "image's") + " setting " + o.name +
-                            "=" + o.value + " overrides rbio's " + set.value + ", and " + set.needed_for +
-                            " (remove it: rbd config " +
-                            (pool ? "pool rm " + where.pool : "image rm " + where.describe()) + " " + o.name +
-                            ")");
-    }
+    refuse_overrides(h_->image, settings, where, name_);
 
     rbd_image_info_t info{};
     rc = rbd_stat(h_->image, &info, sizeof info);
