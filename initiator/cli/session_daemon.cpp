@@ -294,11 +294,13 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
             RBIO_LOG(Warning, "signal " << si.ssi_signo << ": logging out (lazy unmount)");
             auto r = end_session(true);
             if (r) RBIO_LOG(Error, r->second);
-            // The session is logged out and the I/O thread joined. A lazily
-            // detached mount that is still in use keeps the FUSE loop
-            // threads blocked in /dev/fuse, so they cannot be joined: the
-            // process ends here, and the kernel aborts the FUSE connection
-            // when /dev/fuse closes (later I/O on open files gets ENOTCONN).
+            // The session is logged out and the I/O thread joined. The
+            // unmount ended the FUSE connection where it could open its
+            // abort file; where it could not, a lazily detached mount still
+            // in use keeps the loop threads blocked in /dev/fuse, so they
+            // are not joined: the process ends here, and the kernel ends the
+            // connection when /dev/fuse closes (later I/O on open files
+            // gets ENOTCONN).
             std::fflush(nullptr);
             ::_exit(r ? r->first : kExitOk);
         }
