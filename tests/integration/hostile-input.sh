@@ -42,6 +42,12 @@
 #                   (size_t)-1 bytes), a bidirectional READ(10) of 1 MiB
 #                   whose Read Length 0xffffffff wraps its buffer to 4 KiB.
 #                   Strict runs only: stock tgt would crash.
+#   cmdsn-window    ... then 129 TEST UNIT READYs, the one at MaxCmdSN first
+#                   (legal: all must be answered GOOD); then requests tgt's
+#                   core would park for ever with their buffers: one at
+#                   MaxCmdSN + 1, one at ExpCmdSN + 1 twice, and one at
+#                   ExpCmdSN - 1 (which tgt refuses itself). Strict runs
+#                   only: stock tgt's TCP transport never checks MaxCmdSN.
 #   login-flood     login requests that stay in the security stage, sent
 #                   without reading a response until tgtd stops reading:
 #                   held for 2 s, during which tgtd must stay idle (under
@@ -121,7 +127,7 @@ fi
 IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
-MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked bad-ahs)
+MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked bad-ahs cmdsn-window)
 
 tgt_test_init 5
 stock_issues=()
@@ -379,6 +385,7 @@ run_all() {
   (( STRICT )) && quick_case data-out-beyond --expect-close
   (( STRICT )) && quick_case data-out-unasked --expect-close
   (( STRICT )) && quick_case bad-ahs --expect-close
+  (( STRICT )) && quick_case cmdsn-window --expect-close
   idle_case login-flood 2000
   quick_case truncate-close
   quick_case truncate-reset

@@ -34,6 +34,13 @@
 //                   Extended CDB AHS of AHSLength 0; then (new connection)
 //                   a bidirectional READ(10) of 1 MiB with a Read Length AHS
 //                   of 0xffffffff
+//   cmdsn-window    log in; a TEST UNIT READY at MaxCmdSN, then one at
+//                   each CmdSN from ExpCmdSN up to it: every one must be
+//                   answered GOOD, the connection open (the window's edge
+//                   is legal, and out of order is legal). Then (new
+//                   connections, each watched for --expect-close) a TEST
+//                   UNIT READY at MaxCmdSN + 1; one at ExpCmdSN + 1 twice
+//                   (ExpCmdSN skipped); one at ExpCmdSN - 1
 //   login-flood     start a login, then send login requests that each stay
 //                   in the security stage (T=0, unknown X- keys the target
 //                   answers NotUnderstood) without reading a response, until
@@ -737,6 +744,81 @@ int case_bad_ahs(const Options& o) {
     return status;
 }
 
+// A TEST UNIT READY at CmdSN `cmd_sn`, without taking the next CmdSN.
+Bytes tur_at(Session& s, const Options& o, uint32_t cmd_sn) {
+    const std::array<uint8_t, 6> tur{};
+    Bhs b = scsi_command(s, o, tur, false, false, 0, 0);
+    b.set_cmd_sn(cmd_sn);
+    --s.cmd_sn;
+    return Bytes(b.bytes().begin(), b.bytes().end());
+}
+
+// CmdSN outside the window the target advertised (RFC 7143 4.2.2.1), or a
+// duplicate within it: tgt's core parks each on the session's pending
+// list, with its buffer, for ever. First the legal edge: the window's last
+// CmdSN ahead of the rest must still be served.
+int case_cmdsn_window(const Options& o) {
+    int status = 0;
+    {
+        Session s = ready_session(o);
+        const uint32_t exp = s.cmd_sn, max = s.max_cmd_sn;
+        const uint32_t count = max - exp + 1;
+        if (count < 2 || count > 4096)
+            throw SetupError("the target advertised ExpCmdSN " + std::to_string(exp) + " and MaxCmdSN " +
+                             std::to_string(max) + ": no window of 2 to 4096 commands to test");
+        Bytes pdus = tur_at(s, o, max);
+        for (uint32_t sn = exp; sn != max; ++sn) {
+            const Bytes b = tur_at(s, o, sn);
+            pdus.insert(pdus.end(), b.begin(), b.end());
+        }
+        s.conn.send_or_throw(pdus, "TEST UNIT READY at MaxCmdSN, then at ExpCmdSN onwards");
+        const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
+        uint32_t good = 0, other = 0;
+        std::string first_other;
+        while (good + other < count) {
+            auto [bhs, data] = s.conn.recv_pdu(deadline, "the responses to the window's TEST UNIT READYs");
+            if (BhsView(bhs.data()).opcode() != Opcode::ScsiResponse || bhs[2] != 0 || bhs[3] != 0) {
+                if (first_other.empty()) first_other = describe_pdu(bhs.data(), data);
+                ++other;
+            } else {
+                ++good;
+            }
+        }
+        const Reaction r = s.conn.watch(std::min(o.wait_ms, 300));
+        std::printf(
+            "%s: TEST UNIT READY at MaxCmdSN %u first, then ExpCmdSN %u to %u: %u GOOD, %u other%s; "
+            "then the connection was %s\n",
+            o.test_case.c_str(), max, exp, max - 1, good, other,
+            first_other.empty() ? "" : (" (first: " + first_other + ")").c_str(), r.describe().c_str());
+        if (good != count || r.peer != Peer::Open) {
+            std::printf("%s: FAIL: expected %u GOOD responses on a connection that stays open\n",
+                        o.test_case.c_str(), count);
+            status = 1;
+        }
+    }
+    static const char* const what[] = {
+        "TEST UNIT READY at MaxCmdSN + 1",
+        "TEST UNIT READY at ExpCmdSN + 1, twice",
+        "TEST UNIT READY at ExpCmdSN - 1",
+    };
+    for (int variant = 0; variant < 3; ++variant) {
+        Session s = ready_session(o);
+        Bytes pdus;
+        if (variant == 0) {
+            pdus = tur_at(s, o, s.max_cmd_sn + 1);
+        } else if (variant == 1) {
+            pdus = tur_at(s, o, s.cmd_sn + 1);
+            const Bytes again = tur_at(s, o, s.cmd_sn + 1);
+            pdus.insert(pdus.end(), again.begin(), again.end());
+        } else {
+            pdus = tur_at(s, o, s.cmd_sn - 1);
+        }
+        s.conn.send_or_throw(pdus, what[variant]);
+        status |= report(o, what[variant], s.conn.watch(o.wait_ms));
+    }
+    return status;
+}
+
 int case_truncate(const Options& o, bool reset) {
     for (int variant = 0; variant < 2; ++variant) {
         Session s = ready_session(o);
@@ -993,6 +1075,7 @@ int main(int argc, char** argv) {
         if (c == "data-out-beyond") return case_data_out_beyond(o);
         if (c == "data-out-unasked") return case_data_out_unasked(o);
         if (c == "bad-ahs") return case_bad_ahs(o);
+        if (c == "cmdsn-window") return case_cmdsn_window(o);
         if (c == "login-flood") return case_login_flood(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);

@@ -6,7 +6,14 @@
 
 #include "util.h" /* tgt's roundup, as the core sizes buffers */
 
-enum { OFF_DLENGTH = 5, OFF_ITT = 16, OFF_EDTL = 20, OFF_TTT = 20, OFF_BUFFER_OFFSET = 40 };
+enum {
+	OFF_DLENGTH = 5,
+	OFF_ITT = 16,
+	OFF_EDTL = 20,
+	OFF_TTT = 20,
+	OFF_CMDSN = 24,
+	OFF_BUFFER_OFFSET = 40
+};
 
 /* The task the core gives a Data-Out of this ITT (wire order) to: the
  * first of the session with the tag (the newest; the core adds at the
@@ -68,6 +75,43 @@ int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len)
 		 "%u bytes of AHS on a request of opcode 0x%02x (only a SCSI Command has any)",
 		 (unsigned)bhs[4] * 4, bhs[0] & ISCSI_OPCODE_MASK);
 	return 1;
+}
+
+int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
+			   size_t why_len)
+{
+	const struct iscsi_session *s = conn->session;
+	const struct iscsi_task *task;
+	const uint32_t cmd_sn = rbio_get_be32(bhs + OFF_CMDSN);
+	/* Serial arithmetic (RFC 1982): how far ahead of ExpCmdSN, mod 2^32.
+	 * The target advertises MaxCmdSN = ExpCmdSN + max_queue_cmd and
+	 * ExpCmdSN only grows, so no MaxCmdSN it ever sent lies beyond. */
+	const uint32_t ahead = cmd_sn - s->exp_cmd_sn;
+
+	if (ahead > s->max_queue_cmd) {
+		snprintf(
+			why, why_len,
+			ahead >= 0x80000000u
+				? "CmdSN %u, before ExpCmdSN %u (a request already received)"
+				: "CmdSN %u, beyond the window the target advertised (ExpCmdSN %u, "
+				  "MaxCmdSN %u)",
+			cmd_sn, s->exp_cmd_sn, s->exp_cmd_sn + s->max_queue_cmd);
+		return 1;
+	}
+	/* The pending list holds only requests ahead of ExpCmdSN (the core
+	 * runs one as soon as its turn comes), so with the window above it
+	 * holds at most max_queue_cmd of them once duplicates are refused. */
+	list_for_each_entry(task, &s->pending_cmd_list, c_list)
+	{
+		if (ntohl(task->req.statsn) == cmd_sn) {
+			snprintf(why, why_len,
+				 "CmdSN %u again, while the request with it waits for its turn "
+				 "(ExpCmdSN %u)",
+				 cmd_sn, s->exp_cmd_sn);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int rbio_pdu_ahs_refused(const uint8_t *ahs, size_t len, char *why, size_t why_len)

@@ -21,7 +21,13 @@
  *   end); an Extended CDB AHS with AHSLength 0 makes it copy (size_t)-1
  *   bytes; a bidirectional command's Read Length wraps in its buffer
  *   size, so a 4 KiB buffer takes a read of the CDB's length.
- * Either closes the connection, with the reason in tgtd's log.
+ * - A request's CmdSN outside the window the target advertised (ExpCmdSN
+ *   to MaxCmdSN, RFC 7143 4.2.2.1), or one already waiting: the core parks
+ *   every non-immediate request ahead of ExpCmdSN on the session's pending
+ *   list, with its buffer, and never checks MaxCmdSN (stock tgt's own iSER
+ *   driver does); an initiator that skips one CmdSN could park commands
+ *   without end, and a duplicate stays parked after its twin ran.
+ * Each closes the connection, with the reason in tgtd's log.
  *
  * One of the few files that include tgt's (version-specific, C) headers.
  */
@@ -42,6 +48,8 @@ int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len);
 int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			      size_t why_len);
 int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len);
+int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
+			   size_t why_len);
 
 /* task: a command whose solicited data the transport fetched itself (an
  * iSER RDMA READ) and now hands to the core as a Data-Out naming its ITT.
@@ -71,12 +79,17 @@ static inline int rbio_pdu_out_of_bounds(const struct iscsi_connection *conn, co
 	if (bhs[4] != 0 && op != ISCSI_OP_SCSI_CMD)
 		return rbio_pdu_ahs_refused_for(bhs, why, why_len);
 	/* The core's buffer size, roundup(EDTL, padding), is an int. */
-	if (op == ISCSI_OP_SCSI_CMD)
-		return rbio_get_be32(bhs + 20) > (uint32_t)INT32_MAX - 3
-			       ? rbio_pdu_edtl_refused(bhs, why, why_len)
-			       : 0;
+	if (op == ISCSI_OP_SCSI_CMD && rbio_get_be32(bhs + 20) > (uint32_t)INT32_MAX - 3)
+		return rbio_pdu_edtl_refused(bhs, why, why_len);
 	if (op == ISCSI_OP_SCSI_DATA_OUT)
 		return rbio_pdu_data_out_refused(conn, bhs, why, why_len);
+	/* The requests the core orders by CmdSN (iscsi_task_rx_done); only
+	 * one that does not come next needs a closer look. */
+	if ((op == ISCSI_OP_SCSI_CMD || op == ISCSI_OP_NOOP_OUT || op == ISCSI_OP_SCSI_TMFUNC ||
+	     op == ISCSI_OP_LOGOUT) &&
+	    !(bhs[0] & ISCSI_OP_IMMEDIATE) && conn->session &&
+	    rbio_get_be32(bhs + 24) != conn->session->exp_cmd_sn)
+		return rbio_pdu_cmdsn_refused(conn, bhs, why, why_len);
 	return 0;
 }
 
