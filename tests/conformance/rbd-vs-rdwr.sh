@@ -19,6 +19,10 @@ while (( $# )); do
   esac
 done
 [[ -n $ceph_dir && -n $ceph_port ]] || { echo "usage: rbd-vs-rdwr.sh --ceph-dir DIR --ceph-port N [run-conformance.sh options]" >&2; exit 2; }
+# RBIO_TEST_PORT_SHIFT moves the monitor's port too (run-conformance.sh
+# moves tgtd's).
+[[ ${RBIO_TEST_PORT_SHIFT:-0} =~ ^[0-9]+$ ]] || { echo "RBIO_TEST_PORT_SHIFT must be a number" >&2; exit 2; }
+ceph_port=$((ceph_port + ${RBIO_TEST_PORT_SHIFT:-0}))
 
 stop_cluster() {
   local rc=$?

@@ -146,6 +146,12 @@ for n in "$control_port" "$portal_port" ${rbio_port:+"$rbio_port"}; do
   [[ $n =~ ^[0-9]+$ ]] || die "ports must be numbers: $n"
 done
 [[ $rbio_port != "$portal_port" ]] || die "--rbio-portal-port must differ from --portal-port"
+# RBIO_TEST_PORT_SHIFT moves every port, as for the integration tests
+# (tests/lib/tgt-test.sh), so a second checkout's tests can run beside CI's.
+port_shift=${RBIO_TEST_PORT_SHIFT:-0}
+[[ $port_shift =~ ^[0-9]+$ ]] || die "RBIO_TEST_PORT_SHIFT must be a number"
+control_port=$((control_port + port_shift)) portal_port=$((portal_port + port_shift))
+[[ -z $rbio_port ]] || rbio_port=$((rbio_port + port_shift))
 [[ $suite_timeout =~ ^[0-9]+$ ]] || die "--timeout must be a number of seconds"
 # digests: the settings as given (none, crc32c; "" = tgtd's default).
 if [[ $digest_list == - ]]; then
