@@ -48,6 +48,14 @@
 #                   MaxCmdSN + 1, one at ExpCmdSN + 1 twice, and one at
 #                   ExpCmdSN - 1 (which tgt refuses itself). Strict runs
 #                   only: stock tgt's TCP transport never checks MaxCmdSN.
+#   cmdsn-connections ... a session of two connections (the target allows
+#                   MaxConnections=2): the first parks the window past
+#                   ExpCmdSN and holds back a WRITE's data at ExpCmdSN; the
+#                   second joins and uses the CmdSN its login response
+#                   opened, one past the first's window: all must be
+#                   answered GOOD. Then a joined connection's request at a
+#                   CmdSN another connection is still receiving, a
+#                   duplicate, must close it. Strict runs only.
 #   login-flood     login requests that stay in the security stage, sent
 #                   without reading a response until tgtd stops reading:
 #                   held for 2 s, during which tgtd must stay idle (under
@@ -127,7 +135,8 @@ fi
 IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
-MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked bad-ahs cmdsn-window)
+MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked bad-ahs cmdsn-window
+  cmdsn-connections)
 
 tgt_test_init 5
 stock_issues=()
@@ -369,6 +378,8 @@ run_all() {
   check "[$RUN] tgtd inherited RBIO_TRANSPORT=$mode" \
     bash -c "tr '\\0' '\\n' < /proc/$(tgtd_pid)/environ | grep -qx 'RBIO_TRANSPORT=$mode'"
   new_target 1 hostile
+  # cmdsn-connections logs two connections into one session.
+  tadm --op update --mode target --tid 1 --name MaxConnections --value 2
   truncate -s "${GOOD_MIB}M" "$WORK/good-$mode.img"
   truncate -s 64M "$WORK/hostile-$mode.img"
   new_lun 1 1 "$WORK/good-$mode.img" rbio "$LUN_OPTS"
@@ -386,6 +397,7 @@ run_all() {
   (( STRICT )) && quick_case data-out-unasked --expect-close
   (( STRICT )) && quick_case bad-ahs --expect-close
   (( STRICT )) && quick_case cmdsn-window --expect-close
+  (( STRICT )) && quick_case cmdsn-connections --expect-close --max-connections 2
   idle_case login-flood 2000
   quick_case truncate-close
   quick_case truncate-reset

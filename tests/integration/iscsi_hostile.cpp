@@ -41,6 +41,17 @@
 //                   connections, each watched for --expect-close) a TEST
 //                   UNIT READY at MaxCmdSN + 1; one at ExpCmdSN + 1 twice
 //                   (ExpCmdSN skipped); one at ExpCmdSN - 1
+//   cmdsn-connections  a session of two connections (--max-connections 2):
+//                   on the first, the window past ExpCmdSN (parked), then
+//                   a WRITE(10) at ExpCmdSN whose data is held back; the
+//                   second joins at the next CmdSN (its login response
+//                   advertises MaxCmdSN one beyond) and sends a TEST UNIT
+//                   READY there; then the WRITE's data: every command must
+//                   be answered GOOD, both connections open. Then (a new
+//                   session) the first connection sends a WRITE(10) at
+//                   ExpCmdSN + 1, data held back, and a joining connection
+//                   a TEST UNIT READY at the same CmdSN, a duplicate: that
+//                   connection is watched for --expect-close
 //   login-flood     start a login, then send login requests that each stay
 //                   in the security stage (T=0, unknown X- keys the target
 //                   answers NotUnderstood) without reading a response, until
@@ -151,7 +162,8 @@ struct Options {
     unsigned count = 64;
     unsigned kib = 1024;
     int io_timeout_ms = 10000;
-    uint32_t mrdsl = 262144;  // the MaxRecvDataSegmentLength we declare
+    uint32_t mrdsl = 262144;       // the MaxRecvDataSegmentLength we declare
+    unsigned max_connections = 1;  // the MaxConnections we offer
 };
 
 enum class Peer { Open, Closed, Reset };
@@ -392,17 +404,22 @@ struct Session {
     uint32_t max_cmd_sn = 0;
     uint32_t target_mrdsl = 8192;  // RFC 7143 default until the target declares its own
     uint32_t next_itt = 0x100;
+    uint32_t isid_low = 0;  // the session's identity, for a connection that joins it
+    uint16_t tsih = 0;
 };
 
 // Logs in as a Normal session: the security stage with AuthMethod=None,
-// then operational negotiation, then full feature phase.
-Session login(const Options& o) {
+// then operational negotiation, then full feature phase. With `join`, the
+// connection (CID 1) joins that session instead, its login at CmdSN
+// `join_cmd_sn` (the initiator's next).
+Session login(const Options& o, const Session* join = nullptr, uint32_t join_cmd_sn = 0) {
     if (o.target.empty()) throw SetupError("--target is required for case " + o.test_case);
     Session s{Conn(o.port)};
     // A random-format ISID (type 0b10), different per connection, so no
     // login reinstates another connection's session.
     std::random_device rd;
-    const uint32_t isid_low = rd();
+    const uint32_t isid_low = join ? join->isid_low : rd();
+    s.isid_low = isid_low;
     const std::string where = "login to 127.0.0.1:" + std::to_string(o.port) + " (" + o.target + ")";
 
     const std::vector<std::pair<std::string, std::string>> security = {{"InitiatorName", kInitiatorName},
@@ -417,7 +434,7 @@ Session login(const Options& o) {
         {"ImmediateData", "Yes"},
         {"MaxBurstLength", "16776192"},
         {"FirstBurstLength", "262144"},
-        {"MaxConnections", "1"},
+        {"MaxConnections", std::to_string(o.max_connections)},
         {"MaxOutstandingR2T", "1"},
         {"DataPDUInOrder", "Yes"},
         {"DataSequenceInOrder", "Yes"},
@@ -427,9 +444,9 @@ Session login(const Options& o) {
 
     unsigned csg = 0, nsg = 1;
     auto keys = security;
-    uint16_t tsih = 0;
-    const uint32_t itt = 0x10;
-    const uint32_t cmd_sn = 1;
+    uint16_t tsih = join ? join->tsih : 0;
+    const uint32_t itt = join ? 0x11 : 0x10;
+    const uint32_t cmd_sn = join ? join_cmd_sn : 1;
     const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
     for (int step = 0; step < 8; ++step) {
         Bhs req;
@@ -444,6 +461,7 @@ Session login(const Options& o) {
         raw[13] = uint8_t(getpid());
         raw[14] = uint8_t(tsih >> 8);
         raw[15] = uint8_t(tsih);
+        raw[21] = join ? 1 : 0;  // CID
         const Bytes data = text_keys(keys);
         req.set_data_segment_length(uint32_t(data.size()));
         req.set_itt(itt).set_cmd_sn(cmd_sn).set_exp_stat_sn(s.exp_stat_sn);
@@ -473,7 +491,10 @@ Session login(const Options& o) {
             continue;
         }
         csg = v.flags() & 0x03;  // the target's NSG is the stage we are now in
-        if (csg == 3) return s;
+        if (csg == 3) {
+            s.tsih = tsih;
+            return s;
+        }
         nsg = 3;
         keys = csg == 1 ? operational : decltype(keys){};
     }
@@ -819,6 +840,85 @@ int case_cmdsn_window(const Options& o) {
     return status;
 }
 
+// Reads SCSI Responses on `s` until `count` came; returns how many were
+// GOOD (at most `ms` for all).
+uint32_t good_responses(Session& s, uint32_t count, int ms, const char* what) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+    uint32_t good = 0, seen = 0;
+    while (seen < count) {
+        auto [bhs, data] = s.conn.recv_pdu(deadline, what);
+        if (BhsView(bhs.data()).opcode() != Opcode::ScsiResponse) continue;
+        ++seen;
+        if (bhs[2] == 0 && bhs[3] == 0) ++good;
+    }
+    return good;
+}
+
+// A session's second connection may advertise a MaxCmdSN beyond the one
+// ExpCmdSN + the queue depth gives (its login's CmdSN + 1), and a command
+// still being received on one connection holds its CmdSN as much as a
+// parked one.
+int case_cmdsn_connections(const Options& o) {
+    int status = 0;
+    {
+        Session a = ready_session(o);
+        const uint32_t exp = a.cmd_sn, max = a.max_cmd_sn;
+        if (max - exp < 1 || max - exp > 4096)
+            throw SetupError("the target advertised ExpCmdSN " + std::to_string(exp) + " and MaxCmdSN " +
+                             std::to_string(max) + ": no window to test");
+        Bytes parked;
+        for (uint32_t sn = exp + 1; sn != max + 1; ++sn) {
+            const Bytes b = tur_at(a, o, sn);
+            parked.insert(parked.end(), b.begin(), b.end());
+        }
+        const auto cdb = cdb10(0x2a, 0, 1);  // WRITE(10) of one block, all of it immediate
+        Bhs w = scsi_command(a, o, cdb, false, true, 512, 512);
+        w.set_cmd_sn(exp);
+        const Bytes write = encode(w, pattern(512));
+        parked.insert(parked.end(), write.begin(), write.begin() + kBhsLength);
+        a.conn.send_or_throw(parked, "the window past ExpCmdSN and a WRITE(10) header at it");
+        Session b = login(o, &a, max + 1);
+        b.conn.send_or_throw(tur_at(b, o, max + 1),
+                             "TEST UNIT READY at the joined connection's MaxCmdSN - 1");
+        const Reaction before = b.conn.watch(std::min(o.wait_ms, 300));
+        a.conn.send_or_throw(std::span(write).subspan(kBhsLength), "the WRITE(10)'s data");
+        const uint32_t count_a = max - exp + 1;
+        const uint32_t good_a =
+            good_responses(a, count_a, o.io_timeout_ms, "the first connection's responses");
+        const uint32_t good_b = before.peer == Peer::Open ? good_responses(b, 1, o.io_timeout_ms,
+                                                                           "the joined connection's response")
+                                                          : 0;
+        std::printf(
+            "%s: WRITE(10) at ExpCmdSN %u held back, TEST UNIT READYs at %u to %u parked, a second "
+            "connection's at %u (its login advertised MaxCmdSN %u): %u of %u and %u of 1 GOOD; the second "
+            "connection was %s before the WRITE's data\n",
+            o.test_case.c_str(), exp, exp + 1, max, max + 1, b.max_cmd_sn, good_a, count_a, good_b,
+            before.describe().c_str());
+        if (good_a != count_a || good_b != 1) {
+            std::printf("%s: FAIL: expected every command answered GOOD on open connections\n",
+                        o.test_case.c_str());
+            status = 1;
+        }
+    }
+    {
+        Session a = ready_session(o);
+        const uint32_t exp = a.cmd_sn;
+        const auto cdb = cdb10(0x2a, 0, 1);
+        Bhs w = scsi_command(a, o, cdb, false, true, 512, 512);
+        w.set_cmd_sn(exp + 1);
+        const Bytes write = encode(w, pattern(512));
+        a.conn.send_or_throw(std::span(write).first(kBhsLength), "a WRITE(10) header at ExpCmdSN + 1");
+        Session b = login(o, &a, exp);
+        b.conn.send_or_throw(tur_at(b, o, exp + 1),
+                             "TEST UNIT READY at ExpCmdSN + 1 on the joined connection");
+        status |= report(o,
+                         "a WRITE(10) at ExpCmdSN + 1 still being received, and a joined connection's TEST "
+                         "UNIT READY at the same CmdSN",
+                         b.conn.watch(o.wait_ms));
+    }
+    return status;
+}
+
 int case_truncate(const Options& o, bool reset) {
     for (int variant = 0; variant < 2; ++variant) {
         Session s = ready_session(o);
@@ -1054,6 +1154,7 @@ Options parse(int argc, char** argv) {
         else if (k == "--kib") o.kib = unsigned(number(k, v));
         else if (k == "--io-timeout-ms") o.io_timeout_ms = int(number(k, v));
         else if (k == "--mrdsl") o.mrdsl = uint32_t(number(k, v));
+        else if (k == "--max-connections") o.max_connections = unsigned(number(k, v));
         else throw SetupError("unknown option " + k);
     }
     if (o.port == 0) throw SetupError("--port is required");
@@ -1076,6 +1177,7 @@ int main(int argc, char** argv) {
         if (c == "data-out-unasked") return case_data_out_unasked(o);
         if (c == "bad-ahs") return case_bad_ahs(o);
         if (c == "cmdsn-window") return case_cmdsn_window(o);
+        if (c == "cmdsn-connections") return case_cmdsn_connections(o);
         if (c == "login-flood") return case_login_flood(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);

@@ -77,41 +77,74 @@ int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len)
 	return 1;
 }
 
+/* Whether a request the core orders by CmdSN (what iscsi_task_rx_done
+ * queues) is the task's, without the I bit, at cmd_sn. */
+static int ordered_at(const struct iscsi_task *task, uint32_t cmd_sn)
+{
+	const uint8_t op = task->req.opcode & ISCSI_OPCODE_MASK;
+
+	return !(task->req.opcode & ISCSI_OP_IMMEDIATE) &&
+	       (op == ISCSI_OP_SCSI_CMD || op == ISCSI_OP_NOOP_OUT || op == ISCSI_OP_SCSI_TMFUNC ||
+		op == ISCSI_OP_LOGOUT) &&
+	       ntohl(task->req.statsn) == cmd_sn;
+}
+
 int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			   size_t why_len)
 {
 	const struct iscsi_session *s = conn->session;
+	const struct iscsi_connection *c;
 	const struct iscsi_task *task;
 	const uint32_t cmd_sn = rbio_get_be32(bhs + OFF_CMDSN);
-	/* Serial arithmetic (RFC 1982): how far ahead of ExpCmdSN, mod 2^32.
-	 * The target advertises MaxCmdSN = ExpCmdSN + max_queue_cmd and
-	 * ExpCmdSN only grows, so no MaxCmdSN it ever sent lies beyond. */
+	/* Serial arithmetic (RFC 1982): how far ahead of ExpCmdSN, mod 2^32;
+	 * from 2^31 on, behind it. */
 	const uint32_t ahead = cmd_sn - s->exp_cmd_sn;
+	uint32_t window = s->max_queue_cmd;
 
-	if (ahead > s->max_queue_cmd) {
+	/* The window's end is the highest MaxCmdSN the target advertised:
+	 * ExpCmdSN + max_queue_cmd in every response of full feature phase
+	 * (ExpCmdSN only grows), but a connection that joined the session
+	 * advertised its login's CmdSN + 1 (conn->max_cmd_sn), which may lie
+	 * beyond while commands sent before it are still on their way on the
+	 * other connections. */
+	list_for_each_entry(c, &s->conn_list, clist)
+	{
+		const uint32_t end = c->max_cmd_sn - s->exp_cmd_sn;
+
+		if (end < 0x80000000u && end > window)
+			window = end;
+	}
+	if (ahead > window) {
 		snprintf(
 			why, why_len,
 			ahead >= 0x80000000u
 				? "CmdSN %u, before ExpCmdSN %u (a request already received)"
 				: "CmdSN %u, beyond the window the target advertised (ExpCmdSN %u, "
 				  "MaxCmdSN %u)",
-			cmd_sn, s->exp_cmd_sn, s->exp_cmd_sn + s->max_queue_cmd);
+			cmd_sn, s->exp_cmd_sn, s->exp_cmd_sn + window);
 		return 1;
 	}
-	/* The pending list holds only requests ahead of ExpCmdSN (the core
-	 * runs one as soon as its turn comes), so with the window above it
-	 * holds at most max_queue_cmd of them once duplicates are refused. */
+	/* A duplicate: on the pending list (which holds only requests ahead
+	 * of ExpCmdSN: the core runs one as soon as its turn comes), or still
+	 * being received on another connection of the session (the core
+	 * queues it once its data is in). Refused, the list holds at most one
+	 * request per CmdSN of the window. */
 	list_for_each_entry(task, &s->pending_cmd_list, c_list)
 	{
-		if (ntohl(task->req.statsn) == cmd_sn) {
-			snprintf(why, why_len,
-				 "CmdSN %u again, while the request with it waits for its turn "
-				 "(ExpCmdSN %u)",
-				 cmd_sn, s->exp_cmd_sn);
-			return 1;
-		}
+		if (ntohl(task->req.statsn) == cmd_sn)
+			goto duplicate;
+	}
+	list_for_each_entry(c, &s->conn_list, clist)
+	{
+		if (c != conn && c->rx_task && ordered_at(c->rx_task, cmd_sn))
+			goto duplicate;
 	}
 	return 0;
+duplicate:
+	snprintf(why, why_len,
+		 "CmdSN %u again, while the request with it waits for its turn (ExpCmdSN %u)",
+		 cmd_sn, s->exp_cmd_sn);
+	return 1;
 }
 
 int rbio_pdu_ahs_refused(const uint8_t *ahs, size_t len, char *why, size_t why_len)
