@@ -9,8 +9,9 @@
 # RDMA READs of several bursts); a write's first burst by RDMA READ, not
 # copied unsolicited Data-Out, on a target set to InitialR2T=No (and with
 # write_in_place = off, the Data-Outs back); malformed iSER
-# messages (each closes its connection with a log line, tgtd keeps
-# serving); the initiator logging out in the middle of I/O; no queue pair
+# messages, before and after a login (CmdSN outside the window or
+# duplicated, AHS on a NOP-Out: each closes its connection with a log
+# line, tgtd keeps serving; the window's edge is served); the initiator logging out in the middle of I/O; no queue pair
 # left behind; and the off switch (RBIO_ISER=off leaves tgt's own iSER).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
@@ -55,6 +56,17 @@ for c in hello opcode length truncated; do
 done
 check "each malformed message was logged as a closed connection" \
   test "$(grep -c 'rbio: iser: .*closing connection' "$STATE/tgtd.log")" -ge 20
+# After a login (rbio's screening of requests, pdu_bounds.h, over iSER):
+# the CmdSN window's edge is served; past it, a duplicate in it, and AHS
+# on a NOP-Out each close the connection with their reason.
+check "after login: a TEST UNIT READY at MaxCmdSN first, then the rest of the window, all GOOD" \
+  "$CHECK" --addr "$RXE_ADDR" --port 3260 --target "$IQN" --hostile cmdsn-edge
+for c in cmdsn-beyond cmdsn-twice ahs-nop; do
+  check "after login ($c): the target disconnects" "$CHECK" --addr "$RXE_ADDR" --port 3260 --target "$IQN" --hostile "$c"
+done
+check "logged: a CmdSN beyond the window" grep -q 'rbio: iser: .*closing connection: CmdSN [0-9]*, beyond the window' "$STATE/tgtd.log"
+check "logged: a CmdSN again" grep -q 'rbio: iser: .*closing connection: CmdSN [0-9]* again' "$STATE/tgtd.log"
+check "logged: AHS on a NOP-Out" grep -q 'rbio: iser: .*closing connection: 4 bytes of AHS on a request of opcode 0x00' "$STATE/tgtd.log"
 check "tgtd is alive after them" tgtd_alive
 check "no tgtd queue pair is left" count_is 0 tgtd_qps
 

@@ -18,6 +18,13 @@
 // disconnects within 10 s. CASE: hello (an iSER Hello, never negotiated),
 // opcode (an undefined iSCSI opcode), length (a DataSegmentLength of
 // 0xffffff), truncated (a BHS that claims more data than the message has).
+// The cases after a login (--target IQN, LUN 1, after one TEST UNIT READY
+// that takes the new nexus's unit attention and learns the window):
+// cmdsn-beyond (a TEST UNIT READY at MaxCmdSN + 1), cmdsn-twice (two at
+// ExpCmdSN + 1), ahs-nop (an immediate NOP-Out with 4 bytes of AHS); and
+// cmdsn-edge, which must NOT lose the connection: a TEST UNIT READY at
+// MaxCmdSN, then one at each CmdSN from ExpCmdSN up to it, every one
+// answered GOOD.
 //
 // With --hold SECONDS it is only a client too: it connects, prints
 // "connected", sends nothing (not even a login) and keeps the connection
@@ -26,12 +33,16 @@
 #include <arpa/inet.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -56,6 +67,7 @@ struct Options {
     double expect_wrs_per_post = 0;
     double expect_signaled_per_io = 0;
     std::string hostile;
+    std::string target;
     int hold_s = -1;
 };
 
@@ -269,9 +281,247 @@ bool disconnected_within(rdma_event_channel* ch, int seconds) {
     return false;
 }
 
+// A PDU a real target sent: its BHS and data segment, copied out of the
+// receive.
+struct TargetPdu {
+    std::array<uint8_t, kBhsLength> bhs{};
+    std::vector<uint8_t> data;
+    BhsView view() const { return BhsView(bhs.data()); }
+};
+
+// A logged-in iSER connection to a real target (full feature phase).
+struct LoggedIn {
+    Resolved r;
+    ConnectionCounters counters;
+    IserEndpoint ep;
+    uint32_t cmd_sn = 0, exp_stat_sn = 0, max_cmd_sn = 0, next_itt = 0x100;
+    std::deque<TargetPdu> got;
+    bool disconnected = false;
+
+    LoggedIn(const Options& o, Resolved res)
+        : r(std::move(res)),
+          ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr) {}
+
+    void send(std::span<const uint8_t> header, std::span<const uint8_t> data, const char* what) {
+        if (!ep.send_pdu({}, header, data, 0)) die(std::string("no room to send ") + what);
+        ep.flush();
+    }
+    // One wait of up to `ms` for completions or a CM event: received PDUs
+    // are appended to `got`, finished sends free their room.
+    void pump(int ms) {
+        pollfd fds[2] = {{ep.fd(), POLLIN, 0}, {r.ch->fd, POLLIN, 0}};
+        if (poll(fds, 2, ms) <= 0) return;
+        if (fds[1].revents) {
+            CmEvent e = next_cm_event(r.ch.get());
+            if (e && e->event == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
+        }
+        if (fds[0].revents && !ep.run_pass([this](const IserRx& rx) {
+                TargetPdu p;
+                std::copy(rx.bhs.bytes().begin(), rx.bhs.bytes().end(), p.bhs.begin());
+                p.data.assign(rx.data.begin(), rx.data.end());
+                got.push_back(std::move(p));
+            }))
+            disconnected = true;  // the connection failed under us
+    }
+    // Waits up to `ms` for a PDU or the target's disconnect; nullopt on
+    // either end.
+    std::optional<TargetPdu> next(int ms) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+        while (got.empty() && !disconnected) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                until - std::chrono::steady_clock::now());
+            if (left.count() <= 0) break;
+            pump(int(left.count()));
+        }
+        if (got.empty()) return std::nullopt;
+        TargetPdu p = std::move(got.front());
+        got.pop_front();
+        return p;
+    }
+};
+
+std::vector<uint8_t> text_keys(const std::vector<std::pair<std::string, std::string>>& keys) {
+    std::vector<uint8_t> out;
+    for (const auto& [k, v] : keys) {
+        const std::string kv = k + "=" + v;
+        out.insert(out.end(), kv.begin(), kv.end());
+        out.push_back(0);
+    }
+    return out;
+}
+
+// Logs in as a Normal session with RDMAExtensions=Yes: the security stage
+// (AuthMethod=None), then the operational one, then full feature phase.
+std::unique_ptr<LoggedIn> login_session(const Options& o) {
+    if (o.target.empty()) die("--hostile " + o.hostile + " needs --target");
+    auto s = std::make_unique<LoggedIn>(o, resolve_target(o));
+    connect_endpoint(s->ep, s->r.ch.get());
+    const std::vector<std::pair<std::string, std::string>> security = {
+        {"InitiatorName", "iqn.2026-11.io.rbio:hostile"},
+        {"SessionType", "Normal"},
+        {"TargetName", o.target},
+        {"AuthMethod", "None"}};
+    const std::vector<std::pair<std::string, std::string>> operational = {
+        {"RDMAExtensions", "Yes"},
+        {"HeaderDigest", "None"},
+        {"DataDigest", "None"},
+        {"MaxRecvDataSegmentLength", "8192"},
+        {"InitiatorRecvDataSegmentLength", "8192"},
+        {"TargetRecvDataSegmentLength", "8192"},
+        {"ImmediateData", "Yes"},
+        {"InitialR2T", "Yes"},
+        {"MaxConnections", "1"},
+        {"ErrorRecoveryLevel", "0"}};
+    unsigned csg = 0, nsg = 1;
+    auto keys = security;
+    uint16_t tsih = 0;
+    for (int step = 0; step < 8; ++step) {
+        Bhs req;
+        req.set_opcode(Opcode::LoginRequest, true).set_flags(uint8_t(0x80 | csg << 2 | nsg));
+        auto& raw = req.raw();
+        raw[8] = 0x80;  // ISID of the random type, different per process
+        raw[12] = uint8_t(getpid() >> 8);
+        raw[13] = uint8_t(getpid());
+        raw[14] = uint8_t(tsih >> 8);
+        raw[15] = uint8_t(tsih);
+        const auto data = text_keys(keys);
+        req.set_data_segment_length(uint32_t(data.size()))
+            .set_itt(1)
+            .set_cmd_sn(1)
+            .set_exp_stat_sn(s->exp_stat_sn);
+        s->send(req.bytes(), data, "a login request");
+        auto rsp = s->next(10000);
+        if (!rsp) die("login to " + o.target + ": no response (or disconnected)");
+        const BhsView v = rsp->view();
+        if (v.opcode() != Opcode::LoginResponse || rsp->bhs[36] != 0)
+            die("login to " + o.target + ": refused (opcode " + std::to_string(v.opcode_byte()) +
+                ", status " + std::to_string(rsp->bhs[36]) + "/" + std::to_string(rsp->bhs[37]) + ")");
+        s->exp_stat_sn = v.stat_sn() + 1;
+        s->cmd_sn = v.exp_cmd_sn();
+        s->max_cmd_sn = v.max_cmd_sn();
+        tsih = uint16_t(rsp->bhs[14] << 8 | rsp->bhs[15]);
+        if (!(v.flags() & 0x80)) {  // the target wants another round in this stage
+            keys.clear();
+            continue;
+        }
+        csg = v.flags() & 0x03;
+        if (csg == 3) return s;
+        nsg = 3;
+        keys = csg == 1 ? operational : decltype(keys){};
+    }
+    die("login to " + o.target + ": no full feature phase after 8 steps");
+}
+
+// A TEST UNIT READY BHS for LUN 1 at `cmd_sn` (the session's next ITT).
+Bhs tur_at(LoggedIn& s, uint32_t cmd_sn) {
+    Bhs b(Opcode::ScsiCommand);
+    b.set_flags(0x80 | 0x01).set_lun(uint64_t(1) << 48).set_itt(s.next_itt++);
+    b.set_cmd_sn(cmd_sn).set_exp_stat_sn(s.exp_stat_sn);
+    return b;
+}
+
+// Reads until the SCSI Response to `itt`; returns its status.
+uint8_t response_to(LoggedIn& s, uint32_t itt, const char* what) {
+    for (;;) {
+        auto p = s.next(10000);
+        if (!p)
+            die(std::string("no response to ") + what + (s.disconnected ? ": the target disconnected" : ""));
+        const BhsView v = p->view();
+        if (v.opcode() != Opcode::ScsiResponse) continue;
+        s.exp_stat_sn = v.stat_sn() + 1;
+        s.max_cmd_sn = v.max_cmd_sn();
+        if (v.itt() == itt) return p->bhs[3];
+    }
+}
+
+// Logged in, unit attention taken, the full command window known.
+std::unique_ptr<LoggedIn> ready_session(const Options& o) {
+    auto s = login_session(o);
+    Bhs b = tur_at(*s, s->cmd_sn++);
+    s->send(b.bytes(), {}, "TEST UNIT READY");
+    response_to(*s, b.view().itt(), "the first TEST UNIT READY");
+    return s;
+}
+
+// The cases in full feature phase (see the top of the file).
+int run_session_hostile(const Options& given) {
+    // Receives for a whole window of responses (tgt's default queue
+    // depth, 128), so none waits for a repost.
+    Options o = given;
+    o.depth = std::max(o.depth, 160u);
+    auto s = ready_session(o);
+    const uint32_t exp = s->cmd_sn, max = s->max_cmd_sn;
+    if (o.hostile == "cmdsn-edge") {
+        const uint32_t count = max - exp + 1;
+        if (count < 2 || count > 512)
+            die("a window of " + std::to_string(count) + " CmdSNs: nothing to test");
+        std::vector<uint32_t> itts;
+        auto send_at = [&](uint32_t sn) {
+            Bhs b = tur_at(*s, sn);
+            itts.push_back(b.view().itt());
+            // The send slots are fewer than a window: take responses meanwhile.
+            while (!s->ep.send_pdu({}, b.bytes(), {}, 0)) {
+                s->ep.flush();
+                s->pump(1000);
+                if (s->disconnected)
+                    die("cmdsn-edge: the target disconnected at CmdSN " + std::to_string(sn));
+            }
+        };
+        send_at(max);
+        for (uint32_t sn = exp; sn != max; ++sn) send_at(sn);
+        s->ep.flush();
+        uint32_t good = 0;
+        for (uint32_t i = 0; i < count; ++i) {
+            auto p = s->next(10000);
+            if (!p)
+                die("cmdsn-edge: " + std::to_string(good) + " of " + std::to_string(count) +
+                    " answered, then " + (s->disconnected ? "the target disconnected" : "nothing for 10 s"));
+            if (p->view().opcode() != Opcode::ScsiResponse) {
+                --i;
+                continue;
+            }
+            if (p->bhs[2] == 0 && p->bhs[3] == 0) ++good;
+        }
+        if (good != count)
+            die("cmdsn-edge: " + std::to_string(count - good) + " of " + std::to_string(count) + " not GOOD");
+        if (s->next(300) || s->disconnected)
+            die("cmdsn-edge: the target disconnected (or sent more) after them");
+        std::printf(
+            "hostile cmdsn-edge: TEST UNIT READY at MaxCmdSN %u first, then ExpCmdSN %u to %u: %u GOOD, "
+            "the connection open\n",
+            max, exp, max - 1, good);
+        return 0;
+    }
+    if (o.hostile == "cmdsn-beyond") {
+        Bhs b = tur_at(*s, max + 1);
+        s->send(b.bytes(), {}, "TEST UNIT READY at MaxCmdSN + 1");
+    } else if (o.hostile == "cmdsn-twice") {
+        Bhs a = tur_at(*s, exp + 1), b = tur_at(*s, exp + 1);
+        s->send(a.bytes(), {}, "TEST UNIT READY at ExpCmdSN + 1");
+        s->send(b.bytes(), {}, "TEST UNIT READY at ExpCmdSN + 1 again");
+    } else if (o.hostile == "ahs-nop") {
+        Bhs nop(Opcode::NopOut);
+        nop.set_opcode(Opcode::NopOut, true).set_final(true).set_itt(s->next_itt++).set_ttt(0xffffffffu);
+        nop.set_cmd_sn(exp).set_exp_stat_sn(s->exp_stat_sn).set_total_ahs_words(1);
+        std::vector<uint8_t> header(nop.bytes().begin(), nop.bytes().end());
+        header.insert(header.end(), {0x00, 0x01, 0x3f, 0x00});  // AHSLength 1, type 63 (vendor)
+        s->send(header, {}, "a NOP-Out with AHS");
+    } else {
+        die("unknown --hostile case " + o.hostile);
+    }
+    while (!s->disconnected) {
+        if (!s->next(10000) && !s->disconnected)
+            die("hostile " + o.hostile + ": the target kept the connection for 10 s");
+    }
+    std::printf("hostile %s: the target disconnected\n", o.hostile.c_str());
+    return 0;
+}
+
 // Connects to a real target, sends one malformed message, and waits for the
 // target to drop the connection.
 int run_hostile(const Options& o) {
+    if (o.hostile != "hello" && o.hostile != "opcode" && o.hostile != "length" && o.hostile != "truncated")
+        return run_session_hostile(o);
     Resolved r = resolve_target(o);
     ConnectionCounters counters;
     IserEndpoint ep(std::move(r.id), r.pd.get(), endpoint_config(o, PduSender::Target), counters, nullptr);
@@ -341,6 +591,7 @@ int main(int argc, char** argv) {
         else if (a == "--expect-wrs-per-post") o.expect_wrs_per_post = std::stod(val());
         else if (a == "--expect-signaled-per-io") o.expect_signaled_per_io = std::stod(val());
         else if (a == "--hostile") o.hostile = val();
+        else if (a == "--target") o.target = val();
         else if (a == "--hold") o.hold_s = std::stoi(val());
         else die("unknown option " + a);
     }
