@@ -52,6 +52,13 @@
 //                   ExpCmdSN + 1, data held back, and a joining connection
 //                   a TEST UNIT READY at the same CmdSN, a duplicate: that
 //                   connection is watched for --expect-close
+//   ping-reply      (a well-behaved initiator, for a target with nop_interval
+//                   set) log in; three times: wait for the target's NOP-In
+//                   ping, then send its NOP-Out reply and a TEST UNIT READY
+//                   in one send call. Prints "response_ms=<ms>" per round:
+//                   how long the command's response took; exit 1 if one
+//                   took longer than --wait-ms (a response queued behind
+//                   the reply waited for the next ping in tgt's core)
 //   login-flood     start a login, then send login requests that each stay
 //                   in the security stage (T=0, unknown X- keys the target
 //                   answers NotUnderstood) without reading a response, until
@@ -1090,6 +1097,47 @@ void tur_burst(Session& s, const Options& o, unsigned n) {
     }
 }
 
+int case_ping_reply(const Options& o) {
+    Session s = ready_session(o);
+    int status = 0;
+    for (int round = 1; round <= 3; ++round) {
+        // The next ping: a NOP-In that asks for an answer (TTT not reserved).
+        const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
+        uint32_t ttt = 0xffffffffu;
+        while (ttt == 0xffffffffu) {
+            auto [bhs, data] = s.conn.recv_pdu(deadline, "the target's NOP-In ping (is nop_interval set?)");
+            const BhsView v(bhs.data());
+            if (v.opcode() == Opcode::NopIn && v.ttt() != 0xffffffffu) ttt = v.ttt();
+        }
+        Bhs reply(Opcode::NopOut);
+        reply.set_opcode(Opcode::NopOut, true).set_final(true).set_itt(0xffffffffu).set_ttt(ttt);
+        reply.set_lun(uint64_t(o.lun & 0xff) << 48).set_cmd_sn(s.cmd_sn).set_exp_stat_sn(s.exp_stat_sn);
+        const Bytes tur = tur_at(s, o, s.cmd_sn);
+        const uint32_t itt = BhsView(tur.data()).itt();
+        ++s.cmd_sn;
+        Bytes both(reply.bytes().begin(), reply.bytes().end());
+        both.insert(both.end(), tur.begin(), tur.end());
+        const auto t0 = Clock::now();
+        s.conn.send_or_throw(both, "a NOP-Out reply and a TEST UNIT READY");
+        for (;;) {
+            auto [bhs, data] = s.conn.recv_pdu(Clock::now() + std::chrono::milliseconds(o.io_timeout_ms),
+                                               "the response to the TEST UNIT READY");
+            const BhsView v(bhs.data());
+            if (v.opcode() != Opcode::ScsiResponse || v.itt() != itt) continue;
+            s.exp_stat_sn = v.stat_sn() + 1;
+            break;
+        }
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        std::printf("ping-reply: round %d: NOP-Out reply and TEST UNIT READY in one send: response_ms=%.1f\n",
+                    round, ms);
+        if (ms > o.wait_ms) {
+            std::printf("ping-reply: FAIL: the response took longer than %d ms\n", o.wait_ms);
+            status = 1;
+        }
+    }
+    return status;
+}
+
 int case_lone_after_burst(const Options& o) {
     Session s = ready_session(o);
     const unsigned window = s.max_cmd_sn - s.cmd_sn + 1;
@@ -1112,7 +1160,7 @@ int case_lone_after_burst(const Options& o) {
     std::fprintf(status ? stderr : stdout,
                  "usage: iscsi_hostile "
                  "random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood|\n"
-                 "         lone-after-burst\n"
+                 "         lone-after-burst|ping-reply\n"
                  "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
                  "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
                  "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N]\n"
@@ -1185,6 +1233,7 @@ int main(int argc, char** argv) {
         if (c == "churn") return case_churn(o);
         if (c == "flood") return case_flood(o);
         if (c == "lone-after-burst") return case_lone_after_burst(o);
+        if (c == "ping-reply") return case_ping_reply(o);
         throw SetupError("unknown case '" + c + "'");
     } catch (const SetupError& e) {
         std::fprintf(stderr, "iscsi_hostile: error: %s\n", e.what());

@@ -107,6 +107,12 @@ tadm --op update --mode target --tid 1 --name nop_count --value 2
 check "a session answering NOP-In pings stays up for 4 s of I/O" \
   iscsi-perf -t 4 -m 4 "$(url takeover)"
 check "no connection was closed for unanswered pings" log_lacks "NOP-In pings"
+# tgt's core frees a ping's NOP-Out reply without sending anything and
+# turns sending off, even with a response queued behind it: that response
+# waited for the next ping (about 1 s here) until the pass turned it on again.
+check "a response queued behind a ping's NOP-Out reply leaves at once (3 rounds, each under 500 ms)" \
+  "$RBIO_BUILD_DIR/tests/integration/iscsi_hostile" ping-reply --port "$PORT" \
+  --target iqn.2026-11.io.rbio:takeover --wait-ms 500
 # A stopped initiator's kernel still acknowledges TCP: only the pings find it.
 iscsi-perf -t 60 -m 4 "$(url takeover)" > /dev/null 2>&1 &
 stopped=$!

@@ -93,8 +93,21 @@ int rbio_pass_tx(struct rbio_pass *p, int (*may_send)(void *ctx), void *ctx)
 		uint64_t before = p->tx_parts;
 
 		iscsi_tx_handler(p->conn);
-		if (p->tx_parts == before)
+		if (p->tx_parts == before) {
+			/* A NOP-Out that answered a ping (ITT 0xffffffff) has
+			 * nothing to send: the core frees it and turns sending
+			 * off (iscsi_task_tx_start's nodata), though responses
+			 * may be queued behind it, which would then wait for
+			 * the next event that turns it on (the next ping, up to
+			 * nop_interval away). Each time round takes one such
+			 * NOP-Out off the queue. */
+			if (!p->tx_wanted && p->conn->state == STATE_SCSI && !p->conn->tx_task &&
+			    !list_empty(&p->conn->tx_clist)) {
+				p->tx_wanted = 1;
+				continue;
+			}
 			break;
+		}
 		progress = 1;
 	}
 	return progress;
