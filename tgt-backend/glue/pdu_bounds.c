@@ -147,6 +147,24 @@ duplicate:
 	return 1;
 }
 
+int rbio_pdu_other_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
+			   size_t why_len)
+{
+	const uint8_t op = bhs[0] & ISCSI_OPCODE_MASK;
+
+	/* Only a SCSI Command has AHS (RFC 7143, 11.2.1.2). */
+	if (bhs[4] != 0)
+		return rbio_pdu_ahs_refused_for(bhs, why, why_len);
+	if (op == ISCSI_OP_SCSI_DATA_OUT)
+		return rbio_pdu_data_out_refused(conn, bhs, why, why_len);
+	/* The other requests the core orders by CmdSN (iscsi_task_rx_done). */
+	if ((op == ISCSI_OP_NOOP_OUT || op == ISCSI_OP_SCSI_TMFUNC || op == ISCSI_OP_LOGOUT) &&
+	    !(bhs[0] & ISCSI_OP_IMMEDIATE) && conn->session &&
+	    rbio_get_be32(bhs + OFF_CMDSN) != conn->session->exp_cmd_sn)
+		return rbio_pdu_cmdsn_refused(conn, bhs, why, why_len);
+	return 0;
+}
+
 int rbio_pdu_ahs_refused(const uint8_t *ahs, size_t len, char *why, size_t why_len)
 {
 	/* The AHS the core looks at, where it looks (iscsi_target_cmd_queue):
