@@ -51,7 +51,10 @@
 //                   session) the first connection sends a WRITE(10) at
 //                   ExpCmdSN + 1, data held back, and a joining connection
 //                   a TEST UNIT READY at the same CmdSN, a duplicate: that
-//                   connection is watched for --expect-close
+//                   connection is watched for --expect-close. Then (a new
+//                   session) a connection joins with a login CmdSN 2^30
+//                   ahead, and the first sends at MaxCmdSN + 2: the first
+//                   is watched for --expect-close
 //   ping-reply      (a well-behaved initiator, for a target with nop_interval
 //                   set) log in; three times: wait for the target's NOP-In
 //                   ping, then send its NOP-Out reply and a TEST UNIT READY
@@ -922,6 +925,19 @@ int case_cmdsn_connections(const Options& o) {
                          "a WRITE(10) at ExpCmdSN + 1 still being received, and a joined connection's TEST "
                          "UNIT READY at the same CmdSN",
                          b.conn.watch(o.wait_ms));
+    }
+    {
+        // A login's CmdSN is the initiator's word: one far ahead must not
+        // widen the window for the session's other connections.
+        Session a = ready_session(o);
+        const uint32_t exp = a.cmd_sn, max = a.max_cmd_sn;
+        Session b = login(o, &a, exp + 0x40000000u);
+        a.conn.send_or_throw(tur_at(a, o, max + 2), "TEST UNIT READY at MaxCmdSN + 2");
+        status |=
+            report(o,
+                   "a joined connection whose login claimed CmdSN ExpCmdSN + 2^30, then a TEST UNIT READY "
+                   "at MaxCmdSN + 2 on the first",
+                   a.conn.watch(o.wait_ms));
     }
     return status;
 }

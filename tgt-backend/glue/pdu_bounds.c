@@ -106,12 +106,16 @@ int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *b
 	 * (ExpCmdSN only grows), but a connection that joined the session
 	 * advertised its login's CmdSN + 1 (conn->max_cmd_sn), which may lie
 	 * beyond while commands sent before it are still on their way on the
-	 * other connections. */
+	 * other connections. That CmdSN is the initiator's, unchecked by tgt,
+	 * and a compliant one is at most the MaxCmdSN it had + 1: so at most
+	 * two past ExpCmdSN + max_queue_cmd. A login that claimed more (or a
+	 * connection old enough for its value to have wrapped) widens
+	 * nothing. */
 	list_for_each_entry(c, &s->conn_list, clist)
 	{
 		const uint32_t end = c->max_cmd_sn - s->exp_cmd_sn;
 
-		if (end < 0x80000000u && end > window)
+		if (end > window && end <= s->max_queue_cmd + 2)
 			window = end;
 	}
 	if (ahead > window) {
