@@ -51,7 +51,8 @@ void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*r
 int rbio_pass_awaiting_login_response(const struct rbio_pass *p);
 
 /* Calls the core's send handler while it wants to send, may_send(ctx) says
- * there is room, and each call hands over a part. 1 when one did. */
+ * there is room, and each call hands over a part (or takes a ping's
+ * NOP-Out reply, which sends nothing, off the queue). 1 when a part went. */
 int rbio_pass_tx(struct rbio_pass *p, int (*may_send)(void *ctx), void *ctx);
 
 /* ep_event_modify's share: records whether the core wants to send, and
