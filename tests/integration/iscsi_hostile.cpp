@@ -1173,14 +1173,16 @@ int case_lone_after_burst(const Options& o) {
 }
 
 [[noreturn]] void usage(int status) {
-    std::fprintf(status ? stderr : stdout,
-                 "usage: iscsi_hostile "
-                 "random|bad-opcode|over-mrdsl|max-dsl|truncate-close|truncate-reset|idle|churn|flood|\n"
-                 "         lone-after-burst|ping-reply\n"
-                 "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
-                 "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
-                 "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N]\n"
-                 "See the comment at the top of tests/integration/iscsi_hostile.cpp.\n");
+    std::fprintf(
+        status ? stderr : stdout,
+        "usage: iscsi_hostile "
+        "random|bad-opcode|over-mrdsl|max-dsl|huge-edtl|data-out-beyond|data-out-unasked|\n"
+        "         bad-ahs|cmdsn-window|cmdsn-connections|login-flood|truncate-close|truncate-reset|\n"
+        "         idle|churn|flood|lone-after-burst|ping-reply\n"
+        "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
+        "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
+        "         [--count N] [--kib N] [--mrdsl N] [--io-timeout-ms N] [--max-connections N]\n"
+        "See the comment at the top of tests/integration/iscsi_hostile.cpp.\n");
     std::exit(status);
 }
 
