@@ -77,16 +77,15 @@ int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len)
 	return 1;
 }
 
-/* Whether a request the core orders by CmdSN (what iscsi_task_rx_done
- * queues) is the task's, without the I bit, at cmd_sn. */
-static int ordered_at(const struct iscsi_task *task, uint32_t cmd_sn)
+/* Whether a request of this opcode byte is one the core orders by CmdSN
+ * (what iscsi_task_rx_done queues, without the I bit). */
+static int ordered(uint8_t opcode)
 {
-	const uint8_t op = task->req.opcode & ISCSI_OPCODE_MASK;
+	const uint8_t op = opcode & ISCSI_OPCODE_MASK;
 
-	return !(task->req.opcode & ISCSI_OP_IMMEDIATE) &&
+	return !(opcode & ISCSI_OP_IMMEDIATE) &&
 	       (op == ISCSI_OP_SCSI_CMD || op == ISCSI_OP_NOOP_OUT || op == ISCSI_OP_SCSI_TMFUNC ||
-		op == ISCSI_OP_LOGOUT) &&
-	       ntohl(task->req.statsn) == cmd_sn;
+		op == ISCSI_OP_LOGOUT);
 }
 
 int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
@@ -140,7 +139,8 @@ int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *b
 	}
 	list_for_each_entry(c, &s->conn_list, clist)
 	{
-		if (c != conn && c->rx_task && ordered_at(c->rx_task, cmd_sn))
+		if (c != conn && c->rx_task && ordered(c->rx_task->req.opcode) &&
+		    ntohl(c->rx_task->req.statsn) == cmd_sn)
 			goto duplicate;
 	}
 	return 0;
@@ -161,9 +161,8 @@ int rbio_pdu_other_refused(const struct iscsi_connection *conn, const uint8_t *b
 		return rbio_pdu_ahs_refused_for(bhs, why, why_len);
 	if (op == ISCSI_OP_SCSI_DATA_OUT)
 		return rbio_pdu_data_out_refused(conn, bhs, why, why_len);
-	/* The other requests the core orders by CmdSN (iscsi_task_rx_done). */
-	if ((op == ISCSI_OP_NOOP_OUT || op == ISCSI_OP_SCSI_TMFUNC || op == ISCSI_OP_LOGOUT) &&
-	    !(bhs[0] & ISCSI_OP_IMMEDIATE) && conn->session &&
+	/* The other requests the core orders by CmdSN. */
+	if (ordered(bhs[0]) && conn->session &&
 	    rbio_get_be32(bhs + OFF_CMDSN) != conn->session->exp_cmd_sn)
 		return rbio_pdu_cmdsn_refused(conn, bhs, why, why_len);
 	return 0;
