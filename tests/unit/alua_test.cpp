@@ -289,6 +289,21 @@ TEST(AluaSettings, BadValuesNameTheirSource) {
     conf = d.file("rel.conf", "port_group = 1\nalua_groups_file = groups\n");
     ::setenv("RBIO_CONFIG", conf.c_str(), 1);
     EXPECT_EQ(error_of(), conf + ":2: alua_groups_file: 'groups' is not an absolute path (or none)");
+    // Empty (an unfilled variable) would make the gateway active/optimized
+    // alone, whatever the other gateways' file says.
+    conf = d.file("empty.conf", "port_group = 1\nalua_groups_file =\n");
+    ::setenv("RBIO_CONFIG", conf.c_str(), 1);
+    EXPECT_EQ(
+        error_of(),
+        conf +
+            ":2: alua_groups_file: empty: give the groups file's absolute path, or none for a gateway alone");
+    ::setenv("RBIO_CONFIG",
+             d.file("ok2.conf", "port_group = 1\nalua_groups_file = /etc/rbio/groups\n").c_str(), 1);
+    ::setenv("RBIO_ALUA_GROUPS", "", 1);
+    EXPECT_EQ(
+        error_of(),
+        "environment RBIO_ALUA_GROUPS: alua_groups_file: empty: give the groups file's absolute path, or "
+        "none for a gateway alone");
 }
 
 TEST(AluaSettings, TheTransportSettingsAcceptAluaKeys) {

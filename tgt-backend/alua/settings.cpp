@@ -21,6 +21,11 @@ void apply(Settings& s, std::string_view key, std::string_view value, const std:
     const std::string w = where + ": " + std::string(key);
     if (key == "port_group") s.port_group = parse_group(value, w);
     else if (key == "alua_groups_file") {
+        // Empty is an unfilled variable more often than a choice: taken as
+        // "no file", it would make this gateway active/optimized alone.
+        if (value.empty())
+            throw ConfigError(w +
+                              ": empty: give the groups file's absolute path, or none for a gateway alone");
         s.groups_file = value == "none" ? "" : std::string(value);
         if (!s.groups_file.empty() && s.groups_file.front() != '/')
             throw ConfigError(w + ": '" + s.groups_file + "' is not an absolute path (or none)");
