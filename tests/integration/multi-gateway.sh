@@ -207,6 +207,36 @@ set_groups "1 active/optimized" "2 active/optimized"
 check "a good groups file again: in use on both gateways" \
   wait_for 10 eval 'metric_is 1 "$(file_ok 1)" && metric_is 2 "$(file_ok 1)"'
 
+# --- a groups file whose file system stops answering -------------------------------
+# An NFS server gone (hard mount) or a CephFS MDS failing over blocks open()
+# on the file; a FIFO without a writer blocks open() the same way. The read
+# waits in a thread of its own: tgtd goes on serving. (Gateway 3, with a
+# file of its own, so that the FIFO has one reader.)
+G3_GROUPS="$WORK/alua-groups-3"
+printf '3 active/optimized\n' > "$G3_GROUPS"
+must_start "gateway 3 starts on a groups file of its own and exports the LU" \
+  eval 'gw_start 3 RBIO_ALUA_GROUPS="$G3_GROUPS" "$(prom 3)" && gw_export 3'
+g3_file_ok() { metric_is 3 "rbio_alua_groups_file_ok{groups_file=\"$G3_GROUPS\"} $1"; }
+check "gateway 3 uses its groups file" wait_for 10 g3_file_ok 1
+mkfifo "$WORK/groups.fifo"
+ln "$WORK/groups.fifo" "$G3_GROUPS.new" && mv "$G3_GROUPS.new" "$G3_GROUPS"
+check "gateway 3 logs a read of the groups file that does not return" \
+  wait_for 15 gw_log_has 3 "alua-groups-3: a read has not returned for [56] s (is its file system answering?); port group 3 stays active/optimized"
+check "... its metrics say the file is not in use" wait_for 5 g3_file_ok 0
+# With the read on tgtd's event loop, this READ would wait for the file.
+check "... and it serves READ meanwhile" \
+  eval '[[ $(timeout 10 "$PROBE" "$(gw_url 3)" cdb "$READ10" 512) == GOOD ]]'
+check "... and answers tgtadm" timeout 10 tgtadm -C "$(gw_ctl 3)" --lld iscsi --op show --mode target
+# The file system answers again: the regular file back, and a writer lets
+# the waiting read return, with the same version of the file.
+printf '3 active/optimized\n' > "$G3_GROUPS.new" && mv "$G3_GROUPS.new" "$G3_GROUPS"
+timeout 10 sh -c 'printf "3 active/optimized\n" > "$1"' sh "$WORK/groups.fifo"
+check "gateway 3 logs that the groups file answers again" \
+  wait_for 10 gw_log_has 3 "alua-groups-3 answers again; port group 3 stays active/optimized"
+check "... and uses it again" wait_for 10 g3_file_ok 1
+"$SANDBOX" stop "$(gw_state 3)"
+rm -f "$WORK/groups.fifo"
+
 # A gateway that starts on a bad groups file says so at once (and once), not
 # only when the file next changes.
 printf '3 sleeping\n' > "$WORK/bad-groups"

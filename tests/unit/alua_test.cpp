@@ -7,10 +7,12 @@
 
 #include <sys/stat.h>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rbio/bs/alua.h"
@@ -24,6 +26,11 @@ namespace {
 
 using namespace rbio::bs::alua;
 using rbio::bs::ConfigError;
+using namespace std::chrono_literals;
+
+// Long enough for a read of a local file on a loaded machine: a poll
+// returns as soon as the read does.
+constexpr std::chrono::milliseconds kWait = 10s;
 
 struct Env {
     Env() { clear(); }
@@ -322,7 +329,7 @@ TEST(AluaGateway, AloneWithoutAGroupsFile) {
     s.port_group = 5;
     Gateway g(s);
     EXPECT_EQ(g.own_state(), State::active_optimized);
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);
     EXPECT_EQ(g.groups(), (GroupTable{{5, State::active_optimized}}));
     EXPECT_TRUE(g.file_ok());  // no file to be wrong
 }
@@ -336,46 +343,46 @@ TEST(AluaGateway, FollowsTheGroupsFileAndKeepsStateOnABadOne) {
     EXPECT_EQ(g.own_state(), State::transitioning);  // not read yet: serve nothing
     EXPECT_FALSE(g.file_ok());
 
-    EXPECT_EQ(g.poll(), Gateway::Poll::bad);  // missing
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::bad);  // missing
     EXPECT_NE(g.message().find("No such file"), std::string::npos) << g.message();
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);  // reported once
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);  // reported once
     EXPECT_EQ(g.own_state(), State::transitioning);
     EXPECT_FALSE(g.file_ok());
 
     d.replace("groups", "1 active/optimized\n2 standby\n");
-    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::standby);
     EXPECT_TRUE(g.file_ok());
     EXPECT_TRUE(g.changed_implicitly());
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);
 
     d.replace("groups", "1 standby\n2 active/optimized\n");
-    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::active_optimized);
     EXPECT_EQ(g.groups(), (GroupTable{{1, State::standby}, {2, State::active_optimized}}));
 
     d.replace("groups", "1 active/optimized\n2 sleeping\n");
-    EXPECT_EQ(g.poll(), Gateway::Poll::bad);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::bad);
     EXPECT_NE(g.message().find("unknown state 'sleeping'"), std::string::npos) << g.message();
     EXPECT_NE(g.message().find("port group 2 stays active/optimized"), std::string::npos) << g.message();
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);  // the same bad version: once
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);  // the same bad version: once
     EXPECT_EQ(g.own_state(), State::active_optimized);
     EXPECT_FALSE(g.file_ok());  // and still not in use
 
     // The good version back, states as they were: in use again.
     d.replace("groups", "1 standby\n2 active/optimized\n");
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);
     EXPECT_TRUE(g.file_ok());
 
     d.replace("groups", "1 active/optimized\n");
-    EXPECT_EQ(g.poll(), Gateway::Poll::bad);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::bad);
     EXPECT_NE(g.message().find("does not list this gateway's port group 2"), std::string::npos);
     EXPECT_EQ(g.own_state(), State::active_optimized);
 
     EXPECT_FALSE(g.file_ok());
 
     d.replace("groups", "1 active/optimized\n2 active/non-optimized\n");
-    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::active_non_optimized);
     EXPECT_TRUE(g.file_ok());
 }
@@ -391,7 +398,7 @@ TEST(AluaGateway, SeesAnEditInPlaceThatKeepsSizeAndTimes) {
     struct stat before {};
     ASSERT_EQ(::stat(s.groups_file.c_str(), &before), 0);
     Gateway g(s);
-    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::standby);
 
     std::ofstream(s.groups_file, std::ios::in | std::ios::out) << "1 standby\n2 active/optimized\n";
@@ -400,9 +407,9 @@ TEST(AluaGateway, SeesAnEditInPlaceThatKeepsSizeAndTimes) {
     struct stat after {};
     ASSERT_EQ(::stat(s.groups_file.c_str(), &after), 0);
     EXPECT_EQ(after.st_size, before.st_size);
-    EXPECT_EQ(g.poll(), Gateway::Poll::changed);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::active_optimized);
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);
 }
 
 TEST(AluaGateway, RefusesAFileTooLargeToBeAGroupsFile) {
@@ -411,10 +418,74 @@ TEST(AluaGateway, RefusesAFileTooLargeToBeAGroupsFile) {
     s.port_group = 1;
     s.groups_file = d.file("groups", "1 active/optimized\n" + std::string(70000, '#'));
     Gateway g(s);
-    EXPECT_EQ(g.poll(), Gateway::Poll::bad);
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::bad);
     EXPECT_NE(g.message().find("larger than 64 KiB, not a groups file"), std::string::npos) << g.message();
-    EXPECT_EQ(g.poll(), Gateway::Poll::unchanged);  // once
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);  // once
     EXPECT_EQ(g.own_state(), State::transitioning);
+}
+
+// A groups file on a file system that stops answering: a FIFO without a
+// writer blocks open() as a hard NFS mount whose server is gone does.
+TEST(AluaGateway, ReportsAGroupsFileThatDoesNotAnswerAndGoesOnWhenItDoes) {
+    TempDir d;
+    Settings s;
+    s.port_group = 2;
+    s.groups_file = d.file("groups", "1 active/optimized\n2 standby\n");
+    Gateway g(s, 300ms);
+    ASSERT_EQ(g.poll(kWait), Gateway::Poll::changed);
+    ASSERT_EQ(g.own_state(), State::standby);
+
+    const std::string fifo = d.path + "/fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(::link(fifo.c_str(), (d.path + "/groups.new").c_str()), 0);
+    std::filesystem::rename(d.path + "/groups.new", s.groups_file);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(g.poll(50ms), Gateway::Poll::unchanged);  // the read waits, the poll does not
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    EXPECT_TRUE(g.file_ok());
+    std::this_thread::sleep_for(350ms);
+    EXPECT_EQ(g.poll(50ms), Gateway::Poll::bad);
+    EXPECT_NE(g.message().find("a read has not returned for"), std::string::npos) << g.message();
+    EXPECT_NE(g.message().find("port group 2 stays standby"), std::string::npos) << g.message();
+    EXPECT_FALSE(g.file_ok());
+    EXPECT_EQ(g.poll(50ms), Gateway::Poll::unchanged);  // said once
+    EXPECT_EQ(g.own_state(), State::standby);
+
+    // The file system answers again, with the same version.
+    d.replace("groups", "1 active/optimized\n2 standby\n");
+    {
+        std::ofstream w(fifo);
+        w << "1 active/optimized\n2 standby\n";
+    }
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::answering);
+    EXPECT_NE(g.message().find("answers again; port group 2 stays standby"), std::string::npos)
+        << g.message();
+    EXPECT_TRUE(g.file_ok());
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);  // the regular file, same version
+
+    // ... and the next version is acted on as usual.
+    d.replace("groups", "1 standby\n2 active/optimized\n");
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
+    EXPECT_EQ(g.own_state(), State::active_optimized);
+}
+
+TEST(AluaGateway, IsDestroyedWhileItsReadDoesNotReturn) {
+    TempDir d;
+    Settings s;
+    s.port_group = 2;
+    s.groups_file = d.path + "/groups";
+    ASSERT_EQ(::mkfifo(s.groups_file.c_str(), 0600), 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+        Gateway g(s);
+        EXPECT_EQ(g.poll(200ms), Gateway::Poll::unchanged);  // its reader is in open()
+        EXPECT_EQ(g.own_state(), State::transitioning);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    // Let the reader left behind finish: a writer's open lets its open()
+    // return, and it reads an empty file.
+    if (int fd = ::open(s.groups_file.c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
 }
 
 TEST(AluaSharedBacking, LocalFilesAreSharedThroughThePageCacheDevicesNeedDirect) {
@@ -449,7 +520,7 @@ TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {
     ASSERT_NE(a, nullptr);
     // The file is read by the first poll, which the glue makes at start.
     char msg[256] = "";
-    EXPECT_EQ(rbio_alua_poll(a, msg, sizeof msg), RBIO_ALUA_CHANGED) << msg;
+    EXPECT_EQ(rbio_alua_poll(a, 10000, msg, sizeof msg), RBIO_ALUA_CHANGED) << msg;
     const uint8_t read10[10] = {0x28};
     uint8_t key = 0;
     uint16_t asc = 0;
@@ -479,11 +550,11 @@ TEST(AluaCApi, TheFirstPollReportsABadFile) {
     ASSERT_EQ(rbio_alua_create(&a, err, sizeof err), 0) << err;
     ASSERT_NE(a, nullptr);
     char msg[256] = "";
-    EXPECT_EQ(rbio_alua_poll(a, msg, sizeof msg), RBIO_ALUA_BAD);
+    EXPECT_EQ(rbio_alua_poll(a, 10000, msg, sizeof msg), RBIO_ALUA_BAD);
     EXPECT_NE(std::string(msg).find("unknown state 'sleeping'"), std::string::npos) << msg;
     EXPECT_NE(std::string(msg).find("port group 2 stays transitioning"), std::string::npos) << msg;
     // Once per version of the file.
-    EXPECT_EQ(rbio_alua_poll(a, msg, sizeof msg), RBIO_ALUA_UNCHANGED);
+    EXPECT_EQ(rbio_alua_poll(a, 10000, msg, sizeof msg), RBIO_ALUA_UNCHANGED);
     rbio_alua_destroy(a);
 }
 

@@ -48,13 +48,16 @@ int rbio_alua_create(rbio_alua** out, char* err, size_t errlen) {
 
 void rbio_alua_destroy(rbio_alua* a) { std::unique_ptr<rbio_alua> owned(a); }
 
-enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, char* msg, size_t msglen) {
+enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, unsigned wait_ms, char* msg, size_t msglen) {
     using Poll = rbio::bs::alua::Gateway::Poll;
     try {
-        switch (a->gateway.poll()) {
+        switch (a->gateway.poll(std::chrono::milliseconds(wait_ms))) {
             case Poll::unchanged: return RBIO_ALUA_UNCHANGED;
             case Poll::changed: return RBIO_ALUA_CHANGED;
             case Poll::bad: put_msg(msg, msglen, a->gateway.message().c_str()); return RBIO_ALUA_BAD;
+            case Poll::answering:
+                put_msg(msg, msglen, a->gateway.message().c_str());
+                return RBIO_ALUA_ANSWERING;
         }
     } catch (const std::exception& e) {
         put_msg(msg, msglen, e.what());

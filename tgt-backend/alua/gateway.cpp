@@ -1,43 +1,16 @@
 #include "rbio/bs/alua_gateway.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "rbio/bs/config_file.hpp"
-#include "rbio/common/unique_fd.hpp"
 
 namespace rbio::bs::alua {
 
-namespace {
-
-// A groups file lists at most a few hundred groups; anything much larger
-// is the wrong file.
-constexpr size_t kMaxGroupsFile = 64 * 1024;
-
-// The whole file into `text`; 0, or the errno that stopped it (EFBIG: too
-// large to be a groups file).
-int read_groups_file(const std::string& path, std::string& text) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return errno;
-    text.clear();
-    char buf[4096];
-    for (;;) {
-        ssize_t n = ::read(fd.get(), buf, sizeof buf);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        if (n == 0) return 0;
-        if (text.size() + size_t(n) > kMaxGroupsFile) return EFBIG;
-        text.append(buf, size_t(n));
-    }
-}
-
-}  // namespace
-
-Gateway::Gateway(Settings s) : settings_(std::move(s)), file_ok_(settings_.groups_file.empty()) {
+Gateway::Gateway(Settings s, std::chrono::milliseconds read_stall)
+    : settings_(std::move(s)), read_stall_(read_stall), file_ok_(settings_.groups_file.empty()) {
+    if (!settings_.groups_file.empty()) reader_ = std::make_unique<GroupsFileReader>(settings_.groups_file);
     own_state_ = settings_.groups_file.empty() ? State::active_optimized : State::transitioning;
     groups_ = {{settings_.port_group, own_state_}};
 }
@@ -49,9 +22,9 @@ Gateway::Poll Gateway::reject(const std::string& why) {
     return Poll::bad;
 }
 
-Gateway::Poll Gateway::poll() {
+Gateway::Poll Gateway::poll(std::chrono::milliseconds wait) {
     message_.clear();
-    if (settings_.groups_file.empty()) return Poll::unchanged;
+    if (!reader_) return Poll::unchanged;
     const std::string& path = settings_.groups_file;
 
     // Read every time rather than when stat() says the file changed: on a
@@ -59,35 +32,56 @@ Gateway::Poll Gateway::poll() {
     // minute where open() revalidates (close-to-open), and an edit in
     // place within one timestamp tick leaves size and times as they were.
     // A few hundred bytes once a second.
-    std::string text;
-    if (int err = read_groups_file(path, text)) {
+    auto read = reader_->read(wait);
+    if (!read) {
+        const auto waited = reader_->waiting();
+        if (stall_reported_ || waited < read_stall_) return Poll::unchanged;
+        stall_reported_ = true;
+        have_text_ = false;  // whatever comes back is acted on and reported
+        return reject("ALUA groups file " + path + ": a read has not returned for " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
+                      " s (is its file system answering?)");
+    }
+    const bool was_stalled = std::exchange(stall_reported_, false);
+    if (read->err) {
         // A file being replaced (rename over it) is never missing; one that
         // is gone or unreadable is reported once, not every second.
         if (unreadable_reported_) return Poll::unchanged;
         unreadable_reported_ = true;
         have_text_ = false;
-        return reject(
-            "ALUA groups file " + path + ": " +
-            (err == EFBIG ? "larger than " + std::to_string(kMaxGroupsFile / 1024) + " KiB, not a groups file"
-                          : std::string(std::strerror(err))));
+        return reject("ALUA groups file " + path + ": " +
+                      (read->err == EFBIG
+                           ? "larger than " + std::to_string(GroupsFileReader::kMaxBytes / 1024) +
+                                 " KiB, not a groups file"
+                           : std::string(std::strerror(read->err))));
     }
     unreadable_reported_ = false;
+    std::string& text = read->text;
     if (have_text_ && text == text_) return Poll::unchanged;
-    text_ = std::move(text);
-    have_text_ = true;
 
     GroupTable next;
     try {
-        next = parse_groups(text_, path);
+        next = parse_groups(text, path);
     } catch (const ConfigError& e) {
+        text_ = std::move(text);
+        have_text_ = true;
         return reject(e.what());
     }
     auto own = state_of(next, settings_.port_group);
+    // Only now is this version known to be acted on; one that failed for
+    // want of memory is read and tried again.
+    text_ = std::move(text);
+    have_text_ = true;
     if (!own)
         return reject("ALUA groups file " + path + " does not list this gateway's port group " +
                       std::to_string(settings_.port_group));
     file_ok_ = true;  // also when a good version comes back unchanged
-    if (next == groups_) return Poll::unchanged;
+    if (next == groups_) {
+        if (!was_stalled) return Poll::unchanged;
+        message_ = "ALUA groups file " + path + " answers again; port group " +
+                   std::to_string(settings_.port_group) + " stays " + std::string(state_name(own_state_));
+        return Poll::answering;
+    }
     groups_ = std::move(next);
     own_state_ = *own;
     changed_ = true;

@@ -36,6 +36,13 @@ static char settings_error[1024];
 static struct rbio_alua_lu *lus; /* rbio LUs with ALUA, for unit attentions */
 static struct tgt_work poll_work;
 
+/* How long tgtd's event loop waits for a read of the groups file: a file
+ * system that answers does so in well under this; one that does not holds
+ * only the reader thread, and no later poll waits until that read returns.
+ * At start nothing is served yet, and the first read decides the state. */
+#define POLL_WAIT_MS 100
+#define FIRST_POLL_WAIT_MS 5000
+
 void rbio_alua_glue_metrics(struct rbio_metrics *m)
 {
 	if (gateway)
@@ -57,13 +64,14 @@ static void poll_groups(void *data)
 	char msg[1024], desc[2048];
 	(void)data;
 
-	switch (rbio_alua_poll(gateway, msg, sizeof(msg))) {
+	switch (rbio_alua_poll(gateway, POLL_WAIT_MS, msg, sizeof(msg))) {
 	case RBIO_ALUA_CHANGED:
 		rbio_alua_describe(gateway, desc, sizeof(desc));
 		log_error("rbio: alua: states changed, unit attention raised: %s\n", desc);
 		raise_state_changed();
 		break;
 	case RBIO_ALUA_BAD:
+	case RBIO_ALUA_ANSWERING:
 		log_error("rbio: alua: %s\n", msg);
 		break;
 	case RBIO_ALUA_UNCHANGED:
@@ -87,7 +95,7 @@ void rbio_alua_glue_start(void)
 		return;
 	/* The first read of the groups file. What is wrong with it is said
 	 * now: later polls speak only when the file changes. */
-	if (rbio_alua_poll(gateway, msg, sizeof(msg)) == RBIO_ALUA_BAD)
+	if (rbio_alua_poll(gateway, FIRST_POLL_WAIT_MS, msg, sizeof(msg)) == RBIO_ALUA_BAD)
 		log_error("rbio: alua: %s\n", msg);
 	rbio_alua_describe(gateway, desc, sizeof(desc));
 	log_error("rbio: alua: on, %s\n", desc);

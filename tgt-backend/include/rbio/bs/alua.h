@@ -26,11 +26,19 @@ struct rbio_alua; /* this gateway: its port group and the LU set's states */
 int rbio_alua_create(struct rbio_alua **out, char *err, size_t errlen);
 void rbio_alua_destroy(struct rbio_alua *a);
 
-enum rbio_alua_poll { RBIO_ALUA_UNCHANGED = 0, RBIO_ALUA_CHANGED = 1, RBIO_ALUA_BAD = 2 };
-/* Reads the groups file the first time, then again if it changed (a bad
- * or missing file: once per version). CHANGED: raise ASYMMETRIC ACCESS
- * STATE CHANGED on every I_T nexus. BAD: the states are kept, msg says why. */
-enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, char *msg, size_t msglen);
+enum rbio_alua_poll {
+    RBIO_ALUA_UNCHANGED = 0,
+    RBIO_ALUA_CHANGED = 1,
+    RBIO_ALUA_BAD = 2,
+    RBIO_ALUA_ANSWERING = 3
+};
+/* Reads the groups file (in a thread of its own, waiting up to wait_ms for
+ * it) and acts on it if it changed (a bad or missing file: once per
+ * version). CHANGED: raise ASYMMETRIC ACCESS STATE CHANGED on every I_T
+ * nexus. BAD: the states are kept, msg says why; also once when a read has
+ * not returned for 5 s. ANSWERING: such a file answers again, states as
+ * they were; msg says so. */
+enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, unsigned wait_ms, char *msg, size_t msglen);
 
 /* 0: the command runs on this gateway. 1: fail it with CHECK CONDITION and
  * the sense key / ASC-ASCQ (ASC << 8 | ASCQ) given. atomic_caw: the LU's
