@@ -166,6 +166,21 @@ check "gateway 2 logs the change" gw_log_has 2 "rbio: alua: states changed, unit
 check "gateway 2 (now active/optimized) serves READ" answers 2 GOOD cdb "$READ10" 512
 check "gateway 1 (now standby) fails READ with 04/0B" answers 1 "CHECK key=2 asc=040b" cdb "$READ10" 512
 check "gateway 1's metrics say standby" wait_for 10 metric_is 1 "$(port_state 1 standby)"
+# Changes while a host's path is idle: one unit attention, not one per
+# change, which the host would get one command at a time.
+"$PROBE" "$(gw_url 1)" count-ua 2a06 "$WORK/ua-go" 60 > "$WORK/ua-count.out" 2>&1 &
+# shellcheck disable=SC2034  # read by the eval'd check below
+ua_count_pid=$!
+check "an idle session on gateway 1" wait_for 15 grep -qsx ready "$WORK/ua-count.out"
+changes_logged() { [[ $(grep -c "rbio: alua: states changed" "$(gw_state 1)/tgtd.log") == "$1" ]]; }
+changes=$(grep -c "rbio: alua: states changed" "$(gw_state 1)/tgtd.log")
+set_groups "1 unavailable" "2 active/optimized"
+check "a change while it is idle" wait_for 10 changes_logged $((changes + 1))
+set_groups "1 standby" "2 active/optimized"
+check "... and another" wait_for 10 changes_logged $((changes + 2))
+touch "$WORK/ua-go"
+check "... reach it as one ASYMMETRIC ACCESS STATE CHANGED" \
+  eval 'wait "$ua_count_pid" && grep -qx "ua=1" "$WORK/ua-count.out"'
 set_groups "1 unavailable" "2 active/non-optimized"
 check "unavailable: gateway 1 fails READ with NOT READY 04/0C" \
   wait_for 10 answers 1 "CHECK key=2 asc=040c" cdb "$READ10" 512

@@ -18,6 +18,11 @@
 //                                        one command with HEXDATA as data-out
 //   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
 //                                        attention with ASC (hex)
+//   scsi_probe URL count-ua ASC GO_FILE SECONDS
+//                                        prints "ready", idles until GO_FILE
+//                                        exists, then sends TEST UNIT READY until
+//                                        one reports no unit attention; prints
+//                                        "ua=N", the unit attentions with ASC
 //
 // Unit attentions pending at login (power on, LUNs changed) are cleared
 // with TEST UNIT READY before the request.
@@ -263,10 +268,31 @@ std::vector<unsigned char> hex_bytes(const std::string& h) {
 
 }  // namespace
 
+// count-ua: idle, as a host's unused path is, while the test changes
+// things (until `go` exists), then the unit attentions with `asc` pending.
+void count_unit_attentions(Session& s, int asc, const char* go, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::printf("ready\n");
+    std::fflush(stdout);
+    while (::access(go, F_OK) != 0) {
+        if (std::chrono::steady_clock::now() >= deadline) die(std::string("no ") + go + " in time", 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::vector<unsigned char> tur(6, 0);
+    int n = 0;
+    for (int i = 0; i < 64; ++i) {
+        Result r = run(s, tur, SCSI_XFER_NONE);
+        if (r.status < 0) die("TEST UNIT READY: " + r.error, 1);
+        if (r.key != SCSI_SENSE_UNIT_ATTENTION) break;
+        if (r.asc == asc) ++n;
+    }
+    std::printf("ua=%d\n", n);
+}
+
 int main(int argc, char** argv) {
     if (argc < 3)
         die("usage: scsi_probe URL "
-            "inquiry|serial|designators|rtpg|cdb|wait-ua|write-log|verify-log|write|verify ...");
+            "inquiry|serial|designators|rtpg|cdb|wait-ua|count-ua|write-log|verify-log|write|verify ...");
     const std::string what = argv[2];
     Session s;
     s.ctx = iscsi_create_context("iqn.2026-11.io.rbio:scsi-probe");
@@ -392,6 +418,9 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
         die("no unit attention with ASC " + std::string(argv[3]) + " in time", 1);
+    } else if (what == "count-ua") {
+        if (argc < 6) die("usage: scsi_probe URL count-ua ASC GO_FILE SECONDS");
+        count_unit_attentions(s, int(number(argv[3], 16)), argv[4], std::chrono::seconds(number(argv[5])));
     } else if (what == "write-log") {
         if (argc < 6) die("usage: scsi_probe URL write-log FIRST COUNT FILE");
         const uint64_t first = number(argv[3]), count = number(argv[4]);

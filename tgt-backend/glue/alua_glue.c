@@ -52,11 +52,18 @@ void rbio_alua_glue_metrics(struct rbio_metrics *m)
 static void raise_state_changed(void)
 {
 	struct rbio_alua_lu *al;
+	struct it_nexus_lu_info *itn_lu;
 
-	/* itn_id 0 is no I_T nexus (iSCSI's carry a non-zero TSIH): every
-	 * nexus of the LU gets the unit attention. */
-	for (al = lus; al; al = al->next)
+	for (al = lus; al; al = al->next) {
+		/* tgt queues every unit attention it is given, and a host
+		 * gets them one command at a time: one not yet reported
+		 * already says the states changed. */
+		list_for_each_entry(itn_lu, &al->lu->lu_itl_info_list, lu_itl_info_siblings)
+			ua_sense_clear(itn_lu, ASC_ASYMMETRIC_ACCESS_STATE_CHANGED);
+		/* itn_id 0 is no I_T nexus (iSCSI's carry a non-zero TSIH):
+		 * every nexus of the LU gets the unit attention. */
 		ua_sense_add_other_it_nexus(0, al->lu, ASC_ASYMMETRIC_ACCESS_STATE_CHANGED);
+	}
 }
 
 static void poll_groups(void *data)
