@@ -77,10 +77,8 @@ build() {
   if [[ $1 == asan ]]; then
     # Everything the unit and the integration tests above use (not the
     # benchmarks nor the vm tests' programs).
-    targets=(bs_rbio rbio rbio_fio rbio_bs_unit_tests rbio_tgt_transport_unit_tests
-             rbio_alua_unit_tests rbio_initiator_unit_tests rbio_iser_opt_unit_tests
-             rbio_iser_rdma_unit_tests iscsi_rw_check scsi_probe faulty_disk iscsi_hostile
-             initiator_tmf_check initiator_scsi_check)
+    targets=(bs_rbio rbio rbio_fio rbio_unit_test_programs iscsi_rw_check scsi_probe faulty_disk
+             iscsi_hostile initiator_tmf_check initiator_scsi_check)
   else
     # The initiator only: tgtd loads the main build's plain module.
     targets=(rbio rbio_initiator_unit_tests)
