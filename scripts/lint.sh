@@ -57,6 +57,11 @@ check_format() {
   cf=$(tool clang-format)
   [[ -n $cf ]] || { log "clang-format 14 not found (Debian: clang-format)"; return 77; }
   cd "$ROOT"
+  # A list read through a process substitution hides git's failure (not a
+  # checkout, "dubious ownership"): none to check is a failure, not clean.
+  local files
+  files=$(c_sources) || { log "clang-format: git cannot list the sources"; return 1; }
+  [[ -n $files ]] || { log "clang-format: no C or C++ source found"; return 1; }
   while IFS= read -r f; do
     style="file"
     is_kernel_style "$f" && style=file:tgt-backend/glue/.clang-format
@@ -65,7 +70,7 @@ check_format() {
     elif ! "$cf" --style="$style" --dry-run --Werror "$f"; then
       rc=1
     fi
-  done < <(c_sources)
+  done <<< "$files"
   (( rc == 0 )) || log "clang-format: files differ from their .clang-format style; fix with: scripts/lint.sh --format --fix"
   return "$rc"
 }
