@@ -188,8 +188,10 @@ check "tgtd still serves the first LU" timeout 60 "$PROBE" "$U/1" verify 4096 25
 
 tadm --op delete --mode logicalunit --tid 1 --lun 1
 tadm --op delete --mode logicalunit --tid 1 --lun 3
+# Both LUs' removal lines, each with its error count: a missing line is
+# a failure, not a pass.
 check "no command ended in error on the RBD LUs" eval \
-  '! grep "rbio: tid:1 lun:[13]: removed" "$STATE/tgtd.log" | grep -v " errors=0$"'
+  '[[ $(grep -c "rbio: tid:1 lun:[13]: removed;.* errors=0$" "$STATE/tgtd.log") == 2 ]]'
 
 # ---------------------------------------------------------------- targets.conf
 # The documented way (last: tgt-admin -e removes targets its file does not

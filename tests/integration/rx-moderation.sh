@@ -34,7 +34,9 @@ after_connection() {
   before=$(ended)
   "$@" || rc=$?
   logged() { [[ $(ended) != "$before" ]]; }
-  wait_for 10 logged
+  # Without the log line the counters read would be the previous
+  # connection's.
+  wait_for 10 logged || { echo "  tgtd logged no end of that connection" >&2; return 1; }
   return "$rc"
 }
 # lone_ms COUNT: the lone commands' waits (ms), one per line.
