@@ -17,7 +17,7 @@ tgt_test_init 64
 PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
 source "$(dirname "$0")/../lib/fio-rbio.sh"
 for t in fio python3; do command -v "$t" >/dev/null || { echo "SKIP: $t not installed"; exit 77; }; done
-[[ -x $PROBE && -x $RBIO && -f $FIO_ENGINE ]] || { echo "SKIP: build scsi_probe, rbio and the fio engine first"; exit 77; }
+[[ -x $PROBE && -x $RBIO && -f $FIO_ENGINE ]] || { echo "build scsi_probe, rbio and the fio engine first" >&2; exit 2; }
 [[ -c /dev/fuse ]] || { echo "SKIP: no /dev/fuse"; exit 77; }
 
 source "$(dirname "$0")/../lib/gateways.sh"
