@@ -195,7 +195,7 @@ check "one logs in, the other is refused as busy (exits $rc1 and $rc2)" \
   eval '[[ "$rc1 $rc2" == "0 12" || "$rc1 $rc2" == "12 0" ]]'
 check "... one session process runs" test "$(sessions_of "$SD2")" = 1
 check "logout (exit 0)" rc_is 0 "$RBIO" logout --state-dir "$SD2"
-check "... and no session process is left" wait_for 5 test "$(sessions_of "$SD2")" = 0
+check "... and no session process is left" wait_for 5 eval '[[ $(sessions_of "$SD2") == 0 ]]'
 
 echo "== a stale record: its process gone, its pid now another process's"
 printf 'pid=1\ntarget=%s\nportal=%s\nsocket=%s\n' "$IQN" "$P" "$SD2/gone.sock" > "$SD2/${IQN//[^A-Za-z0-9._-]/_}.state"

@@ -63,7 +63,7 @@ ended_count() { awk '/rbio: iser: .*connection ended; pdus_in=[1-9]/ { n++ } END
 # conn_line NAME BEFORE: the first connection to end after BEFORE had (the
 # line is logged when it ends, a moment after the bench), kept in NAME.conn.
 conn_line() {
-  wait_for 10 test "$(ended_count)" -gt "$2" &&
+  wait_for 10 eval "(( \$(ended_count) > $2 ))" &&
   grep "rbio: iser: .*connection ended; pdus_in=[1-9]" "$STATE/tgtd.log" | sed -n "$(( $2 + 1 ))p" > "$WORK/$1.conn" &&
   cat "$WORK/$1.conn" && test -s "$WORK/$1.conn"
 }
