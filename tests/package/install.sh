@@ -250,6 +250,10 @@ config_target() {
 CONF
 }
 check "a target with bs-type rbio in /etc/tgt/conf.d" config_target
+# Else the checks of tgt.service and rbio-session@ below cannot run: a
+# failure, not a silent pass.
+check "tgt.service's ExecStart is a plain command line (no quoting, \$VAR or prefix)" \
+  eval '[[ ${starts[0]:-} =~ ^/[A-Za-z0-9_./=\ -]*$ ]]'
 if (( ${#starts[@]} == 1 )) && [[ ${starts[0]} =~ ^/[A-Za-z0-9_./=\ -]*$ ]]; then
   read -ra start_words <<< "${starts[0]}"
   start_tgtd "$WORK/tgt.service.log" "${start_words[@]}"
