@@ -21,6 +21,10 @@ check "rbio's transport serves the portal" log_has "portal 127.0.0.1:$PORT serve
 check "fio: 4 KiB random writes, 32 in flight, verify=crc32c" \
   fio_verify_ok rand4k "$P" "$IQN" 1 randwrite 4k 32 32M
 check "... several commands per sendmsg" fio_batched rand4k
+# Control: fio committing each I/O alone gives the engine nothing to batch.
+check "fio: the same with one I/O per commit (control)" \
+  fio_verify_ok rand4k-single "$P" "$IQN" 1 randwrite 4k 32 32M iodepth_batch_submit=1 iodepth_batch_complete_min=1
+check "... and then about one command per sendmsg (the check above fails)" eval '! fio_batched rand4k-single'
 check "fio: 1 MiB sequential writes, 8 in flight, verify=crc32c" \
   fio_verify_ok seq1m "$P" "$IQN" 1 write 1M 8 64M
 tadm --op update --mode target --tid 1 --name HeaderDigest --value CRC32C
