@@ -34,6 +34,7 @@ void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*r
 	p->tx_wanted = 0;
 	p->tx_parts = 0;
 	p->release_mem = NULL;
+	p->may_close = NULL;
 	tgt_init_sched_event(&p->ev, pass_event, p);
 	INIT_LIST_HEAD(&p->deferred);
 }
@@ -135,6 +136,7 @@ void rbio_pass_finish(struct rbio_pass *p)
 {
 	/* closed: tgt closed it already (a session reinstated, tgtadm) and
 	 * only waits for its tasks to go before releasing it */
-	if (p->conn->state == STATE_CLOSE && !p->conn->closed)
+	if (p->conn->state == STATE_CLOSE && !p->conn->closed &&
+	    (!p->may_close || p->may_close(p->ctx)))
 		conn_close(p->conn);
 }

@@ -36,6 +36,9 @@ struct rbio_pass {
 	/* on the list of passes a backing store's completions asked for
 	 * (rbio_pass_defer_begin) */
 	struct list_head deferred;
+	/* NULL, or the transport's say on closing now: 0 holds the close
+	 * back until a later pass asks again (see rbio_pass_finish) */
+	int (*may_close)(void *ctx);
 };
 
 void rbio_pass_init(struct rbio_pass *p, struct iscsi_connection *conn, void (*run)(void *ctx),
@@ -88,7 +91,8 @@ void rbio_pass_defer_end(void);
 void rbio_pass_force_close(struct rbio_pass *p);
 
 /* The last thing a handler does: the connection may be freed by
- * conn_close(). */
+ * conn_close(), which it calls for a connection the core set closing
+ * unless p->may_close says to wait. */
 void rbio_pass_finish(struct rbio_pass *p);
 
 #endif

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/rdma_cma.h>
@@ -107,6 +108,11 @@ struct rbio_iser_conn {
 	struct rbio_ping ping;
 	int passes_since_tick;
 	int reap_due; /* the tick wants the CQ reaped in the next scheduled pass */
+	/* the core set the connection closing with sends not yet complete:
+	 * when the close goes ahead regardless (CLOCK_MONOTONIC ms), 0 while
+	 * it has not waited */
+	uint64_t close_deadline_ms;
+	int peer_gone; /* the CM said disconnected, unreachable, rejected or removed */
 	/* the PDU the core is reading: bhs[48] then `rest` (AHS and data) */
 	const uint8_t *rx_bhs;
 	const uint8_t *rx_rest;
@@ -655,6 +661,50 @@ static void tp_event_modify(struct iscsi_connection *conn, int events)
 	rbio_pass_event_modify(&RC(conn)->pass, events);
 }
 
+/*
+ * The core sets a connection closing right after handing over its last
+ * response: a Logout Response, or a login reject. rdma_disconnect() then
+ * moves the QP to the error state, which flushes a SEND the adapter has
+ * not transmitted yet, so the initiator would wait out its logout timeout
+ * or retry a refused login (stock tgt's iSER leaves the disconnect to the
+ * initiator after a logout). So the close waits, at most CLOSE_WAIT_MS,
+ * for every send queued to complete: the CQ's event then runs a pass that
+ * asks again, and the tick one once the time is up. Not when the peer has
+ * gone (the CM said so): nothing sent would reach it.
+ */
+#define CLOSE_WAIT_MS 2000
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static int may_close(void *ctx)
+{
+	struct rbio_iser_conn *rc = ctx;
+	uint64_t now;
+
+	if (!rc->cq_watched || rc->peer_gone || !rbio_iser_ep_sends_pending(rc->ep)) {
+		if (rc->close_deadline_ms && !rc->peer_gone)
+			log_error("rbio: iser: %s: closing once the last sends completed\n",
+				  rc->peer);
+		return 1;
+	}
+	now = monotonic_ms();
+	if (!rc->close_deadline_ms) {
+		rc->close_deadline_ms = now + CLOSE_WAIT_MS;
+		return 0;
+	}
+	if (now < rc->close_deadline_ms)
+		return 0;
+	log_error("rbio: iser: %s: closing with sends not completed in %d ms\n", rc->peer,
+		  CLOSE_WAIT_MS);
+	return 1;
+}
+
 static size_t tp_close(struct iscsi_connection *conn)
 {
 	struct rbio_iser_conn *rc = RC(conn);
@@ -872,6 +922,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 		goto fail;
 	rc->iscsi_conn.tp = &rbio_iser;
 	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
+	rc->pass.may_close = may_close;
 	conn_read_pdu(&rc->iscsi_conn);
 	if (rbio_iser_ep_accept(rc->ep, ev->param.conn.responder_resources,
 				ev->param.conn.initiator_depth, err, sizeof(err))) {
@@ -943,6 +994,7 @@ static void cm_handler(int fd, int events, void *data)
 				log_error("rbio: iser: %s: %s\n", rc->peer,
 					  rdma_event_str(copy.event));
 			rc->iscsi_conn.state = STATE_CLOSE;
+			rc->peer_gone = 1; /* nothing sent now reaches it */
 			rbio_pass_schedule_if_due(&rc->pass);
 			break;
 		default:
@@ -1061,6 +1113,9 @@ static void tick(void *data)
 		}
 		if (!rc->passes_since_tick && rc->cq_watched && rc->iscsi_conn.state != STATE_CLOSE)
 			quiet_tick(rc);
+		/* a close waiting for its sends: a pass asks again */
+		if (rc->close_deadline_ms && !rc->iscsi_conn.closed)
+			rbio_pass_schedule_if_due(&rc->pass);
 		rc->passes_since_tick = 0;
 		rbio_iser_ep_publish(rc->ep);
 	}

@@ -339,6 +339,15 @@ int rbio_iser_ep_rdma_read(rbio_iser_ep* e, void* buf, size_t offset, size_t len
 }
 
 int rbio_iser_ep_room(const rbio_iser_ep* e, unsigned n) { return e->ep.has_room(n); }
+int rbio_iser_ep_sends_pending(rbio_iser_ep* e) {
+    try {
+        e->ep.cover_quiet_tail();  // a refused post fails the endpoint: nothing to wait for
+    } catch (...) {
+        return 0;
+    }
+    return !e->ep.failed() && e->ep.sends_done_total() < e->ep.sends_queued_total() ? 1 : 0;
+}
+
 uint64_t rbio_iser_ep_queued_total(const rbio_iser_ep* e) { return e->ep.sends_queued_total(); }
 uint64_t rbio_iser_ep_done_total(const rbio_iser_ep* e) { return e->ep.sends_done_total(); }
 

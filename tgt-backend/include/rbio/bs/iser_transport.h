@@ -101,6 +101,10 @@ int rbio_iser_ep_rdma_read(struct rbio_iser_ep *ep, void *buf, size_t offset, si
 void rbio_iser_ep_count_direct(struct rbio_iser_ep *ep);
 /* Room for `n` more work requests now. */
 int rbio_iser_ep_room(const struct rbio_iser_ep *ep, unsigned n);
+/* 1 while sends queued on a working connection have not all completed;
+ * first asks for a completion that covers them (an unsignalled tail would
+ * otherwise give none). */
+int rbio_iser_ep_sends_pending(struct rbio_iser_ep *ep);
 uint64_t rbio_iser_ep_queued_total(const struct rbio_iser_ep *ep);
 uint64_t rbio_iser_ep_done_total(const struct rbio_iser_ep *ep);
 void rbio_iser_ep_describe(const struct rbio_iser_ep *ep, char *out, size_t len);
