@@ -89,7 +89,11 @@ void GroupsFileReader::run(std::shared_ptr<Shared> s, const std::string& path) {
 
 std::optional<GroupsFileReader::Result> GroupsFileReader::read(std::chrono::milliseconds wait) {
     std::unique_lock l(shared_->m);
-    if (!shared_->done && !shared_->busy && !shared_->requested) {
+    if (!shared_->done) {
+        // A read started by an earlier call and still out: its file system
+        // is slow or not answering, and waiting again would stall the
+        // caller once per call for as long as that lasts.
+        if (shared_->busy || shared_->requested) return std::nullopt;
         shared_->requested = true;
         shared_->asked = std::chrono::steady_clock::now();
         shared_->cv.notify_all();

@@ -40,9 +40,9 @@ public:
     GroupsFileReader& operator=(const GroupsFileReader&) = delete;
 
     // The result of a read that returned since the last call (it may have
-    // started at an earlier call), else starts a read when none is under
-    // way and waits up to `wait` for it. nullopt: the read under way has
-    // not returned.
+    // started at an earlier call), else starts a read and waits up to
+    // `wait` for it. nullopt: the read has not returned; a call while one
+    // started earlier is still out returns at once.
     std::optional<Result> read(std::chrono::milliseconds wait);
     // How long the read under way has been waiting; zero when none is.
     std::chrono::steady_clock::duration waiting() const;
