@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "rbio/bs/alua.h"
 #include "rbio/bs/alua.hpp"
 #include "rbio/bs/alua_gateway.hpp"
+#include "rbio/bs/alua_groups_reader.hpp"
 #include "rbio/bs/alua_settings.hpp"
 #include "rbio/bs/config_file.hpp"
 #include "rbio/bs/tcp_transport.h"
@@ -482,6 +484,50 @@ TEST(AluaGateway, ReportsAGroupsFileThatDoesNotAnswerAndGoesOnWhenItDoes) {
     d.replace("groups", "1 standby\n2 active/optimized\n");
     EXPECT_EQ(g.poll(kWait), Gateway::Poll::changed);
     EXPECT_EQ(g.own_state(), State::active_optimized);
+}
+
+TEST(AluaGateway, AnErrorSeenBeforeAStallIsReportedAgainAfterIt) {
+    // Otherwise the last word in the log would stay "not returned" while
+    // the file system answers again, with the same error as before.
+    TempDir d;
+    Settings s;
+    s.port_group = 2;
+    const std::string big((GroupsFileReader::kMaxBytes) + 4096, '#');
+    s.groups_file = d.file("groups", big);
+    Gateway g(s, 300ms);
+    ASSERT_EQ(g.poll(kWait), Gateway::Poll::bad);
+    EXPECT_NE(g.message().find("larger than 64 KiB"), std::string::npos) << g.message();
+    EXPECT_EQ(g.poll(kWait), Gateway::Poll::unchanged);  // said once
+
+    const std::string fifo = d.path + "/fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(::link(fifo.c_str(), (d.path + "/groups.new").c_str()), 0);
+    std::filesystem::rename(d.path + "/groups.new", s.groups_file);
+    EXPECT_EQ(g.poll(50ms), Gateway::Poll::unchanged);
+    std::this_thread::sleep_for(350ms);
+    EXPECT_EQ(g.poll(50ms), Gateway::Poll::bad);
+    EXPECT_NE(g.message().find("a read has not returned"), std::string::npos) << g.message();
+
+    // The same error comes back: the reader stops at 64 KiB and closes, so
+    // the writer's rest fails (EPIPE, its SIGPIPE ignored).
+    struct sigaction ignore {
+    }, old{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old);
+    std::thread writer([&] {
+        int fd = ::open(fifo.c_str(), O_WRONLY);
+        if (fd < 0) return;
+        for (size_t done = 0; done < big.size();) {
+            ssize_t n = ::write(fd, big.data() + done, big.size() - done);
+            if (n <= 0) break;
+            done += size_t(n);
+        }
+        ::close(fd);
+    });
+    EXPECT_EQ(poll_until_news(g), Gateway::Poll::bad);
+    EXPECT_NE(g.message().find("larger than 64 KiB"), std::string::npos) << g.message();
+    writer.join();
+    ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 TEST(AluaGateway, IsDestroyedWhileItsReadDoesNotReturn) {

@@ -37,7 +37,10 @@ Gateway::Poll Gateway::poll(std::chrono::milliseconds wait) {
         const auto waited = reader_->waiting();
         if (stall_reported_ || waited < read_stall_) return Poll::unchanged;
         stall_reported_ = true;
-        have_text_ = false;  // whatever comes back is acted on and reported
+        // Whatever comes back is acted on and reported, an error seen
+        // before the stall too.
+        have_text_ = false;
+        unreadable_reported_ = false;
         return reject("ALUA groups file " + path + ": a read has not returned for " +
                       std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
                       " s (is its file system answering?)");
