@@ -688,9 +688,10 @@ static int may_close(void *ctx)
 	uint64_t now;
 
 	if (!rc->cq_watched || rc->peer_gone || !rbio_iser_ep_sends_pending(rc->ep)) {
-		if (rc->close_deadline_ms && !rc->peer_gone)
-			log_error("rbio: iser: %s: closing once the last sends completed\n",
-				  rc->peer);
+		if (rc->close_deadline_ms)
+			log_error("rbio: iser: %s: closing after waiting for the last sends: %s\n",
+				  rc->peer,
+				  rc->peer_gone ? "the peer disconnected" : "all completed");
 		return 1;
 	}
 	now = monotonic_ms();
