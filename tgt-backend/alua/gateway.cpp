@@ -63,18 +63,18 @@ Gateway::Poll Gateway::poll(std::chrono::milliseconds wait) {
     if (have_text_ && text == text_) return Poll::unchanged;
 
     GroupTable next;
+    std::string wrong;
     try {
         next = parse_groups(text, path);
     } catch (const ConfigError& e) {
-        text_ = std::move(text);
-        have_text_ = true;
-        return reject(e.what());
+        wrong = e.what();
     }
-    auto own = state_of(next, settings_.port_group);
-    // Only now is this version known to be acted on; one that failed for
-    // want of memory is read and tried again.
+    // Only now is this version known to be acted on (or reported): one
+    // that failed for want of memory is read and tried again.
     text_ = std::move(text);
     have_text_ = true;
+    if (!wrong.empty()) return reject(wrong);
+    auto own = state_of(next, settings_.port_group);
     if (!own)
         return reject("ALUA groups file " + path + " does not list this gateway's port group " +
                       std::to_string(settings_.port_group));

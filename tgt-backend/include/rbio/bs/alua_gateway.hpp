@@ -16,12 +16,12 @@ namespace rbio::bs::alua {
 
 class Gateway {
 public:
+    static constexpr std::chrono::milliseconds kReadStall{5000};
     // Until the groups file has been read, this gateway's group is
     // transitioning: it serves no I/O on a state it does not know. Without
-    // a groups file it is active/optimized, alone.
-    // A read of the groups file that has not returned for `read_stall` is
-    // reported (once), and the file counts as not in use until it does.
-    static constexpr std::chrono::milliseconds kReadStall{5000};
+    // a groups file it is active/optimized, alone. A read of the groups
+    // file that has not returned for `read_stall` is reported (once), and
+    // the file counts as not in use until it does.
     explicit Gateway(Settings s, std::chrono::milliseconds read_stall = kReadStall);
 
     enum class Poll {
