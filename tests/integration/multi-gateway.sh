@@ -172,8 +172,9 @@ check "gateway 1's metrics say standby" wait_for 10 metric_is 1 "$(port_state 1 
 # shellcheck disable=SC2034  # read by the eval'd check below
 ua_count_pid=$!
 check "an idle session on gateway 1" wait_for 15 grep -qsx ready "$WORK/ua-count.out"
-changes_logged() { [[ $(grep -c "rbio: alua: states changed" "$(gw_state 1)/tgtd.log") == "$1" ]]; }
-changes=$(grep -c "rbio: alua: states changed" "$(gw_state 1)/tgtd.log")
+changes_count() { grep -c "rbio: alua: states changed" "$(gw_state 1)/tgtd.log"; }
+changes_logged() { [[ $(changes_count) == "$1" ]]; }
+changes=$(changes_count)
 set_groups "1 unavailable" "2 active/optimized"
 check "a change while it is idle" wait_for 10 changes_logged $((changes + 1))
 set_groups "1 standby" "2 active/optimized"

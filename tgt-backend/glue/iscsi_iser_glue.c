@@ -669,8 +669,9 @@ static void tp_event_modify(struct iscsi_connection *conn, int events)
  * or retry a refused login (stock tgt's iSER leaves the disconnect to the
  * initiator after a logout). So the close waits for every send queued to
  * complete: the CQ's event then runs a pass that asks again, and once
- * CLOSE_WAIT_MS are up the next tick's pass closes regardless (2-3 s). Not when the peer has
- * gone (the CM said so): nothing sent would reach it.
+ * CLOSE_WAIT_MS are up the next tick's pass closes regardless (2-3 s).
+ * Not when the peer has gone (the CM said so): nothing sent would reach
+ * it.
  */
 #define CLOSE_WAIT_MS 2000
 
