@@ -989,11 +989,14 @@ void Engine::rw_failed(Io* io, int res) {
     uint64_t start = 0;
     for (uint32_t i = 0; i < io->n; ++i) {
         Cmd* c = io->cmds[i];
+        // Read before finish(): completing may submit a command (tgt
+        // performs the next of an LU's queue) that reuses c's slot.
+        const uint64_t length = c->length;
         int c_res;
         if (res < 0) c_res = whole ? res : 0;
-        else if (uint64_t(res) >= start + c->length) c_res = int(c->length);
+        else if (uint64_t(res) >= start + length) c_res = int(length);
         else c_res = uint64_t(res) > start ? int(uint64_t(res) - start) : 0;
-        int err = settle(io->write, c->data, c->length, c->offset, c->fua, c_res);
+        int err = settle(io->write, c->data, length, c->offset, c->fua, c_res);
         if (err) {
             log(RBIO_BS_LOG_ERROR, std::string(io->write ? "write" : "read") + " of " +
                                        std::to_string(c->length) + " bytes at offset " +
@@ -1002,7 +1005,7 @@ void Engine::rw_failed(Io* io, int res) {
         } else {
             finish(c, good());
         }
-        start += c->length;
+        start += length;
     }
     free_io(io);
 }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -86,7 +87,9 @@ protected:
         rbio_bs_hooks h{};
         h.ctx = this;
         h.complete = [](void* ctx, void* cmd, const rbio_bs_result* r) {
-            static_cast<EngineTest*>(ctx)->done_.push_back({cmd, *r});
+            auto* t = static_cast<EngineTest*>(ctx);
+            t->done_.push_back({cmd, *r});
+            if (t->on_complete_) t->on_complete_();
         };
         h.request_flush = [](void* ctx) { ++static_cast<EngineTest*>(ctx)->flush_requests_; };
         h.log = [](void* ctx, int, const char* msg) { static_cast<EngineTest*>(ctx)->logs_.push_back(msg); };
@@ -166,6 +169,9 @@ protected:
     std::string dir_, path_;
     std::unique_ptr<Engine> engine_;
     std::vector<Done> done_;
+    // Runs inside each completion, as tgt's post_cmd_done may perform (and
+    // so submit) a command queued behind the one completed.
+    std::function<void()> on_complete_;
     std::vector<std::string> logs_;
     std::vector<std::unique_ptr<Cdb>> cdbs_;
     uintptr_t next_id_ = 0;
@@ -357,6 +363,28 @@ TEST_F(EngineTest, ShortReadAcrossTheEndFailsOnlyTheAffectedCommand) {
     EXPECT_EQ(result_of(1).status, kGood);
     EXPECT_EQ(result_of(2).status, kGood);
     EXPECT_EQ(result_of(3).sense_key, kMediumError);
+}
+
+// A completion may submit another command at once (tgt performs the next
+// command of an LU queue from it). That command takes the slot just freed;
+// the rest of a short merged I/O must still be settled by the sizes it had.
+TEST_F(EngineTest, ShortMergedReadSettlesRightWhenACompletionSubmits) {
+    make();
+    ASSERT_EQ(::truncate(path_.c_str(), 12288), 0);
+    std::vector<uint8_t> a(8192), b(8192), c(4096);
+    bool resubmitted = false;
+    on_complete_ = [&] {
+        if (resubmitted) return;
+        resubmitted = true;
+        read(0, c.data(), 8);
+    };
+    read(0, a.data(), 16);
+    read(16, b.data(), 16);  // its second half lies past the end
+    complete_all(3);
+    EXPECT_EQ(engine_->counters().merged, 1u);
+    EXPECT_EQ(result_of(1).status, kGood);
+    EXPECT_EQ(result_of(2).sense_key, kMediumError) << "a read of 8192 bytes with 4096 past the end";
+    EXPECT_EQ(result_of(3).status, kGood);
 }
 
 TEST_F(EngineTest, FuaAndWriteCacheOffWritesComplete) {
