@@ -1174,11 +1174,23 @@ void Engine::step_done(Cmd* c, int res) {
 }
 
 void Engine::finish(Cmd* c, const rbio_bs_result& r) {
+    if (in_submit_) [[unlikely]] {
+        // Inside tgt's submit call (batch off): tgt still writes to the
+        // command after it (sbc_unmap builds sense, the caller marks it
+        // processed), and a command freed meanwhile would be written to
+        // after its free. It completes at the end of the pass instead.
+        c->result = r;
+        complete_later(c);
+        return;
+    }
     if (c == exclusive_) exclusive_ = nullptr;
     if (r.status != kGood) ++counters_.errors;
     void* handle = c->handle;
+    // A copy: r may be c's own result, and completing may submit a command
+    // that takes c's slot.
+    const rbio_bs_result result = r;
     free_cmd(c);
-    if (hooks_.complete) hooks_.complete(hooks_.ctx, handle, &r);
+    if (hooks_.complete) hooks_.complete(hooks_.ctx, handle, &result);
 }
 
 std::string Engine::stats() const {

@@ -497,6 +497,22 @@ TEST_F(EngineTest, UnmapBeyondTheEndIsRefusedBeforeAnythingIsPunched) {
     EXPECT_EQ(file_bytes(0, 4096), data);
 }
 
+// With batch off a command is started inside tgt's submit call, and tgt
+// still writes to it after that call: none may complete there, not even
+// one with nothing to do (an UNMAP of empty descriptors).
+TEST_F(EngineTest, BatchOffCompletesNothingInsideSubmit) {
+    Options o;
+    o.batch = false;
+    make(o);
+    auto list = unmap_list({{0, 0}, {8, 0}});
+    Cdb c;
+    c.b[0] = kUnmap;
+    submit(c, 0, 0, nullptr, 0, list.data(), uint32_t(list.size()));
+    EXPECT_TRUE(done_.empty()) << "completed inside the submit call";
+    complete_all(1);
+    all_good();
+}
+
 TEST_F(EngineTest, WriteSameRepeatsTheBlockWithLbdata) {
     make();
     auto blk = pattern(kBs, 9);
