@@ -14,7 +14,7 @@
 //                                        with --resid followed by " underflow=N",
 //                                        the residual count of an underflow, with
 //                                        --hex by " HEX", the data-in
-//   scsi_probe URL cdb-out HEXBYTES HEXDATA
+//   scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid]
 //                                        one command with HEXDATA as data-out
 //   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
 //                                        attention with ASC (hex)
@@ -399,9 +399,11 @@ int main(int argc, char** argv) {
             std::printf("%s\n", describe(r).c_str());
         }
     } else if (what == "cdb-out") {
-        if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA");
+        if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid]");
         Result r = run(s, hex_bytes(argv[3]), SCSI_XFER_WRITE, hex_bytes(argv[4]));
-        std::printf("%s\n", describe(r).c_str());
+        if (argc > 5 && std::string(argv[5]) == "--resid")
+            std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
+        else std::printf("%s\n", describe(r).c_str());
     } else if (what == "wait-ua") {
         if (argc < 5) die("usage: scsi_probe URL wait-ua ASC SECONDS");
         const int want = int(number(argv[3], 16));

@@ -82,6 +82,11 @@ check "WRITE SAME(16) with UNMAP, LBA 0, NUMBER 0 (to the end): GOOD" \
   eval '[[ $(probe 3 cdb-out 93080000000000000000000000000000 "$BLOCK_OF_ZEROS") == GOOD ]]'
 check "... and the last block reads as zeros" \
   eval '[[ $(probe 3 cdb "880000000000$(printf %08x "$LAST")0000000100" 512 --hex) == "GOOD $BLOCK_OF_ZEROS" ]]'
+# tgt's UNMAP leaves the answer of a failure on every UNMAP it hands the
+# store (sense, and the whole parameter list as residual); a GOOD answer
+# must carry neither.
+check "UNMAP: GOOD, no residual (the whole parameter list was used)" \
+  eval '[[ $(probe 3 cdb-out 42000000000000001800 "$UNMAP_LIST" --resid) == "GOOD underflow=0" ]]'
 tgtd_stop
 check "the disk unmounts" faulty_disk_unmount "injected 0 read errors, 0 write errors"
 finish

@@ -66,6 +66,14 @@ static void rbio_complete(void *ctx, void *handle, const struct rbio_bs_result *
 	(void)ctx;
 
 	if (res->status == SAM_STAT_GOOD) {
+		/* tgt 1.0.85's sbc_unmap runs on into its failure path after
+		 * handing the command to the store: it leaves sense (05/25/00)
+		 * and the whole parameter list as residual on the command,
+		 * which a GOOD response would carry. */
+		if (cmd->scb[0] == UNMAP) {
+			cmd->sense_len = 0;
+			scsi_set_out_resid_by_actual(cmd, scsi_get_out_length(cmd));
+		}
 		target_cmd_io_done(cmd, SAM_STAT_GOOD);
 		return;
 	}
