@@ -45,6 +45,12 @@ cli_checks() {
   check "rbio inquiry --vpd all (exit 0)" rc_is 0 "$RBIO" inquiry -T "$IQN" -p "$P" --lun 1 --vpd all
   check "... the serial number" out_has "VPD 0x80 unit serial number: beaf11"
   check "... bs_rbio's UNMAP descriptor limit" out_has "maximum unmap block descriptor count: 256"
+  # tgt fills the page again when thin_provisioning is set (tgt-admin sets
+  # it for targets.conf's params); the engine's limit must stay advertised.
+  check "tgtadm --params thin_provisioning=1 on the rbio LU" \
+    tadm --op update --mode logicalunit --tid 1 --lun 1 --params thin_provisioning=1
+  check "rbio inquiry --vpd all after it (exit 0)" rc_is 0 "$RBIO" inquiry -T "$IQN" -p "$P" --lun 1 --vpd all
+  check "... the UNMAP descriptor limit is still 256" out_has "maximum unmap block descriptor count: 256"
   check "... LBPU" out_has "LBPU (UNMAP): 1"
   check "rbio inquiry --vpd lbp of the rdwr LU: no LBPU" \
     bash -c "'$RBIO' inquiry -T '$IQN' -p '$P' --lun 3 --vpd lbp | grep -q 'LBPU (UNMAP): 0'"

@@ -147,14 +147,35 @@ static void rbio_refresh_vpd(struct scsi_lu *lu, int page)
 		vpd->vpd_update(lu, NULL);
 }
 
-/* MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT: byte 24 of the Block Limits page;
- * tgt keeps the page without its 4-byte header. */
-static void rbio_limit_unmap_descriptors(struct scsi_lu *lu)
+/* tgt's own filler of the Block Limits page (static in spc.c; the same
+ * for every LU), which rbio_update_vpd_b0 calls first. */
+static void (*tgt_update_vpd_b0)(struct scsi_lu *lu, void *id);
+
+/* The Block Limits page as tgt fills it, with rbio's MAXIMUM UNMAP BLOCK
+ * DESCRIPTOR COUNT (byte 24; tgt keeps the page without its 4-byte header)
+ * on a thin LU. tgt fills the page again whenever tgtadm sets
+ * thin_provisioning (tgt-admin does, for targets.conf's params), and its
+ * "no limit" there would advertise lists the engine refuses. */
+static void rbio_update_vpd_b0(struct scsi_lu *lu, void *id)
 {
 	struct vpd *vpd = lu->attrs.lu_vpd[PCODE_OFFSET(0xb0)];
 
-	if (vpd && vpd->size >= 24)
+	if (tgt_update_vpd_b0)
+		tgt_update_vpd_b0(lu, id);
+	if (lu->attrs.thinprovisioning && vpd && vpd->size >= 24)
 		put_unaligned_be32(RBIO_BS_MAX_UNMAP_DESCRIPTORS, vpd->data + 20);
+}
+
+static void rbio_hook_vpd_b0(struct scsi_lu *lu)
+{
+	struct vpd *vpd = lu->attrs.lu_vpd[PCODE_OFFSET(0xb0)];
+
+	if (!vpd || !vpd->vpd_update || vpd->vpd_update == rbio_update_vpd_b0)
+		return;
+	if (!tgt_update_vpd_b0)
+		tgt_update_vpd_b0 = vpd->vpd_update;
+	if (vpd->vpd_update == tgt_update_vpd_b0)
+		vpd->vpd_update = rbio_update_vpd_b0;
 }
 
 static void rbio_event_handler(int fd, int events, void *data)
@@ -208,6 +229,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		return TGTADM_UNKNOWN_ERR;
 	}
 
+	rbio_hook_vpd_b0(lu);
 	if (rbio_bs_lu_thin(priv->engine)) {
 		lu->attrs.thinprovisioning = 1;
 		/* tgt filled the Block Limits (B0h) and Logical Block
@@ -216,7 +238,6 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		 * LBPU/LBPWS and the UNMAP limits. */
 		rbio_refresh_vpd(lu, 0xb0);
 		rbio_refresh_vpd(lu, 0xb2);
-		rbio_limit_unmap_descriptors(lu);
 	}
 
 	list_add_tail(&priv->siblings, &rbio_lus);
