@@ -37,7 +37,7 @@ ASAN_INTEGRATION=(data-integrity faults targets-conf transport-takeover hostile-
                   initiator initiator-fuse fio-engine initiator-recovery initiator-auth
                   initiator-redirect accept-ready initiator-scsi multi-gateway disk-errors
                   rbd rbd-osd-restart target-metrics rbd-fencing writeback-errors
-                  write-cache)
+                  write-cache unmap-unsupported)
 
 # Control ports and portals of a tree's tests, moved clear of the main
 # tree's (5700-5791, 13700-13791) and of each other; on top of the caller's

@@ -1031,6 +1031,20 @@ void Engine::step_done(Cmd* c, int res) {
                 else finish(c, good());
                 return;
             }
+            if (res == -EOPNOTSUPP && !rbd_) {
+                // The file system cannot punch holes (NFSv3, some FUSE file
+                // systems): the blocks stay mapped and keep their data,
+                // which SBC allows an unmap operation to do, and hosts
+                // trimming (fstrim, mkfs) go on. Said once per LU.
+                if (!told_no_punch_) {
+                    told_no_punch_ = true;
+                    log(RBIO_BS_LOG_ERROR, "UNMAP: the backing file cannot punch holes (" +
+                                               std::string(std::strerror(EOPNOTSUPP)) +
+                                               "): unmapped blocks stay allocated and keep their data");
+                }
+                finish(c, good());
+                return;
+            }
             if (res < 0) {
                 // As a write's error: a fenced RBD client (ESHUTDOWN) is a
                 // path to leave, not a broken target.

@@ -4,7 +4,7 @@
 // without device-mapper's dm-error.
 //
 //   faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--bad-writes FIRST:COUNT]...
-//               [--block N] [--cached] [--log-syncs]
+//               [--block N] [--cached] [--log-syncs] [--no-punch]
 //
 // Ranges are in blocks of --block bytes (512); --bad-writes ranges fail
 // writes only. --log-syncs writes a line "faulty_disk: fsync" to stderr
@@ -16,6 +16,8 @@
 // --cached turns on the kernel's writeback cache instead: writes land in
 // the page cache and a bad block fails later, when the kernel writes it
 // back -- the error a file's next fsync reports, once.
+// --no-punch refuses to punch holes (EOPNOTSUPP), as NFSv3 or a FUSE file
+// system without fallocate do.
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include <fcntl.h>
 #include <fuse.h>
@@ -42,6 +44,7 @@ struct Disk {
     uint64_t block = 512;
     bool cached = false;
     bool log_syncs = false;
+    bool no_punch = false;
     std::vector<Range> bad;
     std::atomic<uint64_t> read_errors{0}, write_errors{0};
 };
@@ -134,6 +137,7 @@ int fs_utimens(const char*, const timespec tv[2], fuse_file_info*) {
 }
 
 int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
+    if (disk.no_punch && (mode & FALLOC_FL_PUNCH_HOLE)) return -EOPNOTSUPP;
     return ::fallocate(disk.fd, mode, off, len) == 0 ? 0 : -errno;
 }
 
@@ -141,7 +145,7 @@ int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
     std::fprintf(stderr,
                  "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... "
                  "[--bad-writes FIRST:COUNT]... "
-                 "[--block N] [--cached] [--log-syncs]\n",
+                 "[--block N] [--cached] [--log-syncs] [--no-punch]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -173,6 +177,8 @@ int main(int argc, char** argv) {
             disk.cached = true;
         } else if (a == "--log-syncs") {
             disk.log_syncs = true;
+        } else if (a == "--no-punch") {
+            disk.no_punch = true;
         } else {
             usage("unknown option " + a);
         }

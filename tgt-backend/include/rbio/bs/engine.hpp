@@ -227,7 +227,8 @@ private:
     uint32_t inflight_ = 0;     // Ios in the kernel
     bool in_pump_ = false;
     bool inline_io_ = false;
-    bool in_submit_ = false;  // inside tgt's submit call: nothing may complete
+    bool in_submit_ = false;      // inside tgt's submit call: nothing may complete
+    bool told_no_punch_ = false;  // logged that UNMAP cannot punch this file
     bool flush_requested_ = false;
     Counters counters_;
 };
