@@ -121,6 +121,13 @@ check "WRITE SAME with UNMAP removed the other 4" eval '(( $(objects thin) == 0 
 rbd_ export thin "$WORK/thin.export" >/dev/null 2>&1
 check "the image reads as zeros" cmp -s "$WORK/thin.export" <(head -c 33554432 /dev/zero)
 check "the LU reads as zeros too" eval 'timeout 60 "$RW_CHECK" "$U/3" --scan'
+# write_same_zeros LBA BLOCKS: WRITE SAME(16), UNMAP not set, one block of zeros.
+write_same_zeros() {
+  timeout 60 "$PROBE" "$U/3" cdb-out "$(printf '9300%016x%08x0000' "$1" "$2")" "$(printf '0%.0s' $(seq 1 1024))"
+}
+check "WRITE SAME(16) of zeros, UNMAP not set, over the first 4 MiB: GOOD" \
+  eval '[[ $(write_same_zeros 0 8192) == GOOD ]]'
+check "... wrote them (SBC's UNMAP=0: preallocation): 1 object" eval '(( $(objects thin) == 1 ))'
 
 # ---------------------------------------------------------------- resize
 check "the LU has 65536 blocks before the resize" eval '[[ $(lun_blocks 3) == 65536 ]]'

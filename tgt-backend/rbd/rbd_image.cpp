@@ -152,6 +152,10 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // discard of part of an object must zero it, not be skipped.
         {"rbd_skip_partial_discard", "false",
          "UNMAP would leave data in blocks the LU reports as reading zeros (LBPRZ)"},
+        // WRITE SAME of zeros without UNMAP asks for the blocks to be
+        // written (SBC: UNMAP=0 is a write; hosts preallocate with it, as
+        // VMware's eager zeroing does); librbd would discard them instead.
+        {"rbd_discard_on_zeroed_write_same", "false"},
         // A missing cluster, or an image whose placement groups are not
         // active, fails LU creation in seconds instead of holding tgtd's
         // event loop (every LU and session of this tgtd) for 300 s or for
