@@ -243,10 +243,13 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
         case kWriteSame10:
         case kWriteSame16: {
             cmd.kind = Kind::WriteSame;
-            // NUMBER OF LOGICAL BLOCKS 0: to the LU's end (tgt checked the
-            // range). From 4 GiB on tgt's length wraps, to 0 for a whole
+            // NUMBER OF LOGICAL BLOCKS 0: to the LU's last whole block (tgt
+            // checked the range; a part block past it has no LBA, and
+            // librbd's writesame refuses a length that is not whole
+            // blocks). From 4 GiB on tgt's length wraps, to 0 for a whole
             // 8 GiB LU: GOOD for nothing written.
-            cmd.length = cdb_bytes ? cdb_bytes : c.lu_size - c.offset;
+            const uint64_t whole = c.lu_size >> c.block_shift << c.block_shift;
+            cmd.length = cdb_bytes ? cdb_bytes : (c.offset < whole ? whole - c.offset : 0);
             // tgt checked the range; a store does not act past the LU on
             // its word alone (the range is 64-bit here, and runs for long).
             if (c.offset > c.lu_size || cmd.length > c.lu_size - c.offset) {

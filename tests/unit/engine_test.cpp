@@ -529,6 +529,29 @@ TEST_F(EngineTest, WriteSameRepeatsTheBlockWithLbdata) {
     }
 }
 
+// NUMBER OF LOGICAL BLOCKS 0 runs to the last whole block: a file (or
+// RBD image, whose writesame refuses a length that is not a whole number
+// of blocks) may end in a part block no LBA addresses.
+TEST_F(EngineTest, WriteSameToTheEndStopsAtTheLastWholeBlock) {
+    const uint64_t size = kSize + 256;
+    ASSERT_EQ(::truncate(path_.c_str(), off_t(size)), 0);
+    auto tail = pattern(256, 11);
+    {
+        int fd = ::open(path_.c_str(), O_WRONLY);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(::pwrite(fd, tail.data(), tail.size(), off_t(kSize)), ssize_t(tail.size()));
+        ::close(fd);
+    }
+    make(Options{}, size);
+    auto blk = pattern(kBs, 12);
+    const uint64_t lba = kSize / kBs - 4;
+    submit(cdb16(kWriteSame16, lba, 0), lba, 0, nullptr, 0, blk.data(), kBs);
+    complete_all(1);
+    all_good();
+    for (uint64_t b = lba; b < kSize / kBs; ++b) EXPECT_EQ(file_bytes(b * kBs, kBs), blk) << b;
+    EXPECT_EQ(file_bytes(kSize, 256), tail) << "the part block past the last LBA was written";
+}
+
 TEST_F(EngineTest, WriteSameUnmapPunchesWhateverTheData) {
     make();
     auto data = pattern(1 << 20, 5);
