@@ -77,6 +77,8 @@ void print_page(Session& s, uint64_t lun, uint8_t page, std::ostream& out) {
                                                         : "not reported")
                 << "\n"
                 << "  maximum write same length: " << limit(l.max_write_same_length) << "\n"
+                << "  maximum compare and write length: " << unsigned(l.max_compare_and_write_length)
+                << (l.max_compare_and_write_length ? "" : " (COMPARE AND WRITE not supported)") << "\n"
                 << "  UNMAP: " << (l.unmap_supported() ? "supported" : "not supported") << "\n";
             break;
         }

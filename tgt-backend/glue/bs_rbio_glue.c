@@ -151,18 +151,27 @@ static void rbio_refresh_vpd(struct scsi_lu *lu, int page)
  * for every LU), which rbio_update_vpd_b0 calls first. */
 static void (*tgt_update_vpd_b0)(struct scsi_lu *lu, void *id);
 
-/* The Block Limits page as tgt fills it, with rbio's MAXIMUM UNMAP BLOCK
- * DESCRIPTOR COUNT (byte 24; tgt keeps the page without its 4-byte header)
- * on a thin LU. tgt fills the page again whenever tgtadm sets
- * thin_provisioning (tgt-admin does, for targets.conf's params), and its
- * "no limit" there would advertise lists the engine refuses. */
+/* The Block Limits page as tgt fills it (tgt keeps it without its 4-byte
+ * header), with two of its fields made true for an rbio LU:
+ * - MAXIMUM COMPARE AND WRITE LENGTH (byte 5) 0: tgt 1.0.85 refuses COMPARE
+ *   AND WRITE (its opcode table maps 89h to spc_illegal_op) although the
+ *   page it fills claims 128 blocks, which hosts read as support (VMware's
+ *   ATS);
+ * - MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (byte 24) on a thin LU: tgt fills
+ *   the page again whenever tgtadm sets thin_provisioning (tgt-admin does,
+ *   for targets.conf's params), and its "no limit" there would advertise
+ *   lists the engine refuses. */
 static void rbio_update_vpd_b0(struct scsi_lu *lu, void *id)
 {
 	struct vpd *vpd = lu->attrs.lu_vpd[PCODE_OFFSET(0xb0)];
 
 	if (tgt_update_vpd_b0)
 		tgt_update_vpd_b0(lu, id);
-	if (lu->attrs.thinprovisioning && vpd && vpd->size >= 24)
+	if (!vpd)
+		return;
+	if (vpd->size >= 2)
+		vpd->data[1] = 0;
+	if (lu->attrs.thinprovisioning && vpd->size >= 24)
 		put_unaligned_be32(RBIO_BS_MAX_UNMAP_DESCRIPTORS, vpd->data + 20);
 }
 
@@ -229,16 +238,16 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		return TGTADM_UNKNOWN_ERR;
 	}
 
+	/* tgt filled the Block Limits (B0h) and Logical Block Provisioning
+	 * (B2h) VPD pages in lu_init, before this; refresh them as tgtadm's
+	 * thin_provisioning=1 would, so initiators see LBPU/LBPWS and the
+	 * UNMAP limits, and B0h with rbio's fields on every LU. */
 	rbio_hook_vpd_b0(lu);
-	if (rbio_bs_lu_thin(priv->engine)) {
+	if (rbio_bs_lu_thin(priv->engine))
 		lu->attrs.thinprovisioning = 1;
-		/* tgt filled the Block Limits (B0h) and Logical Block
-		 * Provisioning (B2h) VPD pages in lu_init, before this; refresh
-		 * them as tgtadm's thin_provisioning=1 would, so initiators see
-		 * LBPU/LBPWS and the UNMAP limits. */
-		rbio_refresh_vpd(lu, 0xb0);
+	rbio_refresh_vpd(lu, 0xb0);
+	if (lu->attrs.thinprovisioning)
 		rbio_refresh_vpd(lu, 0xb2);
-	}
 
 	list_add_tail(&priv->siblings, &rbio_lus);
 	dprintf("rbio: tid:%d lun:%" PRIu64 " ready (bsopts %s)\n", lu->tgt->tid, lu->lun,
