@@ -300,7 +300,8 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
         }
         case kCompareAndWrite: {
             uint32_t half = c.out_len / 2;
-            if (half != c.transfer || half == 0) {
+            if (half != c.transfer || half == 0 ||
+                (c.transfer >> c.block_shift) > RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS) {
                 cmd.result = check(kIllegalRequest, kAscInvalidFieldInCdb);
                 break;
             }

@@ -308,10 +308,11 @@ def cmd_compare(args):
             (ok if c == "passed" else bad).append(
                 (name, f"passed on {args.bname}, {c} on {args.cname}"))
         elif matches(thin_pats, name):
-            # Thin-provisioning tests: the baseline (fully provisioned) cannot
-            # pass them, so the candidate is held to the absolute standard.
+            # Required tests (thin provisioning, COMPARE AND WRITE): the
+            # baseline cannot pass them, so the candidate is held to the
+            # absolute standard.
             (ok if c == "passed" else bad).append(
-                (name, f"thin-provisioning test: {b} on {args.bname}, {c} on {args.cname}"))
+                (name, f"required test: {b} on {args.bname}, {c} on {args.cname}"))
 
     optional = [(n, base.get(n, "notrun"), cand.get(n, "notrun")) for n in universe
                 if base.get(n) != "passed" and matches(optional_pats, n)
@@ -332,12 +333,12 @@ def cmd_compare(args):
         for n, b, c in optional:
             print(f"  {n}: {c} on {args.cname} ({b} on {args.bname})")
     if args.thin:
-        thin_ok = [n for n, why in ok if why.startswith("thin")]
-        thin_bad = [n for n, why in bad if why.startswith("thin")]
-        print(f"thin-provisioning tests: {len(thin_ok)} passed on {args.cname}, "
+        thin_ok = [n for n, why in ok if why.startswith("required")]
+        thin_bad = [n for n, why in bad if why.startswith("required")]
+        print(f"required tests (thin provisioning, COMPARE AND WRITE): {len(thin_ok)} passed on {args.cname}, "
               f"{len(thin_bad)} did not")
-    same = [n for n, why in ok if not why.startswith("thin")]
-    lost = [n for n, why in bad if not why.startswith("thin")]
+    same = [n for n, why in ok if not why.startswith("required")]
+    lost = [n for n, why in bad if not why.startswith("required")]
     print(f"iscsi-test-cu: {len(same)} of the tests that pass on {args.bname} "
           f"pass on {args.cname} too" + (f", {len(lost)} do not" if lost else ""))
     if bad:

@@ -549,7 +549,13 @@ check tgtd_alive \
 # ---- comparisons -------------------------------------------------------------
 compare_args=(--flaky "$here/known-flaky.txt" --all-names "$results/all-tests.txt"
               --counts "$results/compare.counts")
-[[ $compare == backing-store ]] && compare_args+=(--thin "$here/thin-tests.txt")
+# Required of the candidate although the baseline cannot pass them: thin
+# provisioning, and COMPARE AND WRITE on an rbio LUN on a file.
+if [[ $compare == backing-store ]]; then
+  cat "$here/thin-tests.txt" > "$results/required-tests.txt"
+  [[ $bstype == rbio && -z $candidate_rbd ]] && cat "$here/caw-tests.txt" >> "$results/required-tests.txt"
+  compare_args+=(--thin "$results/required-tests.txt")
+fi
 for pair in "${pairs[@]}"; do
   read -r b c <<< "$pair"
   bn=${run_name[$b]} cn=${run_name[$c]}

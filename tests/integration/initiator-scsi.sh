@@ -45,8 +45,8 @@ cli_checks() {
   check "rbio inquiry --vpd all (exit 0)" rc_is 0 "$RBIO" inquiry -T "$IQN" -p "$P" --lun 1 --vpd all
   check "... the serial number" out_has "VPD 0x80 unit serial number: beaf11"
   check "... bs_rbio's UNMAP descriptor limit" out_has "maximum unmap block descriptor count: 256"
-  # tgt 1.0.85 refuses COMPARE AND WRITE; its page said 128 blocks.
-  check "... no COMPARE AND WRITE" out_has "maximum compare and write length: 0 (COMPARE AND WRITE not supported)"
+  # tgt 1.0.85 refuses COMPARE AND WRITE; bs_rbio.so passes it to its store.
+  check "... COMPARE AND WRITE of up to 128 blocks" out_has "maximum compare and write length: 128"
   # tgt fills the page again when thin_provisioning is set (tgt-admin sets
   # it for targets.conf's params); the engine's limit must stay advertised.
   check "tgtadm --params thin_provisioning=1 on the rbio LU" \

@@ -128,6 +128,17 @@ write_same_zeros() {
 check "WRITE SAME(16) of zeros, UNMAP not set, over the first 4 MiB: GOOD" \
   eval '[[ $(write_same_zeros 0 8192) == GOOD ]]'
 check "... wrote them (SBC's UNMAP=0: preallocation): 1 object" eval '(( $(objects thin) == 1 ))'
+# COMPARE AND WRITE (one block, zeros against zeros): refused at once on
+# RBD, as tgt refuses it (librbd's compare-and-write never completed here).
+compare_and_write() {
+  timeout 60 "$PROBE" "$U/3" cdb-out 89000000000000000000000001000000 "$(printf '0%.0s' $(seq 1 2048))"
+}
+check "COMPARE AND WRITE on the RBD LU: INVALID COMMAND OPERATION CODE" \
+  eval '[[ $(compare_and_write) == "CHECK key=5 asc=2000" ]]'
+# Byte 5 of the Block Limits VPD page (INQUIRY EVPD B0h).
+max_compare_and_write() { "$PROBE" "$U/3" cdb 1201b0004000 64 --hex | cut -d' ' -f2 | cut -c11-12; }
+check "... and its Block Limits page says MAXIMUM COMPARE AND WRITE LENGTH 0" \
+  eval '[[ $(max_compare_and_write) == 00 ]]'
 
 # ---------------------------------------------------------------- resize
 check "the LU has 65536 blocks before the resize" eval '[[ $(lun_blocks 3) == 65536 ]]'

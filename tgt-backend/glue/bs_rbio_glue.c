@@ -147,16 +147,22 @@ static void rbio_refresh_vpd(struct scsi_lu *lu, int page)
 		vpd->vpd_update(lu, NULL);
 }
 
+/* COMPARE AND WRITE reaches this LU's store (rbio_enable_compare_and_write,
+ * rbio_settle_compare_and_write). */
+static int rbio_lu_compare_and_write(struct scsi_lu *lu)
+{
+	return lu->dev_type_template.ops[COMPARE_AND_WRITE].cmd_perform != spc_illegal_op;
+}
+
 /* tgt's own filler of the Block Limits page (static in spc.c; the same
  * for every LU), which rbio_update_vpd_b0 calls first. */
 static void (*tgt_update_vpd_b0)(struct scsi_lu *lu, void *id);
 
 /* The Block Limits page as tgt fills it (tgt keeps it without its 4-byte
  * header), with two of its fields made true for an rbio LU:
- * - MAXIMUM COMPARE AND WRITE LENGTH (byte 5) 0: tgt 1.0.85 refuses COMPARE
- *   AND WRITE (its opcode table maps 89h to spc_illegal_op) although the
- *   page it fills claims 128 blocks, which hosts read as support (VMware's
- *   ATS);
+ * - MAXIMUM COMPARE AND WRITE LENGTH (byte 5): what the store takes, or 0
+ *   where the command is refused (tgt's page claims 128 blocks on every LU,
+ *   and hosts read a number as support: VMware's ATS);
  * - MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (byte 24) on a thin LU: tgt fills
  *   the page again whenever tgtadm sets thin_provisioning (tgt-admin does,
  *   for targets.conf's params), and its "no limit" there would advertise
@@ -170,7 +176,8 @@ static void rbio_update_vpd_b0(struct scsi_lu *lu, void *id)
 	if (!vpd)
 		return;
 	if (vpd->size >= 2)
-		vpd->data[1] = 0;
+		vpd->data[1] =
+			rbio_lu_compare_and_write(lu) ? RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS : 0;
 	if (lu->attrs.thinprovisioning && vpd->size >= 24)
 		put_unaligned_be32(RBIO_BS_MAX_UNMAP_DESCRIPTORS, vpd->data + 20);
 }
@@ -185,6 +192,39 @@ static void rbio_hook_vpd_b0(struct scsi_lu *lu)
 		tgt_update_vpd_b0 = vpd->vpd_update;
 	if (vpd->vpd_update == tgt_update_vpd_b0)
 		vpd->vpd_update = rbio_update_vpd_b0;
+}
+
+/* tgt 1.0.85 refuses COMPARE AND WRITE on every LU: its command table maps
+ * 89h to spc_illegal_op, the SBC code that would run it (sbc_rw, which
+ * checks and passes on COMPARE AND WRITE) left commented out, since stock
+ * stores could not run it atomically. rbio's store can (alone on its LU),
+ * so an rbio LU's own copy of the table routes 89h to sbc_rw as WRITE(16)
+ * is, with a write's reservation rules; rbio_settle_compare_and_write
+ * takes it back where that is not enough, once the store is open. */
+static void rbio_enable_compare_and_write(struct scsi_lu *lu)
+{
+	struct device_type_operations *ops = lu->dev_type_template.ops;
+
+	if (ops[COMPARE_AND_WRITE].cmd_perform != spc_illegal_op || !ops[WRITE_16].cmd_perform ||
+	    ops[WRITE_16].cmd_perform == spc_illegal_op)
+		return;
+	ops[COMPARE_AND_WRITE].cmd_perform = ops[WRITE_16].cmd_perform;
+	ops[COMPARE_AND_WRITE].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
+}
+
+/* COMPARE AND WRITE is refused again, as tgt refuses it (INVALID COMMAND
+ * OPERATION CODE, and REPORT SUPPORTED OPERATION CODES does not list it):
+ * - on RBD: librbd 16.2's rbd_aio_compare_and_write, which the store would
+ *   send, never completed in libiscsi's CompareAndWrite tests against a
+ *   single-node cluster, and a command that never completes holds its LU
+ *   (and tgtd's shutdown) for ever;
+ * - on a multi-gateway LU on a file: the store's is atomic within this
+ *   tgtd only, not against writes through another gateway. */
+static void rbio_settle_compare_and_write(struct scsi_lu *lu, const struct rbio_alua_lu *al,
+					  int rbd)
+{
+	if (rbd || al->attached)
+		lu->dev_type_template.ops[COMPARE_AND_WRITE].cmd_perform = spc_illegal_op;
 }
 
 static void rbio_event_handler(int fd, int events, void *data)
@@ -211,6 +251,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	hooks.log = rbio_log;
 	hooks.capacity_changed = rbio_capacity_changed;
 
+	rbio_enable_compare_and_write(lu);
 	if (rbio_alua_glue_lu_init(lu, &priv->alua))
 		return TGTADM_INVALID_REQUEST;
 	if (rbio_bs_lu_create(bsopts, &hooks, &priv->engine, err, sizeof(err))) {
@@ -315,6 +356,8 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 		return -1;
 	priv->opened = 1;
 	priv->alua.atomic_caw = rbio_bs_lu_rbd(priv->engine);
+	rbio_settle_compare_and_write(lu, &priv->alua, rbio_bs_lu_rbd(priv->engine));
+	rbio_refresh_vpd(lu, 0xb0); /* COMPARE AND WRITE's length, now the store is known */
 	if (readonly)
 		lu->attrs.readonly = 1;
 	if (!lu->attrs.no_auto_lbppbe)

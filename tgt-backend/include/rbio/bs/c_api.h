@@ -24,6 +24,10 @@ struct rbio_bs_lu; /* one engine per logical unit (opaque) */
  * no device could take) and enforced by the engine. */
 #define RBIO_BS_MAX_UNMAP_DESCRIPTORS 256u
 
+/* Most blocks one COMPARE AND WRITE may carry; advertised in the Block
+ * Limits VPD page and enforced by the engine. */
+#define RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS 128u
+
 enum rbio_bs_log_level { RBIO_BS_LOG_ERROR = 0, RBIO_BS_LOG_INFO = 1, RBIO_BS_LOG_DEBUG = 2 };
 
 /* SAM status plus fixed-format sense fields; the glue builds the sense. */
