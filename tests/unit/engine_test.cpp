@@ -661,6 +661,20 @@ TEST_F(EngineTest, CompareAndWriteWritesOnlyOnMatch) {
     EXPECT_EQ(file_bytes(7 * kBs, kBs), neu);
 }
 
+// The Block Limits page advertises RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS;
+// one block more is refused before anything is read or written.
+TEST_F(EngineTest, CompareAndWriteLongerThanAdvertisedIsRefused) {
+    make();
+    const uint32_t n = RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS;
+    std::vector<uint8_t> zeros(size_t(2) * (n + 1) * kBs, 0);
+    submit(cdb16(kCompareAndWrite, 0, 0), 0, n + 1, nullptr, 0, zeros.data(), uint32_t(zeros.size()));
+    submit(cdb16(kCompareAndWrite, 0, 0), 0, n, nullptr, 0, zeros.data(), uint32_t(2 * n * kBs));
+    complete_all(2);
+    EXPECT_EQ(result_of(1).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(1).asc, kAscInvalidFieldInCdb);
+    EXPECT_EQ(result_of(2).status, kGood);
+}
+
 TEST_F(EngineTest, CompareAndWriteRunsAloneBetweenOtherWrites) {
     make();
     auto a = pattern(kBs, 20), b = pattern(kBs, 21), c = pattern(kBs, 22);
