@@ -18,12 +18,15 @@
 #    verifies it (crc32c); then marks "fio" (the file is copied aside
 #    first) and "umount";
 #  - the log is replayed (dm_log_replay, tests/vm/crash/) onto a zeroed image
-#    up to each checkpoint: flush, FUA and mark entries after "mkfs", all of
-#    them or, when there are more, RBIO_CRASH_MAX_POINTS of them spread
-#    evenly over the log, half marks (first and last included) and half
-#    flush/FUA entries. At each, a copy of the image is mounted (ext4 replays
-#    its journal), every file synced before the point must read back
-#    exactly (crash_workload check; the fio file against its copy), and
+#    up to each checkpoint: every mark after "mkfs" (each step's, "fio",
+#    "umount": each is where the syncs just acknowledged must already be
+#    durable), and flush/FUA entries, all of them or, when there are more,
+#    as many as RBIO_CRASH_MAX_POINTS leaves beside the marks, spread evenly
+#    over the log (first and last included). At each, a copy of the image
+#    is mounted (ext4 replays its journal), every file synced before the
+#    point (the steps whose marks precede it in the log) must read back
+#    exactly (crash_workload check; once the "fio" mark precedes it, the fio
+#    file against its copy), and
 #    after unmounting e2fsck -fn must find the file system clean. Replaying
 #    the whole log must give back the device byte for byte (nothing went
 #    unrecorded). Two modes are replayed at a time (one per guest CPU).
@@ -41,8 +44,9 @@
 # can fail. It stops at its first failed checkpoint.
 #
 # RBIO_CRASH_MODES="uring direct" picks modes; RBIO_CRASH_STEPS (default 8)
-# and RBIO_CRASH_MAX_POINTS (checkpoints per mode, default 12) size the
-# run; RBIO_CRASH_SEED fixes the seed (printed; random by default).
+# and RBIO_CRASH_MAX_POINTS (checkpoints per mode, default 14, the marks
+# always among them) size the run; RBIO_CRASH_SEED fixes the seed (printed;
+# random by default).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/guest.sh" 780 "$@"
 
@@ -57,7 +61,7 @@ for t in "$REPLAY" "$WORKLOAD"; do
 done
 
 STEPS=${RBIO_CRASH_STEPS:-8}
-MAX_POINTS=${RBIO_CRASH_MAX_POINTS:-12}
+MAX_POINTS=${RBIO_CRASH_MAX_POINTS:-14}
 SEED=${RBIO_CRASH_SEED:-$((RANDOM * 32768 + RANDOM))}
 read -r -a MODES <<< "${RBIO_CRASH_MODES:-uring inline direct sync wce0 rdwr unsafe}"
 [[ $STEPS =~ ^[1-9][0-9]*$ && $MAX_POINTS =~ ^[1-9][0-9]*$ && $SEED =~ ^[0-9]+$ ]] \
@@ -165,7 +169,8 @@ candidates() {
        !started { if ($3 == "mkfs") started = 1; next }
        { print }' "$1"
 }
-# choose_points CANDIDATES: the checkpoints, in log order.
+# choose_points CANDIDATES: the checkpoints, in log order: every mark, and
+# the flush/FUA entries MAX_POINTS leaves room for, spread evenly.
 choose_points() {
   awk -v max="$MAX_POINTS" '
     # n evenly spread picks of a[1..len], first and last included
@@ -174,14 +179,18 @@ choose_points() {
       if (n == 1) { print a[len]; return }
       for (k = 0; k < n; k++) print a[1 + int(k * (len - 1) / (n - 1) + 0.5)]
     }
-    $2 == "mark" { m[++nm] = $0; next }
+    $2 == "mark" { print; nm++; next }
     { d[++nd] = $0 }
-    END {
-      wm = int((max + 1) / 2); wd = max - wm
-      if (wm > nm) { wd += wm - nm; wm = nm }
-      if (wd > nd) { wm += wd - nd; wd = nd; if (wm > nm) wm = nm }
-      pick(m, nm, wm); if (wd > 0) pick(d, nd, wd)
-    }' "$1" | sort -n -k1,1
+    END { if (max > nm) pick(d, nd, max - nm) }' "$1" | sort -n -k1,1
+}
+# synced_before CANDIDATES IDX: "UPTO FIO" for a checkpoint at entry IDX:
+# the last step whose mark precedes it in the log (-1: none), and 1 once
+# the "fio" mark does -- from the whole log, whichever points were chosen.
+synced_before() {
+  awk -v i="$2" '$1 + 0 > i + 0 { exit }
+    $3 ~ /^step:/ { u = substr($3, 6) }
+    $3 == "fio" { f = 1 }
+    END { print (u == "" ? -1 : u), f + 0 }' "$1"
 }
 
 # check_point NAME IDX UPTO FIO: replays NAME's log from NEXT_ENTRY up to
@@ -217,7 +226,7 @@ check_point() {
 # POINTS_FAILED, FIRST_FAILURE and FULL_REPLAY (1: the whole log gives back
 # the device) to $WORK/NAME.result, for the checks.
 replay_mode() {
-  local name=$1 expect=$2 idx flags mark upto=-1 fio=0 t0 entries
+  local name=$1 expect=$2 idx flags mark upto fio t0 entries marks
   mkdir -p "$WORK/replay-mnt-$name"
   "$REPLAY" list "$WORK/$name.log" > "$WORK/$name.list"
   entries=$(awk '$1 == "end" {print $2}' "$WORK/$name.list")
@@ -227,13 +236,12 @@ replay_mode() {
        "$(wc -l < "$WORK/$name.points") checkpoints of the $(wc -l < "$WORK/$name.candidates")" \
        "flush/FUA/mark entries after mkfs ($(grep -c ' mark ' "$WORK/$name.points") marks)"
   rm -f "$WORK/$name.replay"; truncate -s ${DATA_MIB}M "$WORK/$name.replay"
-  NEXT_ENTRY=0 POINTS_CHECKED=0 POINTS_FAILED=0 FIRST_FAILURE="" FULL_REPLAY=0
+  NEXT_ENTRY=0 POINTS_CHECKED=0 POINTS_FAILED=0 FIRST_FAILURE="" FULL_REPLAY=0 MARKS_CHECKED=""
+  marks=$(awk '$2 == "mark" { printf "%s%s", sep, $3; sep = " " }' "$WORK/$name.candidates")
   t0=$(now_ms)
   while read -r idx flags mark; do
-    case $mark in
-      step:*) upto=${mark#step:} ;;
-      fio) fio=1 ;;
-    esac
+    read -r upto fio < <(synced_before "$WORK/$name.candidates" "$idx")
+    [[ -z $mark ]] || MARKS_CHECKED+="${MARKS_CHECKED:+ }$mark"
     POINTS_CHECKED=$((POINTS_CHECKED + 1))
     check_point "$name" "$idx" "$upto" "$fio" && continue
     POINTS_FAILED=$((POINTS_FAILED + 1))
@@ -247,7 +255,8 @@ replay_mode() {
        "$REPLAY" replay "$WORK/$name.log" "$WORK/$name.replay" --from "$NEXT_ENTRY" --to $((entries - 1)); then
     if cmp "$WORK/$name.replay" "$WORK/$name.data"; then FULL_REPLAY=1; fi
   fi
-  declare -p POINTS_CHECKED POINTS_FAILED FIRST_FAILURE FULL_REPLAY > "$WORK/$name.result"
+  MARKS_ALL=$marks
+  declare -p POINTS_CHECKED POINTS_FAILED FIRST_FAILURE FULL_REPLAY MARKS_CHECKED MARKS_ALL > "$WORK/$name.result"
 }
 
 # --- the LUs: one per mode, each on its own dm-log-writes device --------------
@@ -347,6 +356,8 @@ replay_checks() {
   if [[ $EXPECT == pass ]]; then
     check "$m: all $POINTS_CHECKED checkpoints: files fsynced before them intact, e2fsck clean" \
       test "$POINTS_FAILED" -eq 0
+    check "$m: every step's mark, fio's and umount's among them ($MARKS_CHECKED)" \
+      eval '[[ $MARKS_CHECKED == "$MARKS_ALL" && $MARKS_ALL == *"step:$((STEPS - 1)) fio umount" ]]'
   else
     check "$m: the check catches the unsafe store (files fsynced before a checkpoint missing)" \
       eval '(( POINTS_FAILED > 0 )) && [[ $FIRST_FAILURE == *"files: "* ]]'
