@@ -54,10 +54,15 @@ self_of() {
 # takes at least 256 instructions in any of them (32-byte moves, or one
 # counted per byte of a rep movsb under valgrind).
 COPY_FNS='(__)?(memcpy|memmove|mempcpy)(_[a-z0-9_]+)?(@[^ ]*)?'
+# Every way to allocation that rbio or tgt takes: malloc and friends (an
+# unaligned operator new calls malloc), aligned allocation (an aligned
+# operator new calls aligned_alloc; the TCP block pool's misses call
+# posix_memalign) and mmap (the iSER block pool's misses).
+ALLOC_FNS='(malloc|calloc|realloc|posix_memalign|aligned_alloc|memalign|valloc|mmap|mmap64)(@[^ ]*)?'
 
 # summarise CONFIG NAME FILE: one results row (in $WORK/rows.md: commands,
 # instructions per command in all and per object: tgtd, bs_rbio.so, libc,
-# librxe, the rest; mallocs per command; memcpy/memmove calls and their own
+# librxe, the rest; allocations (ALLOC_FNS) per command; memcpy/memmove calls and their own
 # instructions per command: copies are counted, not their bytes, which
 # callgrind does not see) and the top functions
 # ($WORK/top.md). Commands are the calls of tgt's target_cmd_queue(), which
@@ -66,7 +71,7 @@ summarise() {
   local c=$1 name=$2 f=$3 cmds allocs copies copy_ir
   cmds=$(calls_of "$f" target_cmd_queue)
   (( cmds > 0 )) || die "$c $name: no command in the profile ($f)"
-  allocs=$(calls_of "$f" 'malloc|calloc|realloc')
+  allocs=$(calls_of "$f" "$ALLOC_FNS")
   copies=$(calls_of "$f" "$COPY_FNS")
   copy_ir=$(self_of "$f" "$COPY_FNS")
   self_by_object "$f" | awk -v c="$c" -v name="$name" -v cmds="$cmds" -v allocs="$allocs" \

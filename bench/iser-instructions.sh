@@ -214,7 +214,7 @@ done
   echo "$FB_NAME: the kernel's iSER initiator (fio, libaio), rbio's target set to InitialR2T=No, with the defaults and with \`write_in_place = off\`;"
   echo "backing store: stock bs $BS_STOCK, rbio bs $BS_RBIO; a 256 MiB fallocated tmpfs file."
   echo
-  echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command | memcpy calls/command | memcpy instructions/command |"
+  echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | allocations/command | memcpy calls/command | memcpy instructions/command |"
   echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   sort -t'|' -k2,2 -k3,3r "$WORK/rows.md"
   cat "$WORK/top.md"

@@ -161,7 +161,7 @@ done
   echo "${SECONDS_PER} s counted after ${WARM} s of warm-up; stores: ${STORES[*]} (rbio on a 256 MiB tmpfs file)."
   [[ $CONFIG == /dev/null ]] || echo "rbio transport settings ($CONFIG): $(grep -v '^\s*#' "$CONFIG" | tr '\n' ' ')"
   echo
-  echo "| workload | transport | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | mallocs/command | memcpy calls/command | memcpy instructions/command |"
+  echo "| workload | transport | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | allocations/command | memcpy calls/command | memcpy instructions/command |"
   echo "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   sort -t'|' -k2,2 -k3,3r "$WORK/rows.md"
   echo

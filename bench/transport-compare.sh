@@ -446,7 +446,7 @@ for t in "${TRANSPORTS[@]}"; do
     note "strace pass on the $t tgtd gave no usable summary ($(head -c 300 "$WORK/strace-$t.err" 2>/dev/null))"
     SC_TOTAL[$t]=-; SC_TOP[$t]=""; continue
   fi
-  SC_TOTAL[$t]=$(fdiv "$calls" "$M_IOS" 1)
+  SC_TOTAL[$t]=$(fdiv "$calls" "$M_IOS" 3)
   SC_TOP[$t]=$(awk '$1 ~ /^[0-9.]+$/ && $NF != "total" && $4 ~ /^[0-9]+$/ { print $4, $NF }' "$sc" \
     | sort -k1,1nr | head -n 6 | awk -v n="$M_IOS" '{ printf "%s%s %.2f", (NR > 1 ? ", " : ""), $2, $1 / n }')
   note "strace on the $t tgtd: ${SC_TOTAL[$t]} syscalls per 4 KiB read at 32 in flight on bs $STRACE_STORE ($M_IOS I/Os, $M_IOPS IOPS under strace); module counter: ${SC_MOD[$t]}"
@@ -511,7 +511,7 @@ printf 'op\tbytes\tdepth\tstore\ttransport\tiops\tMBps\trbio_over_stock\ttgtd_us
         iops=$(median "${R_IOPS[$key]:-}" 0)
         mb=-; [[ $iops != - ]] && mb=$(mbs "$iops" "$bytes")
         ratio=-; [[ $t == rbio ]] && ratio=$(median "${R_RATIO[$wl|$s]:-}" 2)
-        tc=$(median "${R_TCPU[$key]:-}" 1); cc=$(median "${R_CCPU[$key]:-}" 1)
+        tc=$(median "${R_TCPU[$key]:-}" 2); cc=$(median "${R_CCPU[$key]:-}" 2)
         tp=$(median "${R_TPCT[$key]:-}" 0); cp=$(median "${R_CPCT[$key]:-}" 0)
         op_=$(median "${R_OPCT[$key]:-}" 0); sp=$(median "${R_SPCT[$key]:-}" 0)
         st=-; [[ $op == read && $bytes == 4096 && $depth == 32 && $s == "$STRACE_STORE" ]] && st=${SC_TOTAL[$t]:--}
