@@ -1196,7 +1196,10 @@ void Engine::finish(Cmd* c, const rbio_bs_result& r) {
         // Inside tgt's submit call (batch off): tgt still writes to the
         // command after it (sbc_unmap builds sense, the caller marks it
         // processed), and a command freed meanwhile would be written to
-        // after its free. It completes at the end of the pass instead.
+        // after its free. It completes at the end of the pass instead; the
+        // LU is no longer its alone now, or the commands behind it would
+        // wait for that.
+        if (c == exclusive_) exclusive_ = nullptr;
         c->result = r;
         complete_later(c);
         return;
