@@ -299,6 +299,9 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             break;
         }
         case kCompareAndWrite: {
+            // NUMBER OF LOGICAL BLOCKS 0: nothing read, compared or
+            // written, and no error (SBC).
+            if (c.transfer == 0) break;
             uint32_t half = c.out_len / 2;
             if (half != c.transfer || half == 0 ||
                 (c.transfer >> c.block_shift) > RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS) {

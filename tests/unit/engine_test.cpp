@@ -675,6 +675,15 @@ TEST_F(EngineTest, CompareAndWriteLongerThanAdvertisedIsRefused) {
     EXPECT_EQ(result_of(2).status, kGood);
 }
 
+// NUMBER OF LOGICAL BLOCKS 0: nothing transferred, compared or written,
+// and GOOD (SBC: not an error).
+TEST_F(EngineTest, CompareAndWriteOfNoBlocksIsGood) {
+    make();
+    submit(cdb16(kCompareAndWrite, 0, 0), 0, 0, nullptr, 0, nullptr, 0);
+    complete_all(1);
+    EXPECT_EQ(result_of(1).status, kGood);
+}
+
 TEST_F(EngineTest, CompareAndWriteRunsAloneBetweenOtherWrites) {
     make();
     auto a = pattern(kBs, 20), b = pattern(kBs, 21), c = pattern(kBs, 22);
