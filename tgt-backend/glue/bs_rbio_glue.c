@@ -199,8 +199,9 @@ static void rbio_hook_vpd_b0(struct scsi_lu *lu)
  * checks and passes on COMPARE AND WRITE) left commented out, since stock
  * stores could not run it atomically. rbio's store can (alone on its LU),
  * so an rbio LU's own copy of the table routes 89h to sbc_rw as WRITE(16)
- * is, with a write's reservation rules; rbio_settle_compare_and_write
- * takes it back where that is not enough, once the store is open. */
+ * is, with a write's reservation rules; not on a multi-gateway LU (ALUA
+ * attached: atomic in this tgtd only), and rbio_settle_compare_and_write
+ * takes it back where that is not enough once the store is open (RBD). */
 static void rbio_enable_compare_and_write(struct scsi_lu *lu)
 {
 	struct device_type_operations *ops = lu->dev_type_template.ops;
@@ -223,8 +224,12 @@ static void rbio_enable_compare_and_write(struct scsi_lu *lu)
 static void rbio_settle_compare_and_write(struct scsi_lu *lu, const struct rbio_alua_lu *al,
 					  int rbd)
 {
-	if (rbd || al->attached)
-		lu->dev_type_template.ops[COMPARE_AND_WRITE].cmd_perform = spc_illegal_op;
+	struct device_type_operations *ops = &lu->dev_type_template.ops[COMPARE_AND_WRITE];
+
+	if ((rbd || al->attached) && ops->cmd_perform != spc_illegal_op) {
+		ops->cmd_perform = spc_illegal_op;
+		ops->pr_conflict_bits = 0; /* refused before any reservation check */
+	}
 }
 
 static void rbio_event_handler(int fd, int events, void *data)
@@ -251,9 +256,10 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	hooks.log = rbio_log;
 	hooks.capacity_changed = rbio_capacity_changed;
 
-	rbio_enable_compare_and_write(lu);
 	if (rbio_alua_glue_lu_init(lu, &priv->alua))
 		return TGTADM_INVALID_REQUEST;
+	if (!priv->alua.attached)
+		rbio_enable_compare_and_write(lu);
 	if (rbio_bs_lu_create(bsopts, &hooks, &priv->engine, err, sizeof(err))) {
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
 		rbio_alua_glue_lu_exit(&priv->alua);
