@@ -299,9 +299,11 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             break;
         }
         case kCompareAndWrite: {
-            // NUMBER OF LOGICAL BLOCKS 0: nothing read, compared or
-            // written, and no error (SBC).
-            if (c.transfer == 0) break;
+            // NUMBER OF LOGICAL BLOCKS 0 with no data: nothing read,
+            // compared or written, and no error (SBC). With data it is a
+            // NUMBER that does not match what was sent (an initiator's 256
+            // blocks wrap to 0 in the one-byte field), refused below.
+            if (c.transfer == 0 && c.out_len == 0) break;
             uint32_t half = c.out_len / 2;
             if (half != c.transfer || half == 0 ||
                 (c.transfer >> c.block_shift) > RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS) {

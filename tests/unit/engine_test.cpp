@@ -676,12 +676,18 @@ TEST_F(EngineTest, CompareAndWriteLongerThanAdvertisedIsRefused) {
 }
 
 // NUMBER OF LOGICAL BLOCKS 0: nothing transferred, compared or written,
-// and GOOD (SBC: not an error).
+// and GOOD (SBC: not an error). With data-out it is refused: 256 blocks
+// wrap to 0 in the one-byte field (libiscsi's CompareAndWrite.Simple
+// sends that and wants INVALID FIELD IN CDB).
 TEST_F(EngineTest, CompareAndWriteOfNoBlocksIsGood) {
     make();
+    std::vector<uint8_t> data(size_t(2) * 256 * kBs, 0);
     submit(cdb16(kCompareAndWrite, 0, 0), 0, 0, nullptr, 0, nullptr, 0);
-    complete_all(1);
+    submit(cdb16(kCompareAndWrite, 0, 0), 0, 0, nullptr, 0, data.data(), uint32_t(data.size()));
+    complete_all(2);
     EXPECT_EQ(result_of(1).status, kGood);
+    EXPECT_EQ(result_of(2).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(2).asc, kAscInvalidFieldInCdb);
 }
 
 TEST_F(EngineTest, CompareAndWriteRunsAloneBetweenOtherWrites) {
