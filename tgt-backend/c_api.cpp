@@ -67,6 +67,10 @@ int rbio_bs_lu_event_fd(const rbio_bs_lu* lu) { return lu->engine.event_fd(); }
 
 int rbio_bs_lu_rbd(const rbio_bs_lu* lu) { return lu->engine.rbd() ? 1 : 0; }
 
+uint32_t rbio_bs_lu_max_compare_and_write(const rbio_bs_lu* lu, uint32_t block_shift) {
+    return lu->engine.max_compare_and_write_blocks(block_shift);
+}
+
 int rbio_bs_lu_thin(const rbio_bs_lu* lu) { return lu->engine.options().thin ? 1 : 0; }
 
 int rbio_bs_submit(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.submit(*cmd); }

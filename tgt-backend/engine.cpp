@@ -306,7 +306,7 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             if (c.transfer == 0 && c.out_len == 0) break;
             uint32_t half = c.out_len / 2;
             if (half != c.transfer || half == 0 ||
-                (c.transfer >> c.block_shift) > RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS) {
+                (c.transfer >> c.block_shift) > max_compare_and_write_blocks(c.block_shift)) {
                 cmd.result = check(kIllegalRequest, kAscInvalidFieldInCdb);
                 break;
             }
@@ -762,6 +762,11 @@ bool Engine::rbd_write_same(Cmd* c) {
     return rbd_start(io, rbd_->write_same(c->offset, c->length, pattern, bs, io));
 }
 
+uint32_t Engine::max_compare_and_write_blocks(uint32_t block_shift) const {
+    if (!rbd_) return RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS;
+    return block_shift < 64 && (uint64_t(1) << block_shift) == RbdImage::kCompareAndWriteBytes ? 1 : 0;
+}
+
 // Atomic in the OSD, so it holds across gateways too.
 bool Engine::rbd_compare_and_write(Cmd* c) {
     Io* io = rbd_io_for(c);
@@ -1125,7 +1130,10 @@ void Engine::step_done(Cmd* c, int res) {
         case Kind::CompareAndWrite:
             if (c->stage == 2) {  // RBD: compared and written by the OSD
                 if (res == -EILSEQ) {
-                    // librbd reports the image offset of the first differing byte.
+                    // librbd 16.2 reports the first differing byte from the
+                    // command's start; should a librbd report it in the image
+                    // instead, that is >= offset, and a relative one is not
+                    // (one 512-byte sector, at an offset of 0 or >= 512).
                     const uint64_t at = c->pos >= c->offset ? c->pos - c->offset : c->pos;
                     finish(c,
                            check_info(kMiscompare, kAscMiscompareDuringVerify, std::min(at, c->length - 1)));

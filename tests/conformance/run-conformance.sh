@@ -550,10 +550,10 @@ check tgtd_alive \
 compare_args=(--flaky "$here/known-flaky.txt" --all-names "$results/all-tests.txt"
               --counts "$results/compare.counts")
 # Required of the candidate although the baseline cannot pass them: thin
-# provisioning, and COMPARE AND WRITE on an rbio LUN on a file.
+# provisioning, and COMPARE AND WRITE on an rbio LUN (a file or RBD).
 if [[ $compare == backing-store ]]; then
   cat "$here/thin-tests.txt" > "$results/required-tests.txt"
-  [[ $bstype == rbio && -z $candidate_rbd ]] && cat "$here/caw-tests.txt" >> "$results/required-tests.txt"
+  [[ $bstype == rbio ]] && cat "$here/caw-tests.txt" >> "$results/required-tests.txt"
   compare_args+=(--thin "$results/required-tests.txt")
 fi
 for pair in "${pairs[@]}"; do

@@ -75,6 +75,18 @@ A1=$(addr_of 1) A2=$(addr_of 2)
 echo "gateway 1: $A1; gateway 2: $A2"
 check "the gateways' logs name two clients" eval '[[ -n $A1 && -n $A2 && $A1 != "$A2" ]]'
 
+# --- 0. COMPARE AND WRITE through either gateway (VMware's ATS) ----------------------
+# The OSD compares and writes, so it holds across gateways: a CAW through
+# gateway 1 that still expects what gateway 2's CAW replaced miscompares.
+# caw G CMP_BYTE DATA_BYTE: one block at LBA 100, each half of one byte.
+caw() {
+  timeout 60 "$PROBE" "$(gw_url "$1")" cdb-out "$(printf '8900%016x000000%02x0000' 100 1)" \
+    "$(printf "$2%.0s" $(seq 1 512))$(printf "$3%.0s" $(seq 1 512))"
+}
+check "COMPARE AND WRITE through gateway 2: GOOD" eval '[[ $(caw 2 00 ab) == GOOD ]]'
+check "the same through gateway 1: MISCOMPARE" eval '[[ $(caw 1 00 cd) == "CHECK key=e asc=1d00" ]]'
+check "through gateway 1 expecting gateway 2's data: GOOD" eval '[[ $(caw 1 ab cd) == GOOD ]]'
+
 # --- 1. gateway 1 writes and holds the lock --------------------------------------
 check "64 blocks written through gateway 1" "$PROBE" "$(gw_url 1)" write 0 64 1
 check "gateway 1 holds the lock" eval '[[ $(owner) == "$A1" ]]'

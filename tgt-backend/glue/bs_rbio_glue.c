@@ -154,6 +154,18 @@ static int rbio_lu_compare_and_write(struct scsi_lu *lu)
 	return lu->dev_type_template.ops[COMPARE_AND_WRITE].cmd_perform != spc_illegal_op;
 }
 
+/* The MAXIMUM COMPARE AND WRITE LENGTH hosts are told (at most 128). */
+static uint32_t rbio_max_compare_and_write(struct scsi_lu *lu)
+{
+	struct rbio_lu_priv *priv = rbio_priv(lu);
+
+	if (!rbio_lu_compare_and_write(lu))
+		return 0;
+	if (!priv->opened || !priv->engine)
+		return RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS;
+	return rbio_bs_lu_max_compare_and_write(priv->engine, lu->blk_shift);
+}
+
 /* tgt's own filler of the Block Limits page (static in spc.c; the same
  * for every LU), which rbio_update_vpd_b0 calls first. */
 static void (*tgt_update_vpd_b0)(struct scsi_lu *lu, void *id);
@@ -176,8 +188,7 @@ static void rbio_update_vpd_b0(struct scsi_lu *lu, void *id)
 	if (!vpd)
 		return;
 	if (vpd->size >= 2)
-		vpd->data[1] =
-			rbio_lu_compare_and_write(lu) ? RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS : 0;
+		vpd->data[1] = (uint8_t)rbio_max_compare_and_write(lu);
 	if (lu->attrs.thinprovisioning && vpd->size >= 24)
 		put_unaligned_be32(RBIO_BS_MAX_UNMAP_DESCRIPTORS, vpd->data + 20);
 }
@@ -197,36 +208,48 @@ static void rbio_hook_vpd_b0(struct scsi_lu *lu)
 /* tgt 1.0.85 refuses COMPARE AND WRITE on every LU: its command table maps
  * 89h to spc_illegal_op, the SBC code that would run it (sbc_rw, which
  * checks and passes on COMPARE AND WRITE) left commented out, since stock
- * stores could not run it atomically. rbio's store can (alone on its LU),
- * so an rbio LU's own copy of the table routes 89h to sbc_rw as WRITE(16)
- * is, with a write's reservation rules; not on a multi-gateway LU (ALUA
- * attached: atomic in this tgtd only), and rbio_settle_compare_and_write
- * takes it back where that is not enough once the store is open (RBD). */
-static void rbio_enable_compare_and_write(struct scsi_lu *lu)
+ * stores could not run it atomically. rbio's store can, so an rbio LU's
+ * own copy of the table routes 89h to sbc_rw as WRITE(16) is, with a
+ * write's reservation rules: at init on an LU of one gateway (ALUA not
+ * attached), and rbio_settle_compare_and_write decides again once the store
+ * is open. */
+static void rbio_enable_compare_and_write(struct scsi_lu *lu, struct rbio_alua_lu *al)
 {
 	struct device_type_operations *ops = lu->dev_type_template.ops;
 
 	if (ops[COMPARE_AND_WRITE].cmd_perform != spc_illegal_op || !ops[WRITE_16].cmd_perform ||
 	    ops[WRITE_16].cmd_perform == spc_illegal_op)
 		return;
+	/* With ALUA attached, WRITE(16)'s entry is ALUA's check, which then
+	 * calls what it wrapped: CAW gets the same check and tgt's sbc_rw. */
+	if (al->attached) {
+		if (!al->orig[WRITE_16] || al->orig[WRITE_16] == spc_illegal_op)
+			return;
+		al->orig[COMPARE_AND_WRITE] = al->orig[WRITE_16];
+	}
 	ops[COMPARE_AND_WRITE].cmd_perform = ops[WRITE_16].cmd_perform;
 	ops[COMPARE_AND_WRITE].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
 }
 
-/* COMPARE AND WRITE is refused again, as tgt refuses it (INVALID COMMAND
- * OPERATION CODE, and REPORT SUPPORTED OPERATION CODES does not list it):
- * - on RBD: librbd 16.2's rbd_aio_compare_and_write, which the store would
- *   send, never completed in libiscsi's CompareAndWrite tests against a
- *   single-node cluster, and a command that never completes holds its LU
- *   (and tgtd's shutdown) for ever;
- * - on a multi-gateway LU on a file: the store's is atomic within this
- *   tgtd only, not against writes through another gateway. */
-static void rbio_settle_compare_and_write(struct scsi_lu *lu, const struct rbio_alua_lu *al,
-					  int rbd)
+/* Once the store is open, COMPARE AND WRITE runs
+ * - on a file, on an LU of one gateway: the store runs it alone on the LU;
+ * - on RBD with 512-byte blocks, on any LU: librbd compares and writes one
+ *   sector atomically in the OSD, so across gateways too (the ALUA check
+ *   lets it through there: atomic_caw);
+ * and is refused again, as tgt refuses it (INVALID COMMAND OPERATION CODE,
+ * and REPORT SUPPORTED OPERATION CODES does not list it):
+ * - on a multi-gateway LU on a file: atomic within this tgtd only, not
+ *   against writes through another gateway;
+ * - on RBD with larger blocks: librbd takes one 512-byte sector at most. */
+static void rbio_settle_compare_and_write(struct scsi_lu *lu, struct rbio_lu_priv *priv)
 {
 	struct device_type_operations *ops = &lu->dev_type_template.ops[COMPARE_AND_WRITE];
+	int rbd = rbio_bs_lu_rbd(priv->engine);
 
-	if ((rbd || al->attached) && ops->cmd_perform != spc_illegal_op) {
+	if ((rbd || !priv->alua.attached) &&
+	    rbio_bs_lu_max_compare_and_write(priv->engine, lu->blk_shift)) {
+		rbio_enable_compare_and_write(lu, &priv->alua);
+	} else if (ops->cmd_perform != spc_illegal_op) {
 		ops->cmd_perform = spc_illegal_op;
 		ops->pr_conflict_bits = 0; /* refused before any reservation check */
 	}
@@ -259,7 +282,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	if (rbio_alua_glue_lu_init(lu, &priv->alua))
 		return TGTADM_INVALID_REQUEST;
 	if (!priv->alua.attached)
-		rbio_enable_compare_and_write(lu);
+		rbio_enable_compare_and_write(lu, &priv->alua);
 	if (rbio_bs_lu_create(bsopts, &hooks, &priv->engine, err, sizeof(err))) {
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
 		rbio_alua_glue_lu_exit(&priv->alua);
@@ -362,7 +385,7 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 		return -1;
 	priv->opened = 1;
 	priv->alua.atomic_caw = rbio_bs_lu_rbd(priv->engine);
-	rbio_settle_compare_and_write(lu, &priv->alua, rbio_bs_lu_rbd(priv->engine));
+	rbio_settle_compare_and_write(lu, priv);
 	rbio_refresh_vpd(lu, 0xb0); /* COMPARE AND WRITE's length, now the store is known */
 	if (readonly)
 		lu->attrs.readonly = 1;

@@ -324,12 +324,25 @@ int RbdImage::write_same(uint64_t off, uint64_t len, const uint8_t* pattern, uin
 
 int RbdImage::compare_and_write(uint64_t off, uint64_t len, const uint8_t* cmp, const uint8_t* data,
                                 uint64_t* mismatch, void* tag) {
-    void* c = completion_for(tag);
-    if (!c) return -ENOMEM;
+    if (caw_tag_) return -EBUSY;
+    rbd_completion_t c = nullptr;
+    if (rbd_aio_create_completion(this, &RbdImage::on_compare_and_write_done, &c) < 0) return -ENOMEM;
+    caw_tag_ = tag;
     ssize_t rc = rbd_aio_compare_and_write(h_->image, off, size_t(len), reinterpret_cast<const char*>(cmp),
-                                           reinterpret_cast<const char*>(data),
-                                           static_cast<rbd_completion_t>(c), mismatch, 0);
+                                           reinterpret_cast<const char*>(data), c, mismatch, 0);
+    if (rc < 0) caw_tag_ = nullptr;
     return started(c, int(rc < 0 ? rc : 0));
+}
+
+// librbd's thread, once the request finished. librbd holds its own
+// reference to the completion until the callback and its aftermath are
+// done, so tgtd's loop may release it as soon as it sees it here.
+void RbdImage::on_compare_and_write_done(void* completion, void* arg) {
+    auto* self = static_cast<RbdImage*>(arg);
+    self->caw_finished_.store(completion, std::memory_order_release);
+    const uint64_t one = 1;
+    ssize_t n = ::write(self->event_fd_, &one, sizeof one);
+    (void)n;  // an eventfd write fails only on counter overflow: already readable
 }
 
 int RbdImage::poll_batch(void** out, unsigned max) {
@@ -338,9 +351,12 @@ int RbdImage::poll_batch(void** out, unsigned max) {
     return n > 0 ? n : 0;
 }
 
-int64_t RbdImage::finish(void* completion, void** tag) {
+void* RbdImage::tag_of(void* completion) {
+    return rbd_aio_get_arg(static_cast<rbd_completion_t>(completion));
+}
+
+int64_t RbdImage::finish(void* completion) {
     auto c = static_cast<rbd_completion_t>(completion);
-    *tag = rbd_aio_get_arg(c);
     int64_t res = rbd_aio_get_return_value(c);
     rbd_aio_release(c);
     --in_flight_;

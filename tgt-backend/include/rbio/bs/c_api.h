@@ -24,8 +24,9 @@ struct rbio_bs_lu; /* one engine per logical unit (opaque) */
  * no device could take) and enforced by the engine. */
 #define RBIO_BS_MAX_UNMAP_DESCRIPTORS 256u
 
-/* Most blocks one COMPARE AND WRITE may carry; advertised in the Block
- * Limits VPD page and enforced by the engine. */
+/* Most blocks one COMPARE AND WRITE may carry on a file; advertised in the
+ * Block Limits VPD page and enforced by the engine (RBD takes fewer:
+ * rbio_bs_lu_max_compare_and_write). */
 #define RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS 128u
 
 enum rbio_bs_log_level { RBIO_BS_LOG_ERROR = 0, RBIO_BS_LOG_INFO = 1, RBIO_BS_LOG_DEBUG = 2 };
@@ -92,6 +93,10 @@ void rbio_bs_lu_close(struct rbio_bs_lu *lu);
 int rbio_bs_lu_event_fd(const struct rbio_bs_lu *lu);
 /* Whether the open backing store is a Ceph RBD image. */
 int rbio_bs_lu_rbd(const struct rbio_bs_lu *lu);
+/* Most blocks of 2^block_shift bytes one COMPARE AND WRITE may carry on
+ * the open backing store; 0 where it cannot run atomically (RBD with
+ * blocks over 512 bytes). */
+uint32_t rbio_bs_lu_max_compare_and_write(const struct rbio_bs_lu *lu, uint32_t block_shift);
 /* Whether the options asked to advertise thin provisioning. */
 int rbio_bs_lu_thin(const struct rbio_bs_lu *lu);
 

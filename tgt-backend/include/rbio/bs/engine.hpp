@@ -97,6 +97,11 @@ public:
     void drain() noexcept;
     // Whether the open backing store is an RBD image.
     bool rbd() const { return rbd_ != nullptr; }
+    // Most blocks of 2^block_shift bytes one COMPARE AND WRITE may carry
+    // (0: none). Files: RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS. RBD: what
+    // librbd makes atomic in the OSD, one 512-byte sector: one block of
+    // 512 bytes, none of 4096.
+    uint32_t max_compare_and_write_blocks(uint32_t block_shift) const;
 
     int event_fd() const { return ring_.event_fd(); }
     const Options& options() const { return opts_; }

@@ -70,7 +70,10 @@ public:
     int write_same(uint64_t off, uint64_t len, const uint8_t* pattern, uint64_t pattern_len, void* tag);
     // Atomic in the OSD: writes `data` only if the media equals `cmp`.
     // A miscompare finishes with -EILSEQ and *mismatch set to the first
-    // differing byte's offset from `off`.
+    // differing byte's offset (librbd 16.2: from `off`). librbd takes at
+    // most one 512-byte sector (kCompareAndWriteBytes, aligned): anything
+    // longer finishes with -EINVAL. One at a time (-EBUSY otherwise).
+    static constexpr uint64_t kCompareAndWriteBytes = 512;
     int compare_and_write(uint64_t off, uint64_t len, const uint8_t* cmp, const uint8_t* data,
                           uint64_t* mismatch, void* tag);
 
@@ -83,12 +86,20 @@ public:
         for (;;) {
             int n = poll_batch(batch, kPollBatch);
             for (int i = 0; i < n; ++i) {
-                void* tag = nullptr;
-                int64_t res = finish(batch[i], &tag);
-                fn(tag, res);
+                void* tag = tag_of(batch[i]);
+                // A librbd that also sends COMPARE AND WRITE through the
+                // event socket: its callback has reported it already.
+                if (tag == this) continue;
+                fn(tag, finish(batch[i]));
             }
             total += unsigned(n > 0 ? n : 0);
             if (n < int(kPollBatch)) break;
+        }
+        if (void* c = caw_finished_.exchange(nullptr, std::memory_order_acquire)) {
+            void* tag = caw_tag_;
+            caw_tag_ = nullptr;
+            fn(tag, finish(c));
+            ++total;
         }
         return total;
     }
@@ -111,10 +122,13 @@ private:
     static constexpr unsigned kPollBatch = 64;
     struct Handles;
     int poll_batch(void** out, unsigned max);
-    int64_t finish(void* completion, void** tag);
+    static void* tag_of(void* completion);
+    // The request's result; releases its completion.
+    int64_t finish(void* completion);
     void* completion_for(void* tag);
     int started(void* completion, int rc);
     static void on_header_change(void* self);
+    static void on_compare_and_write_done(void* completion, void* self);
 
     std::string name_;
     std::string client_;
@@ -127,6 +141,13 @@ private:
     std::atomic<int64_t> header_size_{0};
     std::atomic<bool> header_changed_{false};
     std::mutex header_read_;  // only between notification threads: newest size last
+    // librbd 16.2 never hands a COMPARE AND WRITE back through the image's
+    // event socket (its C API starts it as not "native async", unlike
+    // every other request), so rbd_poll_io_events never returns it. Its
+    // completion calls back instead: librbd's thread stores it here and
+    // signals the eventfd, and poll() takes it. caw_tag_ is tgtd's alone.
+    std::atomic<void*> caw_finished_{nullptr};
+    void* caw_tag_ = nullptr;
     // Last, so destroyed first: its destructor ends the header watch, and
     // librbd may run on_header_change until it has, which uses the members
     // above (also when the constructor throws after the watch started).
