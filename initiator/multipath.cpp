@@ -209,6 +209,13 @@ std::unique_ptr<MultipathSession> MultipathSession::open(const std::vector<Porta
                                     std::to_string(kMaxPaths));
     if (options.session.transport != Transport::Tcp)
         throw std::invalid_argument("multipath: several portals work over TCP only, not iSER");
+    // 0 would end the session at the first command that waits for REPORT
+    // TARGET PORT GROUPS to name the next active path (or for a UNIT
+    // ATTENTION on the only active one to be answered).
+    if (options.no_path_timeout <= std::chrono::milliseconds(0))
+        throw std::invalid_argument(
+            "multipath: the replacement timeout (how long commands wait for an active path) must be at "
+            "least 1 s with several portals");
     std::set<std::string> seen;
     for (const Portal& p : portals)
         if (!seen.insert(p.to_string()).second)

@@ -164,8 +164,19 @@ int login_main(int argc, char** argv) {
     if (args.get_all("--portal").size() > 1) {
         if (c.options.transport != initiator::Transport::Tcp)
             throw UsageError("several --portal work over --transport tcp only");
+        // With 0 a command that waits for ALUA to name the next active
+        // path (REPORT TARGET PORT GROUPS) would end the session at once.
+        if (c.options.replacement_timeout <= std::chrono::milliseconds(0))
+            throw UsageError(
+                "several --portal need --replacement-timeout of at least 1 s: it is how long "
+                "commands wait for an active path");
         c.portals = portal_options(args);
     }
+    // The FUSE mount's requests (up to 1 MiB) are ordinary memory, and over
+    // iSER the session takes only registered regions or bounce slots of
+    // 256 KiB: a larger request would end the session.
+    if (args.has("--mount") && c.options.transport != initiator::Transport::Tcp)
+        throw UsageError("--mount works over --transport tcp only");
     c.options.target_name = target;
     // Whole FUSE requests (up to 1 MiB) in few Data-In PDUs.
     c.options.offer.max_recv_data_segment_length = 256u << 10;

@@ -4,6 +4,9 @@
 // Expected bytes are written out from SPC-4's tables.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "rbio/initiator/error.hpp"
@@ -193,4 +196,20 @@ TEST(InitiatorMultipath, ShortState) {
     EXPECT_EQ(short_state(s), "ao");
     s.state = AluaState::Standby;
     EXPECT_EQ(short_state(s), "standby");
+}
+
+// 0 would end the session at the first command that waits for ALUA to
+// name the next active path. Refused before any login (nothing listens on
+// these portals).
+TEST(InitiatorMultipath, RefusesNoWaitForAPath) {
+    MultipathOptions mo;
+    mo.session.target_name = "iqn.2026-01.org.rbio:t";
+    mo.no_path_timeout = std::chrono::milliseconds(0);
+    const std::vector<Portal> portals{Portal::parse("127.0.0.1:1"), Portal::parse("127.0.0.1:2")};
+    try {
+        (void)MultipathSession::open(portals, mo);
+        FAIL() << "opened";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("at least 1 s"), std::string::npos) << e.what();
+    }
 }
