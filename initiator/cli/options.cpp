@@ -79,7 +79,8 @@ uint64_t parse_size(const std::string& key, const std::string& text, uint64_t mi
         default: break;
     }
     if (mult != 1) digits.pop_back();
-    return parse_uint(key, digits, min / mult, (1ull << 50) / mult) * mult;
+    // Rounded up: "0k" is under a minimum of 1 byte too.
+    return parse_uint(key, digits, (min + mult - 1) / mult, (1ull << 50) / mult) * mult;
 }
 
 initiator::Portal portal_option(const Args& args) {
