@@ -55,6 +55,12 @@ void guarded(rbio_metrics* m, F&& f) {
 extern "C" {
 
 int rbio_metrics_load_path(char* path, size_t len, unsigned control_port, char* err, size_t errlen) {
+    // The lock's storage exists from here, before the glue registers its
+    // atexit handler that removes the file: statics built before a handler
+    // is registered are destroyed after it runs, so the lock is held until
+    // the file is gone (another tgtd waiting for it would otherwise write
+    // it and then see it removed).
+    (void)claimed();
     try {
         auto s = rbio::bs::metrics::load_settings(control_port);
         if (s.file.size() >= len) {
