@@ -73,7 +73,18 @@ check "no tgtd queue pair is left" count_is 0 tgtd_qps
 # --- the kernel iSER initiator ----------------------------------------------
 must "the kernel's iSER initiator loads" modprobe -a ib_iser sd_mod
 start_iscsid
-disc() { iscsiadm -m discovery -t sendtargets -p "$PORTAL" -I iser > "$WORK/discovery" 2>&1; cat "$WORK/discovery"; }
+# Its output is shown whatever the outcome: inside check, a failing
+# command returns from the function at once (check's ERR trap), so a
+# plain `iscsiadm ...; cat` showed nothing when discovery failed.
+# Its messages (debug level 1, on stderr) are kept apart from the
+# records the checks below read.
+disc() {
+  local rc=0
+  iscsiadm -d 1 -m discovery -t sendtargets -p "$PORTAL" -I iser > "$WORK/discovery" 2> "$WORK/discovery.err" || rc=$?
+  cat "$WORK/discovery"
+  (( rc == 0 )) || cat "$WORK/discovery.err"
+  return "$rc"
+}
 must "iSER sendtargets discovery" disc
 check "discovery lists the -I ALL target" grep -q " $IQN\$" "$WORK/discovery"
 check "discovery lists the target bound to this initiator" grep -q " $IQN_ACL\$" "$WORK/discovery"
