@@ -108,6 +108,24 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
     EXPECT_NE(std::string(err).find(path + ":3: rx_wait_us: set again (first on line 1)"), std::string::npos)
         << err;
+
+    // Values that would take nothing over or write nowhere, silently: an
+    // unfilled variable, a portal without a port, a space for a comma.
+    for (const char* bad : {"portals =\n", "portals = 192.0.2.10\n", "portals = *\n",
+                            "portals = 192.0.2.10:3260 192.0.2.11:3260\n", "portals = 127.0.0.1:3260,\n",
+                            "portals = 127.0.0.1:0\n", "portals = [::1:3260\n", "portals = host:3260\n",
+                            "stats_file =\n", "stats_file = run/x.stats\n", "stats_file = /run/rbio/\n"}) {
+        std::ofstream(path) << bad;
+        EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
+        EXPECT_NE(std::string(err).find(path + ":1: "), std::string::npos) << err;
+    }
+    std::ofstream(path)
+        << "portals = [::1]:3260, *:3261,192.0.2.10:3260\nstats_file = /run/rbio/t-%p.stats\n";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    ::setenv("RBIO_PORTALS", "", 1);
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
+    EXPECT_NE(std::string(err).find("RBIO_PORTALS"), std::string::npos) << err;
+    ::unsetenv("RBIO_PORTALS");
     ::unlink(path.c_str());
 
     // A folder opens, then reads as an empty file: it would mean all defaults.

@@ -1,6 +1,9 @@
 // Settings of the TCP transport: defaults, /etc/rbio/tgtd.conf (or
 // $RBIO_CONFIG), then environment overrides -- an admin can switch the
 // takeover off for one tgtd run without editing the file.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -42,13 +45,69 @@ void copy_to(char* dst, size_t len, std::string_view v, const std::string& where
     dst[v.size()] = '\0';
 }
 
+// One item of `portals`: ADDR:PORT, [V6ADDR]:PORT or *:PORT. An item that
+// names no portal tgtd could have would take nothing over, silently:
+// tgtd would stay stock.
+void check_portal(std::string_view item, const std::string& where) {
+    const std::string text(item);
+    const auto bad = [&](const std::string& why) {
+        return SettingsError(where + ": '" + text + "' " + why + " (ADDR:PORT, [V6ADDR]:PORT or *:PORT)");
+    };
+    const size_t colon = item.rfind(':');
+    if (colon == item.npos) throw bad("has no port");
+    std::string_view addr = item.substr(0, colon), port = item.substr(colon + 1);
+    uint32_t n = 0;
+    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc() || p != port.data() + port.size() || n < 1 || n > 65535)
+        throw bad("has no port from 1 to 65535");
+    if (addr == "*") return;
+    unsigned char buf[sizeof(in6_addr)];
+    if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
+        const std::string v6(addr.substr(1, addr.size() - 2));
+        if (::inet_pton(AF_INET6, v6.c_str(), buf) == 1) return;
+        throw bad("has no IPv6 address in its brackets");
+    }
+    if (::inet_pton(AF_INET, std::string(addr).c_str(), buf) != 1) throw bad("has no IPv4 address");
+}
+
+// "all", or a comma-separated list of portals. Empty is refused: an
+// unfilled RBIO_PORTALS= would otherwise mean all of them.
+void parse_portals(rbio_tp_settings& s, std::string_view v, const std::string& where) {
+    if (v == "all") {
+        s.portals[0] = '\0';
+        return;
+    }
+    if (v.empty()) throw SettingsError(where + ": empty (all, or ADDR:PORT,...)");
+    for (std::string_view rest = v;;) {
+        const size_t comma = rest.find(',');
+        const std::string_view item = trim(rest.substr(0, comma));
+        if (item.empty()) throw SettingsError(where + ": an empty item in '" + std::string(v) + "'");
+        check_portal(item, where);
+        if (comma == rest.npos) break;
+        rest.remove_prefix(comma + 1);
+    }
+    copy_to(s.portals, sizeof(s.portals), v, where);
+}
+
+// "none", or an absolute file path (%p: tgtd's pid). Empty is refused:
+// an unfilled RBIO_STATS_FILE= would otherwise mean none.
+void parse_stats_file(rbio_tp_settings& s, std::string_view v, const std::string& where) {
+    if (v == "none") {
+        s.stats_file[0] = '\0';
+        return;
+    }
+    if (v.empty() || v.front() != '/')
+        throw SettingsError(where + ": '" + std::string(v) + "' is not an absolute path (or none)");
+    if (v.back() == '/') throw SettingsError(where + ": '" + std::string(v) + "' names a folder, not a file");
+    copy_to(s.stats_file, sizeof(s.stats_file), v, where);
+}
+
 void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, const std::string& where) {
     std::string w = where + ": " + std::string(key);
     if (key == "transport") s.enabled = parse_switch(value, w);
     else if (key == "iser") s.iser = parse_switch(value, w);
-    else if (key == "portals") copy_to(s.portals, sizeof(s.portals), value == "all" ? "" : value, w);
-    else if (key == "stats_file")
-        copy_to(s.stats_file, sizeof(s.stats_file), value == "none" ? "" : value, w);
+    else if (key == "portals") parse_portals(s, value, w);
+    else if (key == "stats_file") parse_stats_file(s, value, w);
     else if (key == "batch_reads") s.batch_reads = parse_switch(value, w);
     else if (key == "coalesce") s.coalesce = parse_switch(value, w);
     else if (key == "send_inline") s.send_inline = parse_switch(value, w);
