@@ -1130,13 +1130,15 @@ void Engine::step_done(Cmd* c, int res) {
         case Kind::CompareAndWrite:
             if (c->stage == 2) {  // RBD: compared and written by the OSD
                 if (res == -EILSEQ) {
-                    // librbd 16.2 reports the first differing byte from the
-                    // command's start; should a librbd report it in the image
-                    // instead, that is >= offset, and a relative one is not
-                    // (one 512-byte sector, at an offset of 0 or >= 512).
-                    const uint64_t at = c->pos >= c->offset ? c->pos - c->offset : c->pos;
-                    finish(c,
-                           check_info(kMiscompare, kAscMiscompareDuringVerify, std::min(at, c->length - 1)));
+                    // librbd 16.2 reports the first differing byte as the
+                    // image offset of its object's start plus its index in
+                    // the command (measured: 4194604 for byte 300 of a
+                    // command in the second 4 MiB object); later ones as the
+                    // index, or its image offset. The command is one
+                    // 512-byte sector, 512-aligned, as every object start
+                    // is: the index is the offset within 512 in all three.
+                    const uint64_t at = c->pos % RbdImage::kCompareAndWriteBytes;
+                    finish(c, check_info(kMiscompare, kAscMiscompareDuringVerify, at));
                 } else if (res < 0) {
                     fail_io(true, -res, "COMPARE AND WRITE");
                 } else {

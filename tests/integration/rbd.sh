@@ -144,6 +144,15 @@ check "... wrote its data" eval '[[ $(read_block 8) == $(printf "ab%.0s" $(seq 1
 check "COMPARE AND WRITE that does not match: MISCOMPARE (0E/1D/00)" \
   eval '[[ $(caw 8 1 00 cd) == "CHECK key=e asc=1d00" ]]'
 check "... and wrote nothing" eval '[[ $(read_block 8) == $(printf "ab%.0s" $(seq 1 512)) ]]'
+# In the second 4 MiB object (LBA 8200, zeros), expecting a 01 at byte 300:
+# the sense's INFORMATION names byte 300 (librbd 16.2 reports it as the
+# object's image offset plus 300).
+caw_info() {
+  timeout 60 "$PROBE" "$U/3" cdb-out "$(printf '8900%016x000000010000' 8200)" \
+    "$(printf '00%.0s' $(seq 1 300))01$(printf '00%.0s' $(seq 1 211))$(printf 'ab%.0s' $(seq 1 512))" --info
+}
+check "a MISCOMPARE in the second object names the first differing byte (INFORMATION 300)" \
+  eval '[[ $(caw_info) == "CHECK key=e asc=1d00 info=300" ]]'
 check "COMPARE AND WRITE of two blocks (over librbd's one sector): INVALID FIELD IN CDB" \
   eval '[[ $(caw 16 2 00 ab) == "CHECK key=5 asc=2400" ]]'
 # Byte 5 of the Block Limits VPD page (INQUIRY EVPD B0h).
@@ -219,9 +228,9 @@ tadm --op delete --mode logicalunit --tid 1 --lun 1
 tadm --op delete --mode logicalunit --tid 1 --lun 3
 # Both LUs' removal lines, each with its error count: a missing line is
 # a failure, not a pass.
-check "no command ended in error on the RBD LUs but the two COMPARE AND WRITEs meant to" eval \
+check "no command ended in error on the RBD LUs but the three COMPARE AND WRITEs meant to" eval \
   'grep -q "rbio: tid:1 lun:1: removed;.* errors=0$" "$STATE/tgtd.log" &&
-   grep -q "rbio: tid:1 lun:3: removed;.* errors=2$" "$STATE/tgtd.log"'
+   grep -q "rbio: tid:1 lun:3: removed;.* errors=3$" "$STATE/tgtd.log"'
 
 # ---------------------------------------------------------------- targets.conf
 # The documented way (last: tgt-admin -e removes targets its file does not

@@ -14,8 +14,10 @@
 //                                        with --resid followed by " underflow=N",
 //                                        the residual count of an underflow, with
 //                                        --hex by " HEX", the data-in
-//   scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid]
-//                                        one command with HEXDATA as data-out
+//   scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid|--info]
+//                                        one command with HEXDATA as data-out;
+//                                        --info adds " info=N", a CHECK
+//                                        CONDITION's valid INFORMATION field
 //   scsi_probe URL wait-ua ASC SECONDS   prints "ready", then waits for a unit
 //                                        attention with ASC (hex)
 //   scsi_probe URL count-ua ASC GO_FILE SECONDS
@@ -120,6 +122,17 @@ std::string describe(const Result& r) {
     if (r.status < 0) return "FAILED " + r.error;
     std::snprintf(buf, sizeof buf, "STATUS %02x", unsigned(r.status));
     return buf;
+}
+
+// " info=N" when a CHECK CONDITION's sense (fixed format, after the
+// data segment's 2-byte SenseLength) has its INFORMATION field valid.
+std::string sense_info(const Result& r) {
+    if (r.status != SCSI_STATUS_CHECK_CONDITION || r.data.size() < 2 + 7) return "";
+    const unsigned char* sense = r.data.data() + 2;
+    if (!(sense[0] & 0x80) || ((sense[0] & 0x7f) != 0x70 && (sense[0] & 0x7f) != 0x71)) return "";
+    const unsigned long info = (unsigned long)sense[3] << 24 | (unsigned long)sense[4] << 16 |
+                               (unsigned long)sense[5] << 8 | sense[6];
+    return " info=" + std::to_string(info);
 }
 
 Result inquiry(Session& s, bool evpd, uint8_t page) {
@@ -399,10 +412,11 @@ int main(int argc, char** argv) {
             std::printf("%s\n", describe(r).c_str());
         }
     } else if (what == "cdb-out") {
-        if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid]");
+        if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid|--info]");
         Result r = run(s, hex_bytes(argv[3]), SCSI_XFER_WRITE, hex_bytes(argv[4]));
-        if (argc > 5 && std::string(argv[5]) == "--resid")
-            std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
+        const std::string mode = argc > 5 ? argv[5] : "";
+        if (mode == "--resid") std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
+        else if (mode == "--info") std::printf("%s%s\n", describe(r).c_str(), sense_info(r).c_str());
         else std::printf("%s\n", describe(r).c_str());
     } else if (what == "wait-ua") {
         if (argc < 5) die("usage: scsi_probe URL wait-ua ASC SECONDS");

@@ -70,7 +70,8 @@ public:
     int write_same(uint64_t off, uint64_t len, const uint8_t* pattern, uint64_t pattern_len, void* tag);
     // Atomic in the OSD: writes `data` only if the media equals `cmp`.
     // A miscompare finishes with -EILSEQ and *mismatch set to the first
-    // differing byte's offset (librbd 16.2: from `off`). librbd takes at
+    // differing byte (librbd 16.2: its object's image offset plus the
+    // byte's index in the command; see the engine). librbd takes at
     // most one 512-byte sector (kCompareAndWriteBytes, aligned): anything
     // longer finishes with -EINVAL. One at a time (-EBUSY otherwise).
     static constexpr uint64_t kCompareAndWriteBytes = 512;
@@ -87,8 +88,11 @@ public:
             int n = poll_batch(batch, kPollBatch);
             for (int i = 0; i < n; ++i) {
                 void* tag = tag_of(batch[i]);
-                // A librbd that also sends COMPARE AND WRITE through the
-                // event socket: its callback has reported it already.
+                // Not expected of librbd 16.2, which never sends COMPARE
+                // AND WRITE through the event socket: should a librbd do
+                // both, its callback has reported it already. (Such a
+                // librbd could also push it after tgtd released it; it is
+                // unsupported until seen.)
                 if (tag == this) continue;
                 fn(tag, finish(batch[i]));
             }
