@@ -305,7 +305,7 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             // blocks wrap to 0 in the one-byte field), refused below.
             if (c.transfer == 0 && c.out_len == 0) break;
             uint32_t half = c.out_len / 2;
-            if (half != c.transfer || half == 0 ||
+            if (half != c.transfer || half == 0 || (c.out_len & 1) != 0 ||
                 (c.transfer >> c.block_shift) > max_compare_and_write_blocks(c.block_shift)) {
                 cmd.result = check(kIllegalRequest, kAscInvalidFieldInCdb);
                 break;

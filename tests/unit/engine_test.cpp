@@ -675,6 +675,17 @@ TEST_F(EngineTest, CompareAndWriteLongerThanAdvertisedIsRefused) {
     EXPECT_EQ(result_of(2).status, kGood);
 }
 
+// Data-out one byte longer than the two halves: the halves would be taken
+// and the last byte ignored. Refused, as any other length but two halves.
+TEST_F(EngineTest, CompareAndWriteOfAnOddLengthIsRefused) {
+    make();
+    std::vector<uint8_t> zeros(size_t(2) * kBs + 1, 0);
+    submit(cdb16(kCompareAndWrite, 0, 1), 0, 1, nullptr, 0, zeros.data(), uint32_t(zeros.size()));
+    complete_all(1);
+    EXPECT_EQ(result_of(1).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(1).asc, kAscInvalidFieldInCdb);
+}
+
 // NUMBER OF LOGICAL BLOCKS 0: nothing transferred, compared or written,
 // and GOOD (SBC: not an error). With data-out it is refused: 256 blocks
 // wrap to 0 in the one-byte field (libiscsi's CompareAndWrite.Simple
