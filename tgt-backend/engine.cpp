@@ -65,7 +65,16 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         // make hosts align every I/O to objects.
         f.blksize = 4096;
         size_ = f.size;
-        inline_io_ = false;
+        inline_io_ = false;  // librbd's calls do not block: nothing to run inline
+        if (opts_.inline_io == Options::Inline::On)
+            log(RBIO_BS_LOG_ERROR,
+                "rbd " + image->name() +
+                    ": inline_io=on is for files and ignored: librbd's requests never block");
+        if (opts_.debug_unsafe_fua)
+            log(RBIO_BS_LOG_ERROR,
+                "rbd " + image->name() +
+                    ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
+                    "acknowledged without a flush; for tests only, data is lost in a crash");
         rbd_ = std::move(image);
         log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
                                   " bytes, " + std::to_string(rbd_->object_size()) +
@@ -109,6 +118,9 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                            (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
     inline_io_ = opts_.inline_io == Options::Inline::On ||
                  (opts_.inline_io == Options::Inline::Auto && memory_fs && !(oflags & O_DIRECT));
+    if (const std::string ceph = rbd_to_string(opts_.rbd); !ceph.empty())
+        log(RBIO_BS_LOG_ERROR, path + ": Ceph settings (" + ceph.substr(1) +
+                                   ") are for rbd:POOL/IMAGE paths and ignored for this file");
     if (opts_.debug_unsafe_fua)
         log(RBIO_BS_LOG_ERROR,
             path +

@@ -120,8 +120,6 @@ Options parse_options(std::string_view bsopts) {
     return o;
 }
 
-namespace {
-
 // Only what differs from the defaults: file LUs show no Ceph settings.
 std::string rbd_to_string(const RbdSettings& r) {
     const RbdSettings d;
@@ -133,8 +131,6 @@ std::string rbd_to_string(const RbdSettings& r) {
     if (r.timeout_s != d.timeout_s) out += ":rbd_timeout=" + std::to_string(r.timeout_s);
     return out;
 }
-
-}  // namespace
 
 std::string to_string(const Options& o) {
     auto b = [](bool v) { return v ? "on" : "off"; };

@@ -437,6 +437,24 @@ TEST_F(EngineTest, DebugUnsafeFuaAcknowledgesWithoutDurability) {
     }
 }
 
+// Ceph settings in a file LU's bsopts do nothing there: said, not
+// silently ignored (a mistyped path is likelier than a wish for defaults).
+TEST_F(EngineTest, CephSettingsOnAFileAreLoggedAsIgnored) {
+    for (bool given : {false, true}) {
+        SCOPED_TRACE(given ? "rbd_timeout=5" : "default");
+        Options o;
+        if (given) o.rbd.timeout_s = 5;
+        make(o);
+        bool said = false;
+        for (auto& l : logs_)
+            said |= l.find("Ceph settings (rbd_timeout=5) are for rbd:POOL/IMAGE paths and ignored") !=
+                    std::string::npos;
+        EXPECT_EQ(said, given);
+        engine_.reset();
+        logs_.clear();
+    }
+}
+
 namespace {
 
 bool is_hole(const std::string& path, uint64_t off, uint64_t len) {

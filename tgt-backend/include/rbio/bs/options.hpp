@@ -57,5 +57,8 @@ Options parse_options(std::string_view bsopts);
 
 // The canonical form, e.g. "queue_depth=128:batch=on:...".
 std::string to_string(const Options& o);
+// The Ceph settings that differ from the defaults, each as ":key=value";
+// empty when none do.
+std::string rbd_to_string(const RbdSettings& r);
 
 }  // namespace rbio::bs
