@@ -236,8 +236,9 @@ static void rbio_enable_compare_and_write(struct scsi_lu *lu, struct rbio_alua_l
  * - on RBD with 512-byte blocks, on any LU: librbd compares and writes one
  *   sector atomically in the OSD, so across gateways too (the ALUA check
  *   lets it through there: atomic_caw);
- * and is refused again, as tgt refuses it (INVALID COMMAND OPERATION CODE,
- * and REPORT SUPPORTED OPERATION CODES does not list it):
+ * and is refused again, as tgt refuses it (INVALID COMMAND OPERATION CODE;
+ * REPORT SUPPORTED OPERATION CODES does not list it among all commands,
+ * though asked for 89h alone tgt 1.0.85 still answers supported):
  * - on a multi-gateway LU on a file: atomic within this tgtd only, not
  *   against writes through another gateway;
  * - on RBD with larger blocks: librbd takes one 512-byte sector at most. */
