@@ -111,10 +111,12 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
 
     // Values that would take nothing over or write nowhere, silently: an
     // unfilled variable, a portal without a port, a space for a comma.
-    for (const char* bad : {"portals =\n", "portals = 192.0.2.10\n", "portals = *\n",
-                            "portals = 192.0.2.10:3260 192.0.2.11:3260\n", "portals = 127.0.0.1:3260,\n",
-                            "portals = 127.0.0.1:0\n", "portals = [::1:3260\n", "portals = host:3260\n",
-                            "stats_file =\n", "stats_file = run/x.stats\n", "stats_file = /run/rbio/\n"}) {
+    for (const char* bad :
+         {"portals =\n", "portals = 192.0.2.10\n", "portals = *\n",
+          "portals = 192.0.2.10:3260 192.0.2.11:3260\n", "portals = 127.0.0.1:3260,\n",
+          "portals = 127.0.0.1:0\n", "portals = [::1:3260\n", "portals = host:3260\n",
+          "portals = 127.0.0.1:03260\n", "portals = [0:0:0:0:0:0:0:1]:3260\n", "portals = [FE80::1]:3260\n",
+          "stats_file =\n", "stats_file = run/x.stats\n", "stats_file = /run/rbio/\n"}) {
         std::ofstream(path) << bad;
         EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
         EXPECT_NE(std::string(err).find(path + ":1: "), std::string::npos) << err;

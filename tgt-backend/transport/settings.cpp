@@ -60,14 +60,23 @@ void check_portal(std::string_view item, const std::string& where) {
     auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
     if (port.empty() || ec != std::errc() || p != port.data() + port.size() || n < 1 || n > 65535)
         throw bad("has no port from 1 to 65535");
+    // Matched as text against the portal as tgt writes it (canonical
+    // numbers): "03260" or "[0:0:0:0:0:0:0:1]" would parse and never match.
+    if (port != std::to_string(n)) throw bad("writes its port as " + std::to_string(n) + " would not");
     if (addr == "*") return;
     unsigned char buf[sizeof(in6_addr)];
+    char canonical[INET6_ADDRSTRLEN];
     if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') {
         const std::string v6(addr.substr(1, addr.size() - 2));
-        if (::inet_pton(AF_INET6, v6.c_str(), buf) == 1) return;
-        throw bad("has no IPv6 address in its brackets");
+        if (::inet_pton(AF_INET6, v6.c_str(), buf) != 1) throw bad("has no IPv6 address in its brackets");
+        if (!::inet_ntop(AF_INET6, buf, canonical, sizeof canonical) || v6 != canonical)
+            throw bad("is not written as tgt writes it: [" + std::string(canonical) + "]");
+        return;
     }
-    if (::inet_pton(AF_INET, std::string(addr).c_str(), buf) != 1) throw bad("has no IPv4 address");
+    const std::string v4(addr);
+    if (::inet_pton(AF_INET, v4.c_str(), buf) != 1) throw bad("has no IPv4 address");
+    if (!::inet_ntop(AF_INET, buf, canonical, sizeof canonical) || v4 != canonical)
+        throw bad("is not written as tgt writes it: " + std::string(canonical));
 }
 
 // "all", or a comma-separated list of portals. Empty is refused: an
