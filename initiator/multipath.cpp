@@ -214,8 +214,8 @@ std::unique_ptr<MultipathSession> MultipathSession::open(const std::vector<Porta
     // ATTENTION on the only active one to be answered).
     if (options.no_path_timeout <= std::chrono::milliseconds(0))
         throw std::invalid_argument(
-            "multipath: the replacement timeout (how long commands wait for an active path) must be at "
-            "least 1 s with several portals");
+            "multipath: the replacement timeout (how long commands wait for an active path) must not be 0 "
+            "with several portals");
     std::set<std::string> seen;
     for (const Portal& p : portals)
         if (!seen.insert(p.to_string()).second)

@@ -168,7 +168,7 @@ int login_main(int argc, char** argv) {
         // path (REPORT TARGET PORT GROUPS) would end the session at once.
         if (c.options.replacement_timeout <= std::chrono::milliseconds(0))
             throw UsageError(
-                "several --portal need --replacement-timeout of at least 1 s: it is how long "
+                "several --portal need a --replacement-timeout other than 0: it is how long "
                 "commands wait for an active path");
         c.portals = portal_options(args);
     }
