@@ -47,6 +47,13 @@ Engine::Engine(const Options& opts, const rbio_bs_hooks& hooks)
 
 Engine::~Engine() { close(); }
 
+void Engine::warn_unsafe_fua(const std::string& what) const {
+    log(RBIO_BS_LOG_ERROR,
+        what +
+            ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
+            "acknowledged without being made durable; for tests only, data is lost in a crash");
+}
+
 void Engine::log(int level, const std::string& msg) const {
     if (hooks_.log) hooks_.log(hooks_.ctx, level, msg.c_str());
 }
@@ -70,11 +77,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
             log(RBIO_BS_LOG_ERROR,
                 "rbd " + image->name() +
                     ": inline_io=on is for files and ignored: librbd's requests never block");
-        if (opts_.debug_unsafe_fua)
-            log(RBIO_BS_LOG_ERROR,
-                "rbd " + image->name() +
-                    ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
-                    "acknowledged without a flush; for tests only, data is lost in a crash");
+        if (opts_.debug_unsafe_fua) warn_unsafe_fua("rbd " + image->name());
         rbd_ = std::move(image);
         log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
                                   " bytes, " + std::to_string(rbd_->object_size()) +
@@ -121,11 +124,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
     if (const std::string ceph = rbd_to_string(opts_.rbd); !ceph.empty())
         log(RBIO_BS_LOG_ERROR, path + ": Ceph settings (" + ceph.substr(1) +
                                    ") are for rbd:POOL/IMAGE paths and ignored for this file");
-    if (opts_.debug_unsafe_fua)
-        log(RBIO_BS_LOG_ERROR,
-            path +
-                ": debug_unsafe_fua=on: FUA writes and SYNCHRONIZE CACHE are "
-                "acknowledged without being made durable; for tests only, data is lost in a crash");
+    if (opts_.debug_unsafe_fua) warn_unsafe_fua(path);
     log(RBIO_BS_LOG_INFO, "opened " + path + " (" + std::to_string(f.size) + " bytes" +
                               (f.readonly ? ", read-only" : "") +
                               (inline_io_ ? ", small I/O inline" : ", all I/O through io_uring") + "; " +

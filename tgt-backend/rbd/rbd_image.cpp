@@ -263,8 +263,12 @@ void RbdImage::on_header_change(void* arg) {
                                  std::memory_order_relaxed);
         self->header_changed_.store(true, std::memory_order_release);
     }
+    self->wake_loop();
+}
+
+void RbdImage::wake_loop() const {
     const uint64_t one = 1;
-    ssize_t n = ::write(self->event_fd_, &one, sizeof one);
+    ssize_t n = ::write(event_fd_, &one, sizeof one);
     (void)n;  // an eventfd write fails only on counter overflow: already readable
 }
 
@@ -340,9 +344,7 @@ int RbdImage::compare_and_write(uint64_t off, uint64_t len, const uint8_t* cmp, 
 void RbdImage::on_compare_and_write_done(void* completion, void* arg) {
     auto* self = static_cast<RbdImage*>(arg);
     self->caw_finished_.store(completion, std::memory_order_release);
-    const uint64_t one = 1;
-    ssize_t n = ::write(self->event_fd_, &one, sizeof one);
-    (void)n;  // an eventfd write fails only on counter overflow: already readable
+    self->wake_loop();
 }
 
 int RbdImage::poll_batch(void** out, unsigned max) {

@@ -204,6 +204,8 @@ private:
     // (error path only). Returns 0 or a positive errno.
     int settle(bool write, uint8_t* buf, uint64_t len, uint64_t off, bool dsync, int res);
     void log(int level, const std::string& msg) const;
+    // The ERROR line every LU opened with debug_unsafe_fua=on gets.
+    void warn_unsafe_fua(const std::string& what) const;
 
     Cmd* alloc_cmd();
     // alloc_cmd() past the high-water mark: out of line (see rw_failed).

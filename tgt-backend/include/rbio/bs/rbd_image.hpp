@@ -133,6 +133,8 @@ private:
     int started(void* completion, int rc);
     static void on_header_change(void* self);
     static void on_compare_and_write_done(void* completion, void* self);
+    // From librbd's threads: makes the eventfd readable for tgtd's loop.
+    void wake_loop() const;
 
     std::string name_;
     std::string client_;
