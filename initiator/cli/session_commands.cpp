@@ -253,6 +253,9 @@ int login_main(int argc, char** argv) {
     return kExitOk;
 }
 
+// How often `rbio logout` says it is still waiting.
+constexpr std::chrono::milliseconds kLogoutProgressEvery{5000};
+
 int logout_main(int argc, char** argv) {
     Args args(argc, argv, 1, {});
     args.allow_only({"--target", "--state-dir"});
@@ -261,8 +264,25 @@ int logout_main(int argc, char** argv) {
     if (records.empty()) throw CommandError(kExitNoSession, "no sessions (in " + dir + ")");
     int rc = kExitOk;
     for (const SessionRecord& r : records) {
+        // The answer comes once the commands in flight have finished, and
+        // those wait for a path up to the session's replacement timeout: so
+        // wait as long as the session process lives, saying why.
         std::string reply;
-        int err = control_request(r.socket, "logout", reply, 120000);
+        int err = control_request(
+            r.socket, "logout", reply, kLogoutProgressEvery, [&r](std::chrono::milliseconds waited) {
+                if (!process_alive(r.pid)) return false;
+                std::cerr << "rbio: " << r.target << ": still logging out after " << waited.count() / 1000
+                          << " s: the session process " << r.pid
+                          << " first finishes its commands in flight (they wait "
+                             "up to its replacement timeout for a path)\n";
+                return true;
+            });
+        if ((err == 0 && reply.empty()) || (err == ETIMEDOUT && !process_alive(r.pid))) {
+            std::cerr << "rbio: " << r.target << ": the session process " << r.pid
+                      << " ended without answering the logout; its log: " << r.log << "\n";
+            if (rc == kExitOk) rc = kExitInternal;
+            continue;
+        }
         if (err == ENOENT || err == ECONNREFUSED) {
             if (!session_running(dir, r)) {
                 remove_record(dir, r.key);

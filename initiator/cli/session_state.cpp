@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 
 #include "rbio/bs/atomic_file.hpp"
@@ -127,6 +128,13 @@ bool session_running(const std::string& dir, const SessionRecord& r) {
 
 int control_request(const std::string& socket_path, const std::string& request, std::string& reply,
                     int timeout_ms) {
+    return control_request(socket_path, request, reply, std::chrono::milliseconds(timeout_ms),
+                           [](std::chrono::milliseconds) { return false; });
+}
+
+int control_request(const std::string& socket_path, const std::string& request, std::string& reply,
+                    std::chrono::milliseconds slice,
+                    const std::function<bool(std::chrono::milliseconds)>& keep_waiting) {
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     if (socket_path.size() >= sizeof sa.sun_path) return ENAMETOOLONG;
@@ -136,16 +144,24 @@ int control_request(const std::string& socket_path, const std::string& request, 
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return errno;
     std::string line = request + "\n";
     if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size())) return errno;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    const auto start = std::chrono::steady_clock::now();
+    auto deadline = start + slice;
     char buf[4096];
     for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                          std::chrono::steady_clock::now());
-        if (left.count() <= 0) return ETIMEDOUT;
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+            if (!keep_waiting(std::chrono::duration_cast<std::chrono::milliseconds>(now - start)))
+                return ETIMEDOUT;
+            deadline = now + slice;
+            continue;
+        }
+        // Rounded up: a poll of 0 ms would spin for the last fraction.
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
         pollfd p{fd.get(), POLLIN, 0};
         int n = ::poll(&p, 1, int(left.count()));
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return n == 0 ? ETIMEDOUT : errno;
+        if (n < 0) return errno;
+        if (n == 0) continue;
         ssize_t r = ::read(fd.get(), buf, sizeof buf);
         if (r == 0) return 0;
         if (r < 0) {

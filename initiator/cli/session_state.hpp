@@ -13,6 +13,8 @@
 // exits, so the client's EOF means it is gone.
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -75,5 +77,13 @@ bool session_running(const std::string& dir, const SessionRecord& r);
 // process behind the socket; ETIMEDOUT).
 int control_request(const std::string& socket_path, const std::string& request, std::string& reply,
                     int timeout_ms);
+
+// The same without a fixed limit, for answers whose time the client cannot
+// know (a logout waits for the commands in flight, which may wait for a
+// path for the whole replacement timeout): after each `slice` without the
+// answer, `keep_waiting(time waited so far)` decides; false gives ETIMEDOUT.
+int control_request(const std::string& socket_path, const std::string& request, std::string& reply,
+                    std::chrono::milliseconds slice,
+                    const std::function<bool(std::chrono::milliseconds)>& keep_waiting);
 
 }  // namespace rbio::cli

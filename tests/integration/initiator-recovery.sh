@@ -17,7 +17,8 @@
 #    exit 10 and a message naming it, not before and not hanging;
 #  - NOP-Out pings on an idle session are answered (no reinstatement); an
 #    unanswered one reinstates; `rbio login`'s session process reinstates
-#    its session after a tgtd restart.
+#    its session after a tgtd restart, and `rbio logout` waits for it (with
+#    a progress line) while tgtd is down.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 source "$(dirname "$0")/../lib/initiator-test.sh"
 tgt_test_init 21
@@ -155,6 +156,29 @@ check "... and was reinstated once tgtd was back" wait_for 10 session_shows rein
 check "its log has the failure and the reinstatement" \
   bash -c "grep -q 'reinstating it' '$ST'/*.log && grep -q 'reinstated after' '$ST'/*.log"
 check "logout after the reinstatement" "$RBIO" logout -T "$IQN" --state-dir "$ST"
+
+echo "== rbio logout while tgtd is down: it waits as long as the session does"
+# The session answers a logout once its last commands (SYNCHRONIZE CACHE,
+# the Logout) have run, and those wait for tgtd up to the replacement
+# timeout (120 s here): logout must wait while the session process lives,
+# saying so, where it used to give up after a fixed 120 s.
+check "login" "$RBIO" login -T "$IQN" -p "$P" --state-dir "$ST" --noop-out-interval 1 --noop-out-timeout 1
+log=$(ls "$ST"/*.log)
+# logged_anew TEXT: TEXT in the session log past its first $lines lines.
+logged_anew() { tail -n "+$((lines + 1))" "$log" | grep -q -- "$1"; }
+lines=$(wc -l <"$log")
+tgtd_kill
+check "the session noticed tgtd gone" wait_for 10 logged_anew 'reinstating it'
+timeout 100 "$RBIO" logout -T "$IQN" --state-dir "$ST" >"$WORK/logout.out" 2>&1 &
+LOGOUT=$!
+check "logout says every 5 s that it is still waiting, and why" \
+  wait_for 15 logged 'still logging out after 5 s: the session process [0-9]* first finishes' "$WORK/logout.out"
+start
+lrc=0; wait "$LOGOUT" || lrc=$?
+check "logout succeeds once tgtd is back (exit $lrc)" test "$lrc" = 0
+check "... and says so" grep -q "logged out of $IQN" "$WORK/logout.out"
+check "the session logged out through the reinstated connection" logged_anew 'reinstated after'
+(( lrc == 0 )) || cat "$WORK/logout.out"
 
 out="$WORK/ping.out"
 bench_bg "$out" --rw randwrite --bs 4k --iodepth 16 --time 8 --timeout 60 --login-timeout 1 \
