@@ -27,11 +27,15 @@ done
 
 # bsoflags: the file is really opened O_DIRECT / O_SYNC (tgtd's fdinfo
 # says so) and data still reads back.
-open_flags() {  # octal flags of tgtd's fd on $1
+open_flags() {  # octal flags of tgtd's fd on $1; fails if tgtd has none
   local fd
   fd=$(ls -l "/proc/$(tgtd_pid)/fd" | awk -v f="$1" '$NF == f {print $(NF-2)}' | head -1)
+  [[ -n $fd ]] || return 1
   awk '/^flags:/ {print $2}' "/proc/$(tgtd_pid)/fdinfo/$fd"
 }
+# opened_with FILE MASK / opened_without FILE MASK (octal masks).
+opened_with() { local f; f=$(open_flags "$1") && [[ -n $f ]] && (( (8#$f & 8#$2) == 8#$2 )); }
+opened_without() { local f; f=$(open_flags "$1") && [[ -n $f ]] && (( (8#$f & 8#$2) == 0 )); }
 for flag in direct sync; do
   truncate -s 64M "$WORK/$flag.img"
   new_target $tid "$flag"
@@ -40,12 +44,9 @@ for flag in direct sync; do
     "$RW_CHECK" "$(url $flag)" --inflight 32 --rounds 1 --seed $tid
   tid=$((tid + 1))
 done
-check "bsoflags direct opens the file O_DIRECT" \
-  bash -c "(( 0$(open_flags "$WORK/direct.img") & 040000 ))"
-check "bsoflags sync opens the file O_SYNC" \
-  bash -c "(( (0$(open_flags "$WORK/sync.img") & 04010000) == 04010000 ))"
-check "without bsoflags the file is neither" \
-  bash -c "(( (0$(open_flags "$WORK/lun1.img") & 04050000) == 0 ))"
+check "bsoflags direct opens the file O_DIRECT" opened_with "$WORK/direct.img" 40000
+check "bsoflags sync opens the file O_SYNC" opened_with "$WORK/sync.img" 4010000
+check "without bsoflags the file is neither" opened_without "$WORK/lun1.img" 4050000
 
 # What an initiator sees of the LU.
 check "READ CAPACITY reports the file size" \

@@ -56,10 +56,13 @@ lun_blocks() {
   echo $((last + 1))
 }
 # objects IMAGE: how many data objects of IMAGE exist in the pool.
+# Fails (no output) when the image or the listing cannot be read, so a
+# failed rados never reads as "no objects".
 objects() {
-  local prefix
-  prefix=$(rbd_ info "$1" | sed -n 's/.*block_name_prefix: //p')
-  rados_ -p rbd ls | grep -c "^$prefix\." || :
+  local prefix list
+  prefix=$(rbd_ info "$1" | sed -n 's/.*block_name_prefix: //p') && [[ -n $prefix ]] || return 1
+  list=$(rados_ -p rbd ls) || return 1
+  grep -c "^$prefix\." <<<"$list" || :
 }
 # pattern_file FILE FIRST COUNT SEED: the blocks scsi_probe writes (each
 # 16-byte slot "%08x%07x\0" of the LBA and seed), as one file.
