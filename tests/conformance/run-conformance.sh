@@ -485,7 +485,9 @@ run_suites() {
         < /dev/null 3<&- &
       echo $! > "$pidfile"
       wait $!
-      echo $? > "$rcfile"
+      suite_rc=$?
+      rm -f "$pidfile"  # reaped: the watchdog and cleanup must not signal a recycled pid
+      echo "$suite_rc" > "$rcfile"
     ) 2>&1 | python3 "$helper" stamp "$results/$name.log" "$results/$name.timed" &
     # The pipeline's status is the stamper's (the suite's is in $rcfile): a
     # failed stamper means a log and times that cannot be trusted.

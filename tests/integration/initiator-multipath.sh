@@ -33,7 +33,10 @@ multipath_cleanup() {
   local sp; sp=$(sed -n 's/^pid=//p' "$SD"/*.state 2>/dev/null | head -1)
   timeout 20 "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
-  [[ -n $sp ]] && kill -KILL "$sp" 2>/dev/null
+  # Only if that pid is still this test's session process (logout may have
+  # ended it, and init reaps it: the pid could be anyone's by now).
+  [[ -n $sp ]] && tr '\0' ' ' <"/proc/$sp/cmdline" 2>/dev/null | grep -qF -- "--state-dir $SD" &&
+    kill -KILL "$sp" 2>/dev/null
   gateways_stop "$rc" || rc=1
   tgt_test_cleanup "$rc"
 }

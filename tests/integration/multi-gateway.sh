@@ -299,6 +299,7 @@ check "the writer has writes acknowledged through gateway 1" wait_for 30 eval '(
 kill_tgtd "$(gw_state 1)"
 check "the writer stops when gateway 1 dies" wait_for 30 eval '! kill -0 "$writer" 2>/dev/null'
 check "... with a failure (nonzero exit)" eval '! wait "$writer"'
+writer=""  # reaped: the cleanup must not signal a recycled pid
 echo "  acknowledged before the kill: $(wc -l < "$ACKED") blocks"
 check "every write gateway 1 acknowledged reads back through gateway 2" probe 2 verify-log "$ACKED"
 check "writing goes on through gateway 2" probe 2 write-log 90000 500 "$ACKED"
