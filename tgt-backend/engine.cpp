@@ -79,6 +79,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                     ": inline_io=on is for files and ignored: librbd's requests never block");
         if (opts_.debug_unsafe_fua) warn_unsafe_fua("rbd " + image->name());
         rbd_ = std::move(image);
+        was_rbd_ = true;
         log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
                                   " bytes, " + std::to_string(rbd_->object_size()) +
                                   "-byte objects; librbd cache off; " + to_string(opts_) + ") as " +
@@ -506,8 +507,11 @@ void Engine::pump(bool from_event) {
         unsigned n = 0;
         if (opts_.inline_reap || from_event) {
             n = ring_.reap([this](const io_uring_cqe& cqe) { on_cqe(cqe); });
-            if (rbd_)
+            if (rbd_) {
                 n += rbd_->poll([this](void* tag, int64_t res) { on_rbd_done(static_cast<Io*>(tag), res); });
+                if (parked_rbd_writes_) [[unlikely]]
+                    n += resume_rbd_writes();
+            }
             (from_event ? counters_.reaped_event : counters_.reaped_inline) += n;
         }
         if (done_head_) {
@@ -700,6 +704,10 @@ Engine::Io* Engine::rbd_io_for(Cmd* c) {
     io->rbd_fua = false;
     io->n = 1;
     io->cmds[0] = c;
+    // The range a write step covers, for the check of what librbd clipped
+    // (on_rbd_done); step_rw narrows it to its chunk.
+    io->offset = c->offset;
+    io->length = c->length;
     return io;
 }
 
@@ -745,9 +753,62 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
             finish(first, check(kHardwareError, kAscInternalTargetFailure));
         return;
     }
-    // librbd gives the bytes read, but 0 for a write that succeeded.
-    if (res >= 0 && io->write) res = io->step ? int64_t(io->cmds[0]->chunk) : int64_t(io->length);
+    // librbd gives the bytes read, but 0 for a write that succeeded, also
+    // for one it shortened because it ran past the image's end: that one
+    // fails, as a short write (the host knew a larger size than the image
+    // has: a shrink it has not heard of yet, or one under a block).
+    if (res >= 0 && io->write) [[likely]] {
+        const uint32_t notices = rbd_->notices_begun();
+        if (!rbd_->read_through(notices)) [[unlikely]] {
+            io->rbd_notices = notices;
+            park_rbd_write(io);
+            return;
+        }
+        res = rbd_write_result(io);
+    }
     io_done(io, res);
+}
+
+int64_t Engine::rbd_write_result(const Io* io) {
+    if (io->offset + io->length > rbd_->size_read()) [[unlikely]]
+        return clipped_rbd_write(io);
+    return io->step ? int64_t(io->cmds[0]->chunk) : int64_t(io->length);
+}
+
+// A header notice is being read: librbd may have clipped this write to a
+// new size, known once the read ends (its callback wakes the loop, and
+// pump() finishes the write in resume_rbd_writes). Still in flight.
+void Engine::park_rbd_write(Io* io) {
+    ++counters_.rbd_writes_held;
+    io->next_free = parked_rbd_writes_;
+    parked_rbd_writes_ = io;
+}
+
+// Finishes the held writes whose notices are read (later notices do not
+// hold them longer); returns how many.
+unsigned Engine::resume_rbd_writes() {
+    unsigned n = 0;
+    Io** link = &parked_rbd_writes_;
+    while (Io* io = *link) {
+        if (!rbd_->read_through(io->rbd_notices)) {
+            link = &io->next_free;
+            continue;
+        }
+        *link = io->next_free;
+        io->next_free = nullptr;
+        io_done(io, rbd_write_result(io));  // a FUA write's flush is done: rbd_fua was cleared
+        ++n;
+    }
+    return n;
+}
+
+int64_t Engine::clipped_rbd_write(const Io* io) {
+    log(RBIO_BS_LOG_ERROR, "write of " + std::to_string(io->length) + " bytes at offset " +
+                               std::to_string(io->offset) + " ends past rbd image " + rbd_->name() + "'s " +
+                               std::to_string(rbd_->size_read()) +
+                               " bytes (shrunk before hosts learnt of it): librbd wrote only the part "
+                               "that fits; the write fails");
+    return -EIO;
 }
 
 // WRITE SAME without LBDATA/PBDATA: one librbd request for the whole range
@@ -797,6 +858,8 @@ bool Engine::step_rw(Cmd* c, bool write, uint8_t* buf, uint64_t len, uint64_t of
         c->chunk = len;
         io->write = write;
         io->rbd_fua = write && dsync;
+        io->offset = off;
+        io->length = len;
         io->iov[0] = {buf, size_t(len)};
         return rbd_start(io, write ? rbd_->writev(io->iov, 1, off, io) : rbd_->readv(io->iov, 1, off, io));
     }
@@ -1256,7 +1319,9 @@ std::string Engine::stats() const {
            " reaped_inline=" + std::to_string(k.reaped_inline) +
            " reaped_event=" + std::to_string(k.reaped_event) +
            " event_wakeups=" + std::to_string(k.event_wakeups) +
-           " inline_ios=" + std::to_string(k.inline_ios) + " errors=" + std::to_string(k.errors);
+           " inline_ios=" + std::to_string(k.inline_ios) +
+           (was_rbd_ ? " rbd_writes_held=" + std::to_string(k.rbd_writes_held) : std::string()) +
+           " errors=" + std::to_string(k.errors);
 }
 
 }  // namespace rbio::bs

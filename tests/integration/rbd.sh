@@ -10,7 +10,9 @@
 # - UNMAP and WRITE SAME with UNMAP free the image's objects, and the blocks
 #   read back as zeros;
 # - rbd resize reaches a live session as CAPACITY DATA HAS CHANGED, and READ
-#   CAPACITY then gives the new size, without a restart;
+#   CAPACITY then gives the new size, without a restart; a write that runs
+#   past a shrunk image's end (which librbd shortens and reports done)
+#   fails instead of answering GOOD;
 # - a missing pool or image, an unreadable ceph.conf, a refused key, an
 #   unknown client, unreachable monitors, and pool or image settings that
 #   undo rbio's librbd settings (rbd_cache, rbd_skip_partial_discard) each
@@ -180,7 +182,35 @@ rbd_ resize --size 0 --allow-shrink thin >/dev/null 2>&1
 check "an image shrunk to 0 bytes is logged, not served as a new size" \
   wait_for 15 log_has "rbd image rbd/thin shrank to 0 bytes, under one 512-byte block"
 check "... and READ CAPACITY keeps 98304 blocks" eval '[[ $(lun_blocks 3) == 98304 ]]'
+# librbd shortens a write that runs past the image's end and reports
+# success, so a write the image no longer holds whole must fail: here the
+# image has 256 bytes and hosts still know 98304 blocks (as in the moment
+# between any shrink and tgtd's notice of it).
+write_block() {
+  timeout 60 "$PROBE" "$U/3" cdb-out "$(printf '2a00%08x00000100' "$1")" "$(printf 'cd%.0s' $(seq 1 512))"
+}
+rbd_ resize --size 256B --allow-shrink thin >/dev/null 2>&1
+check "an image shrunk to 256 bytes is logged" \
+  wait_for 15 log_has "rbd image rbd/thin shrank to 256 bytes, under one 512-byte block"
+check "a write of block 0, half past the end, fails (MEDIUM ERROR, WRITE ERROR), not GOOD" \
+  eval '[[ $(write_block 0) == "CHECK key=3 asc=0c00" ]]'
+check "... with a log line naming the cause" log_has "ends past rbd image rbd/thin's 256 bytes"
 rbd_ resize --size 48M thin >/dev/null 2>&1
+check "READ CAPACITY gives 98304 blocks again" wait_for 15 eval '[[ $(lun_blocks 3) == 98304 ]]'
+# Writes that finish while a header notice is being read wait for its
+# size (librbd may have clipped them to it): header notices (image-meta
+# changes, as fast as a client makes them) during verified writes at 32 in
+# flight; none may hang or fail, and writes were held (counted at the LU's
+# removal, below).
+timeout 120 "$RW_CHECK" "$U/3" --inflight 32 --rounds 4 --seed 31 > "$WORK/notices.out" 2>&1 &
+rw_pid=$!
+timeout 150 /usr/bin/python3 "$RBIO_SOURCE_DIR/tests/integration/rbd_header_notices.py" \
+  "$CONF" rbd thin "$rw_pid" > "$WORK/notifier.out" 2>&1 &
+notifier_pid=$!
+check "writes and reads back at 32 in flight across header notices" wait "$rw_pid"
+tail -2 "$WORK/notices.out"
+check "... while another client made them" wait "$notifier_pid"
+cat "$WORK/notifier.out"
 
 # ---------------------------------------------------------------- bad input
 # refused LUN DESCRIPTION LOG_PATTERN PATH BSOPTS: tgtadm fails, tgtd logs
@@ -229,11 +259,14 @@ check "tgtd still serves the first LU" timeout 60 "$PROBE" "$U/1" verify 4096 25
 
 tadm --op delete --mode logicalunit --tid 1 --lun 1
 tadm --op delete --mode logicalunit --tid 1 --lun 3
+grep -h "rbio: tid:1 lun:[13]: removed" "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'
 # Both LUs' removal lines, each with its error count: a missing line is
 # a failure, not a pass.
-check "no command ended in error on the RBD LUs but the three COMPARE AND WRITEs meant to" eval \
+check "no command ended in error on the RBD LUs but the ones meant to (three COMPARE AND WRITEs, the write past the end)" eval \
   'grep -q "rbio: tid:1 lun:1: removed;.* errors=0$" "$STATE/tgtd.log" &&
-   grep -q "rbio: tid:1 lun:3: removed;.* errors=3$" "$STATE/tgtd.log"'
+   grep -q "rbio: tid:1 lun:3: removed;.* errors=4$" "$STATE/tgtd.log"'
+check "writes done during header notices were held until the notice was read (rbd_writes_held > 0)" \
+  log_has "rbio: tid:1 lun:3: removed;.* rbd_writes_held=[1-9]"
 
 # ---------------------------------------------------------------- targets.conf
 # The documented way (last: tgt-admin -e removes targets its file does not

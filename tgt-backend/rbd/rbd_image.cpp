@@ -222,6 +222,7 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     rc = rbd_stat(h_->image, &info, sizeof info);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": stat", rc));
     object_size_ = info.obj_size;
+    size_read_.store(info.size, std::memory_order_relaxed);
 
     rc = rbd_set_image_notification(h_->image, event_fd_, EVENT_TYPE_EVENTFD);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": completion notification", rc));
@@ -255,12 +256,20 @@ RbdImage::~RbdImage() = default;
 // rbd_update_unwatch returns, so `self` outlives it.
 void RbdImage::on_header_change(void* arg) {
     auto* self = static_cast<RbdImage*>(arg);
+    // Counted first: writes reaped from here on wait for this read (see
+    // notices_begun), since librbd may clip them to the size it finds.
+    self->notices_begun_.fetch_add(1, std::memory_order_acq_rel);
     {
         std::lock_guard<std::mutex> one_reader(self->header_read_);
+        // Every notice begun so far is covered by the read below: librbd
+        // marked the header stale before it called back.
+        const uint32_t covered = self->notices_begun_.load(std::memory_order_acquire);
         uint64_t bytes = 0;
         int rc = rbd_get_size(self->h_->image, &bytes);
         self->header_size_.store(rc < 0 ? int64_t(rc) : int64_t(std::min<uint64_t>(bytes, INT64_MAX)),
                                  std::memory_order_relaxed);
+        if (rc >= 0) self->size_read_.store(bytes, std::memory_order_relaxed);
+        self->notices_read_.store(covered, std::memory_order_release);
         self->header_changed_.store(true, std::memory_order_release);
     }
     self->wake_loop();

@@ -55,12 +55,13 @@ struct Counters {
     uint64_t reaped_inline = 0;  // completions found right after submitting
     uint64_t reaped_event = 0;   // completions found on an eventfd wake-up
     uint64_t event_wakeups = 0;
-    uint64_t inline_ios = 0;     // reads/writes done synchronously in the loop
-    uint64_t errors = 0;         // commands that ended in CHECK CONDITION
-    uint64_t reads = 0;          // READ(6/10/12/16) commands taken
-    uint64_t read_bytes = 0;     // bytes they address
-    uint64_t writes = 0;         // WRITE and WRITE AND VERIFY commands taken
-    uint64_t written_bytes = 0;  // bytes they address
+    uint64_t inline_ios = 0;       // reads/writes done synchronously in the loop
+    uint64_t errors = 0;           // commands that ended in CHECK CONDITION
+    uint64_t rbd_writes_held = 0;  // RBD writes done during a header notice, held until it was read
+    uint64_t reads = 0;            // READ(6/10/12/16) commands taken
+    uint64_t read_bytes = 0;       // bytes they address
+    uint64_t writes = 0;           // WRITE and WRITE AND VERIFY commands taken
+    uint64_t written_bytes = 0;    // bytes they address
 };
 
 struct OpenedFile {
@@ -152,7 +153,8 @@ private:
         uint32_t n = 0;
         bool step = false;  // one step of a multi-step command (cmds[0])
         bool write = false;
-        bool rbd_fua = false;  // RBD: flush once the write is done, then complete
+        bool rbd_fua = false;      // RBD: flush once the write is done, then complete
+        uint32_t rbd_notices = 0;  // RBD: held until these header notices are read (on_rbd_done)
         uint64_t offset = 0;
         uint64_t length = 0;
         Io* next_free = nullptr;
@@ -168,6 +170,10 @@ private:
     void io_done(Io* io, int64_t res);
     void on_rbd_done(Io* io, int64_t res);
     bool rbd_start(Io* io, int rc);
+    void park_rbd_write(Io* io);
+    unsigned resume_rbd_writes();
+    int64_t rbd_write_result(const Io* io);
+    int64_t clipped_rbd_write(const Io* io);
     Io* rbd_io_for(Cmd* c);
     bool rbd_write_same(Cmd* c);
     bool rbd_compare_and_write(Cmd* c);
@@ -230,13 +236,15 @@ private:
     Cmd* pending_tail_ = nullptr;
     Cmd* done_head_ = nullptr;  // finished without I/O, delivered at flush
     Cmd* done_tail_ = nullptr;
-    Cmd* exclusive_ = nullptr;  // barrier command running
-    uint32_t inflight_ = 0;     // Ios in the kernel
+    Io* parked_rbd_writes_ = nullptr;  // RBD writes done while a header notice is read (on_rbd_done)
+    Cmd* exclusive_ = nullptr;         // barrier command running
+    uint32_t inflight_ = 0;            // Ios in the kernel
     bool in_pump_ = false;
     bool inline_io_ = false;
     bool in_submit_ = false;      // inside tgt's submit call: nothing may complete
     bool told_no_punch_ = false;  // logged that UNMAP cannot punch this file
     bool flush_requested_ = false;
+    bool was_rbd_ = false;  // opened on an RBD image (stats() runs after close())
     Counters counters_;
 };
 

@@ -122,6 +122,24 @@ public:
         return {true, header_size_.load(std::memory_order_relaxed)};
     }
 
+    // librbd shortens a write that runs past the image's end (after a
+    // shrink) to the part that fits and reports success, having re-read
+    // the header after a notice. So a finished write is judged against the
+    // size read after every notice begun before it was reaped: take
+    // notices_begun() then, and once read_through() that count, compare
+    // with size_read(). Not seen: a shrink and a regrowth both within one
+    // write, and a write that librbd clipped and tgtd reaped before the
+    // notice's callback had begun (librbd queues the callback when it marks
+    // the header stale, so that needs a callback slower than a whole OSD
+    // round trip).
+    uint32_t notices_begun() const { return notices_begun_.load(std::memory_order_acquire); }
+    bool read_through(uint32_t notices) const {
+        return int32_t(notices_read_.load(std::memory_order_acquire) - notices) >= 0;
+    }
+    // The last size read without error (a failed read leaves the one
+    // before; the next notice tries again).
+    uint64_t size_read() const { return size_read_.load(std::memory_order_relaxed); }
+
 private:
     static constexpr unsigned kPollBatch = 64;
     struct Handles;
@@ -147,6 +165,12 @@ private:
     std::atomic<int64_t> header_size_{0};
     std::atomic<bool> header_changed_{false};
     std::mutex header_read_;  // only between notification threads: newest size last
+    // Notices counted as their callback begins and as its read of the
+    // size ends (covering every notice begun before the read), and the
+    // last size read without error.
+    std::atomic<uint32_t> notices_begun_{0};
+    std::atomic<uint32_t> notices_read_{0};
+    std::atomic<uint64_t> size_read_{0};
     // librbd 16.2 never hands a COMPARE AND WRITE back through the image's
     // event socket (its C API starts it as not "native async", unlike
     // every other request), so rbd_poll_io_events never returns it. Its
