@@ -431,7 +431,14 @@ void Engine::check_capacity(int64_t size_or_error) {
         return;
     }
     const auto now = uint64_t(size_or_error);
-    if (now == size_) return;
+    if (now == size_) {
+        if (refused_size_ != UINT64_MAX) {
+            log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + " is back to " + std::to_string(now) +
+                                      " bytes, the size hosts know");
+            refused_size_ = UINT64_MAX;
+        }
+        return;
+    }
     if (now < 512) {
         // No block left: READ CAPACITY would compute the last LBA as -1
         // and hosts would see an LU of 2^32 or 2^64 blocks. As at open, an
@@ -507,12 +514,17 @@ void Engine::pump(bool from_event) {
         unsigned n = 0;
         if (opts_.inline_reap || from_event) {
             n = ring_.reap([this](const io_uring_cqe& cqe) { on_cqe(cqe); });
+            unsigned resumed = 0;
             if (rbd_) {
+                rbd_size_valid_ = false;
                 n += rbd_->poll([this](void* tag, int64_t res) { on_rbd_done(static_cast<Io*>(tag), res); });
-                if (parked_rbd_writes_) [[unlikely]]
-                    n += resume_rbd_writes();
+                if (parked_rbd_writes_) [[unlikely]] {
+                    rbd_size_valid_ = false;        // a size from after their notices' reads
+                    resumed = resume_rbd_writes();  // reaped (and counted) before
+                }
             }
             (from_event ? counters_.reaped_event : counters_.reaped_inline) += n;
+            n += resumed;
         }
         if (done_head_) {
             deliver_done();
@@ -770,7 +782,13 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
 }
 
 int64_t Engine::rbd_write_result(const Io* io) {
-    if (io->offset + io->length > rbd_->size_read()) [[unlikely]]
+    // One size per pass of reaping (pump resets it): librbd's locks, not
+    // one trip per write.
+    if (!rbd_size_valid_) {
+        rbd_size_ = rbd_->size_now();
+        rbd_size_valid_ = true;
+    }
+    if (io->offset + io->length > rbd_size_) [[unlikely]]
         return clipped_rbd_write(io);
     return io->step ? int64_t(io->cmds[0]->chunk) : int64_t(io->length);
 }
@@ -802,13 +820,16 @@ unsigned Engine::resume_rbd_writes() {
     return n;
 }
 
+// A merged write gives the bytes that fit, so rw_failed() fails only the
+// commands that reach past the end; a step fails whole.
 int64_t Engine::clipped_rbd_write(const Io* io) {
     log(RBIO_BS_LOG_ERROR, "write of " + std::to_string(io->length) + " bytes at offset " +
                                std::to_string(io->offset) + " ends past rbd image " + rbd_->name() + "'s " +
-                               std::to_string(rbd_->size_read()) +
+                               std::to_string(rbd_size_) +
                                " bytes (shrunk before hosts learnt of it): librbd wrote only the part "
                                "that fits; the write fails");
-    return -EIO;
+    if (io->step) return -EIO;
+    return rbd_size_ > io->offset ? int64_t(rbd_size_ - io->offset) : 0;
 }
 
 // WRITE SAME without LBDATA/PBDATA: one librbd request for the whole range

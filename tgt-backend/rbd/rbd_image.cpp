@@ -222,7 +222,6 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     rc = rbd_stat(h_->image, &info, sizeof info);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": stat", rc));
     object_size_ = info.obj_size;
-    size_read_.store(info.size, std::memory_order_relaxed);
 
     rc = rbd_set_image_notification(h_->image, event_fd_, EVENT_TYPE_EVENTFD);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": completion notification", rc));
@@ -231,6 +230,13 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         throw Error(rc == -ETIMEDOUT ? no_osd("watching the image header")
                                      : rados_error("rbd " + name_ + ": watching the image header", rc));
     h_->watching = true;
+    // Read after the watch is in place: a resize between rbd_stat and the
+    // watch would otherwise go unnoticed, and hosts and the clip check
+    // (size_read) would disagree with librbd until the next notice.
+    uint64_t bytes = 0;
+    rc = rbd_get_size(h_->image, &bytes);
+    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": size", rc));
+    size_read_.store(bytes, std::memory_order_relaxed);
 
     // The monitor timeout was for opening only. From here on librbd asks
     // the monitors when it takes the lock over from a dead gateway (it
@@ -281,11 +287,9 @@ void RbdImage::wake_loop() const {
     (void)n;  // an eventfd write fails only on counter overflow: already readable
 }
 
-uint64_t RbdImage::size() const {
+uint64_t RbdImage::size_now() const {
     uint64_t bytes = 0;
-    int rc = rbd_get_size(h_->image, &bytes);
-    if (rc < 0) throw Error(rados_error("rbd " + name_ + ": size", rc));
-    return bytes;
+    return rbd_get_size(h_->image, &bytes) < 0 ? size_read() : bytes;
 }
 
 void* RbdImage::completion_for(void* tag) {

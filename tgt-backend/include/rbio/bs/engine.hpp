@@ -237,8 +237,10 @@ private:
     Cmd* done_head_ = nullptr;  // finished without I/O, delivered at flush
     Cmd* done_tail_ = nullptr;
     Io* parked_rbd_writes_ = nullptr;  // RBD writes done while a header notice is read (on_rbd_done)
-    Cmd* exclusive_ = nullptr;         // barrier command running
-    uint32_t inflight_ = 0;            // Ios in the kernel
+    uint64_t rbd_size_ = 0;            // librbd's size for this pass's writes (rbd_write_result)
+    bool rbd_size_valid_ = false;
+    Cmd* exclusive_ = nullptr;  // barrier command running
+    uint32_t inflight_ = 0;     // Ios in the kernel
     bool in_pump_ = false;
     bool inline_io_ = false;
     bool in_submit_ = false;      // inside tgt's submit call: nothing may complete

@@ -46,11 +46,9 @@ public:
     RbdImage(const RbdImage&) = delete;
     RbdImage& operator=(const RbdImage&) = delete;
 
-    // Current size in bytes. Asks librbd, which first re-reads the header
-    // from the cluster if a notice said it changed: that waits on an OSD,
-    // so tgtd's loop calls it only at open and learns of later changes
-    // from take_header_change().
-    uint64_t size() const;
+    // Size in bytes at open, read once the header watch was in place, so
+    // that every later change comes as a notice (take_header_change).
+    uint64_t size() const { return size_read(); }
     // Object size: the physical block the LU reports.
     uint64_t object_size() const { return object_size_; }
     const std::string& name() const { return name_; }
@@ -122,22 +120,26 @@ public:
         return {true, header_size_.load(std::memory_order_relaxed)};
     }
 
-    // librbd shortens a write that runs past the image's end (after a
-    // shrink) to the part that fits and reports success, having re-read
-    // the header after a notice. So a finished write is judged against the
-    // size read after every notice begun before it was reaped: take
-    // notices_begun() then, and once read_through() that count, compare
-    // with size_read(). Not seen: a shrink and a regrowth both within one
-    // write, and a write that librbd clipped and tgtd reaped before the
-    // notice's callback had begun (librbd queues the callback when it marks
-    // the header stale, so that needs a callback slower than a whole OSD
-    // round trip).
+    // librbd shortens a write that runs past the image's end to the part
+    // that fits and reports success: after another client's shrink, once a
+    // header notice made it re-read the header, and, on the gateway whose
+    // librbd runs the shrink itself (it holds the exclusive lock, so `rbd
+    // resize` asks it to), as soon as the shrink starts, before its trim
+    // and before any notice. So a finished write is judged against
+    // size_now(), what librbd clips to at this moment, but only once every
+    // notice begun before the write was reaped has been read
+    // (notices_begun() then, read_through() later): with a notice still
+    // unread, size_now() would re-read the header from an OSD in tgtd's
+    // loop. Not seen: a shrink and a regrowth both within one write.
     uint32_t notices_begun() const { return notices_begun_.load(std::memory_order_acquire); }
     bool read_through(uint32_t notices) const {
         return int32_t(notices_read_.load(std::memory_order_acquire) - notices) >= 0;
     }
-    // The last size read without error (a failed read leaves the one
-    // before; the next notice tries again).
+    // librbd's current size, shrinks in progress included (rbd_get_size:
+    // two of librbd's locks; an OSD read only if a notice came since the
+    // last read). On error, the last size read after a notice.
+    uint64_t size_now() const;
+    // The last size read without error at open or after a notice.
     uint64_t size_read() const { return size_read_.load(std::memory_order_relaxed); }
 
 private:
