@@ -73,6 +73,8 @@ uint32_t rbio_bs_lu_max_compare_and_write(const rbio_bs_lu* lu, uint32_t block_s
 
 int rbio_bs_lu_thin(const rbio_bs_lu* lu) { return lu->engine.options().thin ? 1 : 0; }
 
+int rbio_bs_lu_fenced(const rbio_bs_lu* lu) { return lu->engine.fenced() ? 1 : 0; }
+
 int rbio_bs_submit(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.submit(*cmd); }
 
 void rbio_bs_flush(rbio_bs_lu* lu) { lu->engine.flush(); }

@@ -732,6 +732,7 @@ bool Engine::rbd_start(Io* io, int rc) {
         ++counters_.ios;
         return true;
     }
+    if (rc == -ESHUTDOWN) rbd_fenced();
     log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + " refused a request: " + std::strerror(-rc));
     if (!io->step) {
         for (uint32_t i = 0; i < io->n; ++i) {
@@ -756,6 +757,8 @@ void Engine::complete_later(Cmd* c) {
 // cache off, as rbio sets it, the flush finds nothing to write back and
 // costs one trip through librbd.)
 void Engine::on_rbd_done(Io* io, int64_t res) {
+    if (res == -ESHUTDOWN) [[unlikely]]
+        rbd_fenced();
     if (io->rbd_fua && res >= 0) {
         io->rbd_fua = false;
         --inflight_;  // the flush takes the write's place
@@ -779,6 +782,17 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
         res = rbd_write_result(io);
     }
     io_done(io, res);
+}
+
+// With ALUA, the glue then reports this LU's port as unavailable, so that
+// hosts stop coming back to it (see alua_glue.c).
+void Engine::rbd_fenced() {
+    if (fenced_) return;
+    fenced_ = true;
+    log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() +
+                               ": the cluster fenced this gateway (blocklisted: another gateway took the "
+                               "image's lock over); every request fails from now on. Restart tgtd (or "
+                               "delete and add the LU) to serve the image again");
 }
 
 int64_t Engine::rbd_write_result(const Io* io) {

@@ -16,7 +16,9 @@
 #  3. gateway 1 continues (SIGCONT): writes, reads and UNMAP sent to it fail
 #     at once with NOT READY, target port in unavailable state (02/04/0C),
 #     which multipath hosts answer by using another path (not MEDIUM ERROR,
-#     and never a write that hangs);
+#     and never a write that hangs), and from then on its REPORT TARGET PORT
+#     GROUPS says so for the LU (and TEST UNIT READY fails), so they do
+#     not take the path back;
 #  4. gateway 2's data is what the image holds;
 #  5. another client takes the lock and keeps it (rbd_lock_acquire):
 #     gateway 2's writes fail with 02/04/0C too, its reads work, and it
@@ -132,6 +134,15 @@ out=$(timeout 60 "$PROBE" "$(gw_url 1)" cdb-out 42000000000000001800 00160010000
 echo "  UNMAP through gateway 1: $out"
 check "so does UNMAP" test "$out" == "$unavailable"
 check "its log says why" gw_log_has 1 "Cannot send after transport endpoint shutdown"
+check "... and that it was fenced, and what to do" gw_log_has 1 "the cluster fenced this gateway"
+# Hosts must not take the path back: dm-multipath's ALUA handler re-reads
+# the states on 04/0C, and its path checker sends TEST UNIT READY.
+check "gateway 1 reports its port unavailable for this LU (REPORT TARGET PORT GROUPS)" \
+  eval '[[ $(timeout 60 "$PROBE" "$(gw_url 1)" rtpg) == "$(printf "group 1 unavailable ports 1\ngroup 2 active/optimized ports 2")" ]]'
+check "... and TEST UNIT READY through it fails the same way" \
+  eval '[[ $(timeout 60 "$PROBE" "$(gw_url 1)" cdb 000000000000) == "$unavailable" ]]'
+check "gateway 2 still reports both groups as its file says" \
+  eval '[[ $(timeout 60 "$PROBE" "$(gw_url 2)" rtpg) == "$(printf "group 1 active/optimized ports 1\ngroup 2 active/optimized ports 2")" ]]'
 
 # --- 4. the image keeps gateway 2's data ------------------------------------------------
 check "the blocks read back as gateway 2 wrote them" "$PROBE" "$(gw_url 2)" verify 0 64 2

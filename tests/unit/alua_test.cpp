@@ -584,12 +584,24 @@ TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {
     const uint8_t read10[10] = {0x28};
     uint8_t key = 0;
     uint16_t asc = 0;
-    EXPECT_EQ(rbio_alua_check(a, read10, sizeof read10, 0, &key, &asc), 1);
+    EXPECT_EQ(rbio_alua_check(a, read10, sizeof read10, 0, 0, &key, &asc), 1);
     EXPECT_EQ(key, 0x02);
     EXPECT_EQ(asc, 0x040b);
     auto cdb = rtpg_cdb(0, 64);
     uint8_t buf[64];
-    EXPECT_EQ(rbio_alua_rtpg(a, cdb.data(), 12, buf, sizeof buf), 28);
+    EXPECT_EQ(rbio_alua_rtpg(a, cdb.data(), 12, 0, buf, sizeof buf), 28);
+    EXPECT_EQ(buf[4] & 0x0f, 0x00);   // group 1: active/optimized
+    EXPECT_EQ(buf[16] & 0x0f, 0x02);  // group 2 (this gateway): standby
+    // An LU whose RBD client was fenced: this gateway's port is unavailable
+    // for it, whatever the file says; the other groups are as they were.
+    EXPECT_EQ(rbio_alua_check(a, read10, sizeof read10, 0, 1, &key, &asc), 1);
+    EXPECT_EQ(key, 0x02);
+    EXPECT_EQ(asc, 0x040c);
+    const uint8_t inquiry[6] = {0x12, 0, 0, 0, 96, 0};
+    EXPECT_EQ(rbio_alua_check(a, inquiry, sizeof inquiry, 0, 1, &key, &asc), 0);
+    EXPECT_EQ(rbio_alua_rtpg(a, cdb.data(), 12, 1, buf, sizeof buf), 28);
+    EXPECT_EQ(buf[4] & 0x0f, 0x00);
+    EXPECT_EQ(buf[16] & 0x0f, 0x03);
     char desc[512];
     rbio_alua_describe(a, desc, sizeof desc);
     EXPECT_NE(std::string(desc).find("port group 2: standby (groups 1 active/optimized, 2 standby"),

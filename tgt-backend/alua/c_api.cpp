@@ -67,9 +67,10 @@ enum rbio_alua_poll rbio_alua_poll(rbio_alua* a, unsigned wait_ms, char* msg, si
     return RBIO_ALUA_BAD;
 }
 
-int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int atomic_caw, uint8_t* key,
-                    uint16_t* asc) {
-    auto r = rbio::bs::alua::check_access(a->gateway.own_state(), {cdb, cdb_len}, atomic_caw != 0);
+int rbio_alua_check(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int atomic_caw, int unavailable,
+                    uint8_t* key, uint16_t* asc) {
+    const auto state = unavailable ? rbio::bs::alua::State::unavailable : a->gateway.own_state();
+    auto r = rbio::bs::alua::check_access(state, {cdb, cdb_len}, atomic_caw != 0);
     if (!r) return 0;
     *key = r->key;
     *asc = r->asc;
@@ -82,10 +83,24 @@ int rbio_alua_is_rtpg(const uint8_t* cdb, uint32_t cdb_len) {
     return rbio::bs::alua::is_report_target_port_groups({cdb, cdb_len}) ? 1 : 0;
 }
 
-long rbio_alua_rtpg(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, uint8_t* buf, size_t len) {
-    auto n = rbio::bs::alua::report_target_port_groups(a->gateway.groups(), {cdb, cdb_len},
-                                                       a->gateway.changed_implicitly(), {buf, len});
-    return n ? long(*n) : -1;
+long rbio_alua_rtpg(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int unavailable, uint8_t* buf,
+                    size_t len) {
+    try {
+        rbio::bs::alua::GroupTable own_view;
+        const rbio::bs::alua::GroupTable* groups = &a->gateway.groups();
+        if (unavailable) {
+            // A rare answer (a fenced LU): a copy is fine here.
+            own_view = *groups;
+            for (auto& g : own_view)
+                if (g.id == a->gateway.port_group()) g.state = rbio::bs::alua::State::unavailable;
+            groups = &own_view;
+        }
+        auto n = rbio::bs::alua::report_target_port_groups(*groups, {cdb, cdb_len},
+                                                           a->gateway.changed_implicitly(), {buf, len});
+        return n ? long(*n) : -1;
+    } catch (const std::exception&) {
+        return -1;
+    }
 }
 
 size_t rbio_alua_port_designators(const rbio_alua* a, uint8_t* buf, size_t len) {

@@ -119,7 +119,7 @@ static int refuse(struct scsi_cmd *cmd, uint8_t key, uint16_t asc)
 	return SAM_STAT_CHECK_CONDITION;
 }
 
-static int report_target_port_groups(struct scsi_cmd *cmd)
+static int report_target_port_groups(struct scsi_cmd *cmd, int fenced)
 {
 	uint32_t alloc = rbio_get_be32(&cmd->scb[6]);
 	uint32_t room = scsi_get_in_length(cmd);
@@ -127,8 +127,8 @@ static int report_target_port_groups(struct scsi_cmd *cmd)
 
 	if (alloc > room)
 		alloc = room;
-	n = rbio_alua_rtpg(gateway, cmd->scb, (uint32_t)cmd->scb_len, scsi_get_in_buffer(cmd),
-			   alloc);
+	n = rbio_alua_rtpg(gateway, cmd->scb, (uint32_t)cmd->scb_len, fenced,
+			   scsi_get_in_buffer(cmd), alloc);
 	if (n < 0)
 		return refuse(cmd, ILLEGAL_REQUEST, ASC_INVALID_FIELD_IN_CDB);
 	scsi_set_in_resid_by_actual(cmd, (uint32_t)n < alloc ? (uint32_t)n : alloc);
@@ -180,13 +180,18 @@ static int alua_cmd_perform(int host_no, struct scsi_cmd *cmd)
 	struct rbio_alua_lu *al = rbio_lu_alua(cmd->dev);
 	uint8_t op = cmd->scb[0], key;
 	uint16_t asc;
+	/* A fenced RBD client fails every request with 04/0C already; saying
+	 * so in REPORT TARGET PORT GROUPS too keeps hosts' multipath (and its
+	 * TEST UNIT READY path checker) from taking this path back. */
+	int fenced = rbio_lu_fenced(cmd->dev);
 
-	if (rbio_alua_check(gateway, cmd->scb, (uint32_t)cmd->scb_len, al->atomic_caw, &key, &asc))
+	if (rbio_alua_check(gateway, cmd->scb, (uint32_t)cmd->scb_len, al->atomic_caw, fenced, &key,
+			    &asc))
 		return refuse(cmd, key, asc);
 	if (op == INQUIRY)
 		return inquiry(host_no, cmd, al);
 	if (rbio_alua_is_rtpg(cmd->scb, (uint32_t)cmd->scb_len))
-		return report_target_port_groups(cmd);
+		return report_target_port_groups(cmd, fenced);
 	if (!al->orig[op])
 		return refuse(cmd, ILLEGAL_REQUEST, ASC_INVALID_OP_CODE);
 	return al->orig[op](host_no, cmd);

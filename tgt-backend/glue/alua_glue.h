@@ -30,5 +30,8 @@ void rbio_alua_glue_metrics(struct rbio_metrics *m);
 
 /* Implemented by bs_rbio_glue.c: the ALUA state in an rbio LU's private area. */
 struct rbio_alua_lu *rbio_lu_alua(struct scsi_lu *lu);
+/* Implemented by bs_rbio_glue.c: the cluster fenced the LU's RBD client, so
+ * this gateway cannot serve the LU: its port reports unavailable for it. */
+int rbio_lu_fenced(struct scsi_lu *lu);
 
 #endif

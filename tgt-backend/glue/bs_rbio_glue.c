@@ -60,6 +60,13 @@ struct rbio_alua_lu *rbio_lu_alua(struct scsi_lu *lu)
 	return &rbio_priv(lu)->alua;
 }
 
+int rbio_lu_fenced(struct scsi_lu *lu)
+{
+	struct rbio_lu_priv *priv = rbio_priv(lu);
+
+	return priv->engine && priv->opened && rbio_bs_lu_fenced(priv->engine);
+}
+
 static void rbio_complete(void *ctx, void *handle, const struct rbio_bs_result *res)
 {
 	struct scsi_cmd *cmd = handle;

@@ -42,9 +42,11 @@ enum rbio_alua_poll rbio_alua_poll(struct rbio_alua *a, unsigned wait_ms, char *
 
 /* 0: the command runs on this gateway. 1: fail it with CHECK CONDITION and
  * the sense key / ASC-ASCQ (ASC << 8 | ASCQ) given. atomic_caw: the LU's
- * backing store makes COMPARE AND WRITE atomic across gateways (RBD). */
+ * backing store makes COMPARE AND WRITE atomic across gateways (RBD).
+ * unavailable: this LU cannot be served here whatever the groups file
+ * says (its RBD client was fenced): checked as in the unavailable state. */
 int rbio_alua_check(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len, int atomic_caw,
-                    uint8_t *key, uint16_t *asc);
+                    int unavailable, uint8_t *key, uint16_t *asc);
 
 /* 1: an LU with ALUA refuses this opcode in every state and on every
  * store (reservations, ORWRITE), so it is not offered at all. */
@@ -53,9 +55,11 @@ int rbio_alua_refused_everywhere(uint8_t op);
 /* The CDB is MAINTENANCE IN / REPORT TARGET PORT GROUPS. */
 int rbio_alua_is_rtpg(const uint8_t *cdb, uint32_t cdb_len);
 /* Its parameter data into buf (at most len bytes). Returns the full length
- * (more than len: truncated), or -1 for a format not supported. */
-long rbio_alua_rtpg(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len, uint8_t *buf,
-                    size_t len);
+ * (more than len: truncated), or -1 for a format not supported.
+ * unavailable: as for rbio_alua_check, this gateway's own group is
+ * reported unavailable for this LU. */
+long rbio_alua_rtpg(const struct rbio_alua *a, const uint8_t *cdb, uint32_t cdb_len, int unavailable,
+                    uint8_t *buf, size_t len);
 
 /* VPD 0x83 designators of this gateway's target port (relative target
  * port, target port group). Returns bytes written (RBIO_ALUA_PORT_DESIGNATORS),

@@ -99,6 +99,9 @@ int rbio_bs_lu_rbd(const struct rbio_bs_lu *lu);
 uint32_t rbio_bs_lu_max_compare_and_write(const struct rbio_bs_lu *lu, uint32_t block_shift);
 /* Whether the options asked to advertise thin provisioning. */
 int rbio_bs_lu_thin(const struct rbio_bs_lu *lu);
+/* Whether the cluster has fenced this gateway's RBD client (blocklisted):
+ * every request fails until the LU is opened again. */
+int rbio_bs_lu_fenced(const struct rbio_bs_lu *lu);
 
 /* Queues a command; always completes it later through hooks->complete.
  * Returns 0, or -1 if the engine could not take it (tgt then fails it). */

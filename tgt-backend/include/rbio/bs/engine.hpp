@@ -98,6 +98,10 @@ public:
     void drain() noexcept;
     // Whether the open backing store is an RBD image.
     bool rbd() const { return rbd_ != nullptr; }
+    // The cluster fenced this gateway's client (librbd said ESHUTDOWN:
+    // blocklisted, after another gateway broke its lock). For good: only
+    // a new client (tgtd restarted, the LU re-added) serves the image.
+    bool fenced() const { return fenced_; }
     // Most blocks of 2^block_shift bytes one COMPARE AND WRITE may carry
     // (0: none). Files: RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS. RBD: what
     // librbd makes atomic in the OSD, one 512-byte sector: one block of
@@ -173,6 +177,7 @@ private:
     void park_rbd_write(Io* io);
     unsigned resume_rbd_writes();
     int64_t rbd_write_result(const Io* io);
+    [[gnu::cold]] void rbd_fenced();
     int64_t clipped_rbd_write(const Io* io);
     Io* rbd_io_for(Cmd* c);
     bool rbd_write_same(Cmd* c);
@@ -246,7 +251,8 @@ private:
     bool in_submit_ = false;      // inside tgt's submit call: nothing may complete
     bool told_no_punch_ = false;  // logged that UNMAP cannot punch this file
     bool flush_requested_ = false;
-    bool was_rbd_ = false;  // opened on an RBD image (stats() runs after close())
+    bool was_rbd_ = false;
+    bool fenced_ = false;  // opened on an RBD image (stats() runs after close())
     Counters counters_;
 };
 
