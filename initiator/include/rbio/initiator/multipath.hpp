@@ -27,7 +27,11 @@
 // command; a path's session is destroyed before its commands are re-sent,
 // so a dead path never writes into a buffer again. Writes re-sent after a
 // path failure may have been applied by the dead gateway already: SCSI
-// writes are idempotent, and callers do not overlap writes in flight.
+// writes are idempotent, and callers do not overlap writes in flight. Not
+// handled: a gateway cut off from us but alive may still apply such a
+// write later, over a newer one to the same blocks through another path
+// (docs/several-gateways.md, "Consistency"); it takes fencing the old path
+// before the resend.
 //
 // TCP only for now (iSER paths are refused). One thread drives it; `done`
 // callbacks run inside run_once/run_nowait and must not throw.
