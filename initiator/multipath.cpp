@@ -28,6 +28,12 @@ constexpr size_t kMaxPaths = 16;
 constexpr uint8_t kSenseNotReady = 0x02;
 constexpr std::chrono::milliseconds kRtpgTimeout{10000};
 constexpr std::chrono::milliseconds kWaitingRefresh{100};
+// How long a path that refused a command as unavailable (04/0C) serves no
+// I/O, whatever its REPORT TARGET PORT GROUPS says: a gateway whose RBD
+// image another client keeps locked refuses writes that way while still
+// reporting active, and re-sending at once would use up a command's
+// resends in a moment instead of waiting for the lock.
+constexpr std::chrono::milliseconds kUnavailableHoldDown{1000};
 constexpr unsigned kRtpgRetries = 5;
 
 // A portal that answers for another LU than the first portal: a
@@ -183,8 +189,10 @@ struct MultipathSession::Path {
     std::unique_ptr<Login> login;
     Clock::time_point next_login{};
     bool login_error_logged = false;
-    PathStats stats;  // stats.session: the ended sessions' counters
-    bool usable() const { return session && state_known; }
+    PathStats stats;    // stats.session: the ended sessions' counters
+    bool held = false;  // refused as unavailable: no I/O until held_until (see pass)
+    Clock::time_point held_until{};
+    bool usable() const { return session && state_known && !held; }
 };
 
 MultipathSession::MultipathSession(const MultipathOptions& options) : options_(options) {
@@ -354,7 +362,12 @@ void MultipathSession::on_done(uint32_t slot, uint32_t gen, const ScsiOutcome& o
             ++totals_.commands_moved;
             e.moved = true;
             if (!failover_since_) failover_since_ = Clock::now();
-            set_state(p, refused_state(o), "NOT READY");
+            const AluaState refused = refused_state(o);
+            set_state(p, refused, "NOT READY");
+            if (refused == AluaState::Unavailable) {
+                x.held = true;
+                x.held_until = Clock::now() + kUnavailableHoldDown;
+            }
             request_refresh(std::chrono::milliseconds(0));
         } else {
             ++x.stats.unit_attentions;
@@ -592,6 +605,7 @@ std::string MultipathSession::path_summary() const {
         if (!x.session) s += "down: " + x.stats.last_error;
         else if (!x.state_known) s += "state being read";
         else s += to_string(x.state);
+        if (x.session && x.held) s += " (held: it refused I/O as unavailable)";
     }
     return s;
 }
@@ -620,6 +634,14 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
         for (size_t p = 0; p < paths_.size(); ++p) send_rtpg(p);
         refresh_due_ = now + (waiting_.empty() ? options_.state_poll_interval : kWaitingRefresh);
     }
+    bool released = false;
+    for (Path& x : paths_) {
+        if (x.held && now >= x.held_until) {
+            x.held = false;
+            released = true;
+        }
+    }
+    if (released) drain_waiting();
     // What is queued leaves first.
     for (size_t p = 0; p < paths_.size(); ++p)
         if (paths_[p].dirty) drive(p);
@@ -638,6 +660,7 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
                 continue;
             }
             any_up = true;
+            if (x.held && !waiting_.empty()) until = std::min(until, x.held_until);
             x.wake_by = x.session->poll_fds(pollfds_);
             x.fd_count = pollfds_.size() - x.fd_begin;
             until = std::min(until, x.wake_by);

@@ -21,8 +21,10 @@
 #     not take the path back;
 #  4. gateway 2's data is what the image holds;
 #  5. another client takes the lock and keeps it (rbd_lock_acquire):
-#     gateway 2's writes fail with 02/04/0C too, its reads work, and it
-#     writes again once the lock is released;
+#     gateway 2's writes fail with 02/04/0C too, its reads work, rbio's
+#     multipath initiator on both gateways waits (it holds a path back a
+#     second after such a refusal) rather than fail, and gateway 2 writes
+#     again once the lock is released;
 #  6. gateway 1 shuts down cleanly, and no lock is left once both stopped.
 # A cluster that cannot start fails the test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -34,16 +36,20 @@ CEPH_DIR="$WORK/ceph"
 CONF="$CEPH_DIR/ceph.conf"
 CEPH_PORT=$((16910 + TEST_PORT_SHIFT))
 WATCH_TIMEOUT=10
-[[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
+RBIO="$RBIO_BUILD_DIR/initiator/rbio"
+for t in "$PROBE" "$RBIO"; do
+  [[ -x $t ]] || { echo "no $t: build first" >&2; exit 2; }
+done
 gateways_init 1M
 
-stopped="" holder="" mon="" mon_waker=""
+stopped="" holder="" mon="" mon_waker="" bench=""
 fencing_cleanup() {
   local rc=$?
   [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
   [[ -z $mon_waker ]] || { kill "$mon_waker" 2>/dev/null; wait "$mon_waker"; }
   [[ -z $mon ]] || kill -CONT "$mon" 2>/dev/null
   [[ -z $holder ]] || { kill -TERM "$holder" 2>/dev/null && wait "$holder"; }
+  [[ -z $bench ]] || { kill "$bench" 2>/dev/null; wait "$bench"; }
   gateways_stop "$rc" || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
   tgt_test_cleanup "$rc"
@@ -163,9 +169,25 @@ check "writes through gateway 2 fail as a path that cannot write: NOT READY, tar
   sense_all "$unavailable" "$out"
 check "its log says why" gw_log_has 2 "Read-only file system"
 check "reads through gateway 2 still work (they need no lock)" "$PROBE" "$(gw_url 2)" verify 0 64 2
+# rbio's multipath initiator on both gateways meanwhile: gateway 1 reports
+# itself unavailable (fenced), gateway 2 refuses writes as unavailable but
+# reports active/optimized. The initiator holds a path back for a second
+# after such a refusal, so writes wait for the lock instead of using up
+# their resends at once and failing.
+timeout 120 "$RBIO" --log-level info bench -T "$GW_TARGET" -p "$(gw_portal 1)" -p "$(gw_portal 2)" \
+  --lun 1 --rw randwrite --bs 4k --iodepth 4 --size 1M --time 1 --verify > "$WORK/bench.out" 2>&1 &
+bench=$!
+check "rbio bench's writes wait, gateway 2 held after its refusals" \
+  wait_for 30 grep -qs "(held: it refused I/O as unavailable)" "$WORK/bench.out"
+check "... and bench is still running then" kill -0 "$bench"
 kill -TERM "$holder"
 check "the other client releases the lock and exits" wait "$holder"
 holder=""
+brc=0; wait "$bench" || brc=$?
+bench=""
+check "bench completes once the lock is free, every write verified (exit $brc)" \
+  eval '(( brc == 0 )) && grep -q "blocks read back and matched" "$WORK/bench.out"'
+(( brc == 0 )) || tail -15 "$WORK/bench.out"
 check "gateway 2 writes again once it is released" "$PROBE" "$(gw_url 2)" write 0 64 3
 check "... and reads that back" "$PROBE" "$(gw_url 2)" verify 0 64 3
 check "the fenced gateway 1 shuts down cleanly" "$SANDBOX" stop "$(gw_state 1)"
