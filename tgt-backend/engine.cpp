@@ -104,6 +104,11 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         if (::ioctl(fd, BLKGETSIZE64, &f.size) < 0) throw sys_error("BLKGETSIZE64 " + path, errno);
         int pbs = 0;
         if (::ioctl(fd, BLKPBSZGET, &pbs) == 0 && pbs > 0) f.blksize = uint32_t(pbs);
+        // The kernel zeroes or discards whole logical sectors of a device
+        // only (fallocate: EINVAL otherwise), and an LU of 512-byte blocks
+        // on a 4Kn disk asks for less (see next_unmap_range).
+        int lbs = 0;
+        if (::ioctl(fd, BLKSSZGET, &lbs) == 0 && lbs > 512) punch_align_ = uint32_t(lbs);
     } else if (S_ISDIR(st.st_mode)) {
         throw Error(path + " is a directory; the backing store must be a regular file or a block device");
     } else {
@@ -953,6 +958,14 @@ Engine::Step Engine::next_unmap_range(Cmd* c) {
         ++c->pos;
         uint64_t off = be64(d) * c->block_size;
         uint64_t len = uint64_t(be32(d + 8)) * c->block_size;
+        if (punch_align_ > 1) {
+            // Only the device sectors the range covers whole: the others keep
+            // their data, as SBC lets an unmap operation do.
+            const uint64_t first = (off + punch_align_ - 1) / punch_align_ * punch_align_;
+            const uint64_t end = (off + len) / punch_align_ * punch_align_;
+            off = first;
+            len = end > first ? end - first : 0;
+        }
         if (len) return step_punch(c, off, len) ? Step::started : Step::failed;
     }
     return Step::done;
@@ -999,6 +1012,9 @@ void Engine::start(Cmd* c) {
             }
             break;
         case Kind::WriteSame:
+            // WRITE SAME with UNMAP must leave zeros in every block: a range
+            // the device cannot zero whole (see punch_align_) is written.
+            if (c->stage == 1 && (c->offset % punch_align_ || c->length % punch_align_)) c->stage = 0;
             if (c->stage == 1) {
                 ok = step_punch(c, c->offset, c->length);
                 break;
