@@ -60,6 +60,10 @@ void Engine::log(int level, const std::string& msg) const {
 
 OpenedFile Engine::open(const std::string& path, int oflags) {
     OpenedFile f;
+    // A new open (tgt's path update) may be another store: a new RBD
+    // client, another device.
+    fenced_ = false;
+    punch_align_ = 1;
     if (is_rbd_path(path)) {
         // librbd signals finished requests on the ring's eventfd too: tgtd
         // watches one fd per LU whatever the store.

@@ -251,9 +251,9 @@ private:
     bool in_submit_ = false;      // inside tgt's submit call: nothing may complete
     bool told_no_punch_ = false;  // logged that UNMAP cannot punch this file
     bool flush_requested_ = false;
-    bool was_rbd_ = false;
+    bool was_rbd_ = false;      // opened on an RBD image (stats() runs after close())
+    bool fenced_ = false;       // see fenced()
     uint32_t punch_align_ = 1;  // a block device's logical sector, where over 512 bytes
-    bool fenced_ = false;       // opened on an RBD image (stats() runs after close())
     Counters counters_;
 };
 
