@@ -28,12 +28,12 @@ constexpr size_t kMaxPaths = 16;
 constexpr uint8_t kSenseNotReady = 0x02;
 constexpr std::chrono::milliseconds kRtpgTimeout{10000};
 constexpr std::chrono::milliseconds kWaitingRefresh{100};
-// How long a path that refused a command as unavailable (04/0C) serves no
-// I/O, whatever its REPORT TARGET PORT GROUPS says: a gateway whose RBD
-// image another client keeps locked refuses writes that way while still
-// reporting active, and re-sending at once would use up a command's
-// resends in a moment instead of waiting for the lock.
-constexpr std::chrono::milliseconds kUnavailableHoldDown{1000};
+// How long a command refused as unavailable (04/0C) waits before it is
+// sent again, whatever REPORT TARGET PORT GROUPS then says: a gateway whose
+// RBD image another client keeps locked refuses writes that way while
+// still reporting active (and serving reads), and re-sending at once would
+// use up the command's resends in a moment instead of waiting for the lock.
+constexpr std::chrono::milliseconds kUnavailableResendDelay{1000};
 constexpr unsigned kRtpgRetries = 5;
 
 // A portal that answers for another LU than the first portal: a
@@ -157,7 +157,8 @@ struct MultipathSession::Entry {
     uint32_t path = kNoPath;
     uint16_t resends = 0;
     bool live = false;
-    bool moved = false;  // re-sent off a failed or refusing path
+    bool moved = false;              // re-sent off a failed or refusing path
+    Clock::time_point not_before{};  // in delayed_: re-sent from then on
 };
 
 // A background login of a failed path: the thread fills the fields, then
@@ -189,10 +190,9 @@ struct MultipathSession::Path {
     std::unique_ptr<Login> login;
     Clock::time_point next_login{};
     bool login_error_logged = false;
-    PathStats stats;    // stats.session: the ended sessions' counters
-    bool held = false;  // refused as unavailable: no I/O until held_until (see pass)
-    Clock::time_point held_until{};
-    bool usable() const { return session && state_known && !held; }
+    bool refusals_logged = false;  // the first 04/0C refusal, said once
+    PathStats stats;               // stats.session: the ended sessions' counters
+    bool usable() const { return session && state_known; }
 };
 
 MultipathSession::MultipathSession(const MultipathOptions& options) : options_(options) {
@@ -364,11 +364,18 @@ void MultipathSession::on_done(uint32_t slot, uint32_t gen, const ScsiOutcome& o
             if (!failover_since_) failover_since_ = Clock::now();
             const AluaState refused = refused_state(o);
             set_state(p, refused, "NOT READY");
-            if (refused == AluaState::Unavailable) {
-                x.held = true;
-                x.held_until = Clock::now() + kUnavailableHoldDown;
-            }
             request_refresh(std::chrono::milliseconds(0));
+            if (refused == AluaState::Unavailable) {
+                if (!x.refusals_logged)
+                    RBIO_LOG(Warning, "multipath: path "
+                                          << x.stats.portal
+                                          << " refused a command as unavailable; such commands "
+                                             "are re-sent a second apart (logged once per path)");
+                x.refusals_logged = true;
+                e.not_before = Clock::now() + kUnavailableResendDelay;
+                delayed_.push_back(slot);
+                return;
+            }
         } else {
             ++x.stats.unit_attentions;
             if (v == PathVerdict::StateChanged) {
@@ -605,7 +612,6 @@ std::string MultipathSession::path_summary() const {
         if (!x.session) s += "down: " + x.stats.last_error;
         else if (!x.state_known) s += "state being read";
         else s += to_string(x.state);
-        if (x.session && x.held) s += " (held: it refused I/O as unavailable)";
     }
     return s;
 }
@@ -634,14 +640,12 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
         for (size_t p = 0; p < paths_.size(); ++p) send_rtpg(p);
         refresh_due_ = now + (waiting_.empty() ? options_.state_poll_interval : kWaitingRefresh);
     }
-    bool released = false;
-    for (Path& x : paths_) {
-        if (x.held && now >= x.held_until) {
-            x.held = false;
-            released = true;
-        }
+    // Delayed commands (one delay for all, so in time order) go out again.
+    while (!delayed_.empty() && now >= entries_[delayed_.front()].not_before) {
+        const uint32_t slot = delayed_.front();
+        delayed_.pop_front();
+        if (entries_[slot].live) dispatch(slot);
     }
-    if (released) drain_waiting();
     // What is queued leaves first.
     for (size_t p = 0; p < paths_.size(); ++p)
         if (paths_[p].dirty) drive(p);
@@ -660,13 +664,13 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
                 continue;
             }
             any_up = true;
-            if (x.held && !waiting_.empty()) until = std::min(until, x.held_until);
             x.wake_by = x.session->poll_fds(pollfds_);
             x.fd_count = pollfds_.size() - x.fd_begin;
             until = std::min(until, x.wake_by);
             busy = busy || x.dirty;
         }
         if (any_up && !closing_) until = std::min(until, refresh_due_);
+        if (!delayed_.empty()) until = std::min(until, entries_[delayed_.front()].not_before);
         if (no_path_since_ && !waiting_.empty())
             until = std::min(until, *no_path_since_ + options_.no_path_timeout);
         const size_t login_index = pollfds_.size();

@@ -22,9 +22,9 @@
 #  4. gateway 2's data is what the image holds;
 #  5. another client takes the lock and keeps it (rbd_lock_acquire):
 #     gateway 2's writes fail with 02/04/0C too, its reads work, rbio's
-#     multipath initiator on both gateways waits (it holds a path back a
-#     second after such a refusal) rather than fail, and gateway 2 writes
-#     again once the lock is released;
+#     multipath initiator on both gateways waits (it re-sends a command
+#     refused that way a second later) rather than fail, and gateway 2
+#     writes again once the lock is released;
 #  6. gateway 1 shuts down cleanly, and no lock is left once both stopped.
 # A cluster that cannot start fails the test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -130,6 +130,8 @@ t0=$SECONDS
 # (scsi_probe exits 1 when a command fails: its output is what is checked.)
 out=$(timeout 60 "$PROBE" "$(gw_url 1)" writes 0 8) || :
 echo "$out" | sed 's/^/  write through gateway 1: /'
+# The first write meets librbd's ESHUTDOWN in the store; from then on the
+# LU is fenced there and the ALUA check refuses the rest before the store.
 check "writes through the fenced gateway 1 fail at once: NOT READY, target port unavailable" \
   eval 'sense_all "$unavailable" "$out" && (( SECONDS - t0 < 10 ))'
 out=$(timeout 60 "$PROBE" "$(gw_url 1)" reads 0 8) || :
@@ -171,14 +173,15 @@ check "its log says why" gw_log_has 2 "Read-only file system"
 check "reads through gateway 2 still work (they need no lock)" "$PROBE" "$(gw_url 2)" verify 0 64 2
 # rbio's multipath initiator on both gateways meanwhile: gateway 1 reports
 # itself unavailable (fenced), gateway 2 refuses writes as unavailable but
-# reports active/optimized. The initiator holds a path back for a second
-# after such a refusal, so writes wait for the lock instead of using up
+# reports active/optimized. The initiator re-sends a command refused that
+# way a second later, so writes wait for the lock instead of using up
 # their resends at once and failing.
 timeout 120 "$RBIO" --log-level info bench -T "$GW_TARGET" -p "$(gw_portal 1)" -p "$(gw_portal 2)" \
   --lun 1 --rw randwrite --bs 4k --iodepth 4 --size 1M --time 1 --verify > "$WORK/bench.out" 2>&1 &
 bench=$!
-check "rbio bench's writes wait, gateway 2 held after its refusals" \
-  wait_for 30 grep -qs "(held: it refused I/O as unavailable)" "$WORK/bench.out"
+check "rbio bench's writes wait, re-sent a second apart after gateway 2's refusals" \
+  wait_for 30 grep -qs "refused a command as unavailable; such commands are re-sent a second apart" \
+  "$WORK/bench.out"
 check "... and bench is still running then" kill -0 "$bench"
 kill -TERM "$holder"
 check "the other client releases the lock and exits" wait "$holder"

@@ -205,6 +205,7 @@ private:
     std::vector<Entry> entries_;
     std::vector<uint32_t> free_;
     std::deque<uint32_t> waiting_;  // commands with no path serving I/O yet
+    std::deque<uint32_t> delayed_;  // commands refused as unavailable, re-sent at not_before
     size_t outstanding_ = 0;
     uint32_t cursor_ = 0;
 
