@@ -561,6 +561,18 @@ TEST(AluaSharedBacking, LocalFilesAreSharedThroughThePageCacheDevicesNeedDirect)
     EXPECT_NE(closed->find("cannot stat"), std::string::npos) << *closed;
 }
 
+TEST(AluaSharedBacking, AFileSystemNotKnownAsLocalNeedsDirect) {
+    // procfs stands for any file system not on the list of local ones (a
+    // cluster file system with its own cache): buffered, it is refused.
+    int fd = ::open("/proc/self/stat", O_RDONLY);
+    ASSERT_GE(fd, 0);
+    auto problem = shared_backing_problem(fd, 0);
+    ASSERT_TRUE(problem);
+    EXPECT_NE(problem->find("does not know as local (statfs type 0x9fa0)"), std::string::npos) << *problem;
+    EXPECT_FALSE(shared_backing_problem(fd, O_DIRECT));
+    ::close(fd);
+}
+
 TEST(AluaCApi, OffWithoutPortGroupAndRefusesBadSettings) {
     Env env;
     TempDir d;
