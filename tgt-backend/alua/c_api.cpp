@@ -85,22 +85,10 @@ int rbio_alua_is_rtpg(const uint8_t* cdb, uint32_t cdb_len) {
 
 long rbio_alua_rtpg(const rbio_alua* a, const uint8_t* cdb, uint32_t cdb_len, int unavailable, uint8_t* buf,
                     size_t len) {
-    try {
-        rbio::bs::alua::GroupTable own_view;
-        const rbio::bs::alua::GroupTable* groups = &a->gateway.groups();
-        if (unavailable) {
-            // A rare answer (a fenced LU): a copy is fine here.
-            own_view = *groups;
-            for (auto& g : own_view)
-                if (g.id == a->gateway.port_group()) g.state = rbio::bs::alua::State::unavailable;
-            groups = &own_view;
-        }
-        auto n = rbio::bs::alua::report_target_port_groups(*groups, {cdb, cdb_len},
-                                                           a->gateway.changed_implicitly(), {buf, len});
-        return n ? long(*n) : -1;
-    } catch (const std::exception&) {
-        return -1;
-    }
+    auto n = rbio::bs::alua::report_target_port_groups(
+        a->gateway.groups(), {cdb, cdb_len}, a->gateway.changed_implicitly(), {buf, len},
+        unavailable ? std::optional<uint16_t>(a->gateway.port_group()) : std::nullopt);
+    return n ? long(*n) : -1;
 }
 
 size_t rbio_alua_port_designators(const rbio_alua* a, uint8_t* buf, size_t len) {

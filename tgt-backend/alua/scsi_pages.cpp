@@ -28,7 +28,8 @@ uint8_t lo(uint32_t v) { return uint8_t(v); }
 }  // namespace
 
 std::optional<size_t> report_target_port_groups(const GroupTable& groups, std::span<const uint8_t> cdb,
-                                                bool changed_implicitly, std::span<uint8_t> out) {
+                                                bool changed_implicitly, std::span<uint8_t> out,
+                                                std::optional<uint16_t> unavailable_group) {
     if (!is_report_target_port_groups(cdb)) return std::nullopt;
     const uint8_t format = cdb[1] >> 5;
     if (format > 1) return std::nullopt;  // 000b: length only, 001b: extended header
@@ -40,8 +41,9 @@ std::optional<size_t> report_target_port_groups(const GroupTable& groups, std::s
     if (format == 1) put(out, 4, {0x10, implicit_transition_seconds, 0, 0});
     size_t pos = header;
     for (const Group& g : groups) {
+        const State state = g.id == unavailable_group ? State::unavailable : g.state;
         put(out, pos,
-            {uint8_t(g.state), supported_states, hi(g.id), lo(g.id), 0,
+            {uint8_t(state), supported_states, hi(g.id), lo(g.id), 0,
              changed_implicitly ? status_implicit : uint8_t(0), 0, 1,
              // the group's one target port: its relative target port id is the group id
              0, 0, hi(g.id), lo(g.id)});

@@ -83,8 +83,11 @@ bool is_report_target_port_groups(std::span<const uint8_t> cdb);
 // truncated, as the allocation length allows). changed_implicitly sets
 // each group's status code to 02h (altered by implicit ALUA behaviour).
 // nullopt: a format this target does not support (INVALID FIELD IN CDB).
+// unavailable_group: a group reported unavailable whatever `groups` says
+// (this gateway's own, for an LU it cannot serve).
 std::optional<size_t> report_target_port_groups(const GroupTable& groups, std::span<const uint8_t> cdb,
-                                                bool changed_implicitly, std::span<uint8_t> out);
+                                                bool changed_implicitly, std::span<uint8_t> out,
+                                                std::optional<uint16_t> unavailable_group = std::nullopt);
 
 // Seconds a host should allow for a transition (extended RTPG header).
 inline constexpr uint8_t implicit_transition_seconds = 10;
