@@ -68,7 +68,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         // librbd signals finished requests on the ring's eventfd too: tgtd
         // watches one fd per LU whatever the store.
         auto image = std::make_unique<RbdImage>(parse_rbd_path(path), opts_.rbd, ring_.event_fd());
-        f.size = image->size();
+        f.size = image->size_read();
         if (f.size < 512)
             throw Error("rbd " + image->name() + " is too small (" + std::to_string(f.size) +
                         " bytes); grow it with rbd resize");

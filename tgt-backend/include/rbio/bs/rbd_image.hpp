@@ -46,9 +46,6 @@ public:
     RbdImage(const RbdImage&) = delete;
     RbdImage& operator=(const RbdImage&) = delete;
 
-    // Size in bytes at open, read once the header watch was in place, so
-    // that every later change comes as a notice (take_header_change).
-    uint64_t size() const { return size_read(); }
     // Object size: the physical block the LU reports.
     uint64_t object_size() const { return object_size_; }
     const std::string& name() const { return name_; }
@@ -139,7 +136,9 @@ public:
     // two of librbd's locks; an OSD read only if a notice came since the
     // last read). On error, the last size read after a notice.
     uint64_t size_now() const;
-    // The last size read without error at open or after a notice.
+    // The last size read without error: at open (once the header watch was
+    // in place, so that every later change comes as a notice) or after a
+    // notice.
     uint64_t size_read() const { return size_read_.load(std::memory_order_relaxed); }
 
 private:
