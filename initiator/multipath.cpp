@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <set>
 #include <system_error>
 
@@ -101,6 +102,21 @@ std::string group_name(const std::optional<uint16_t>& g) {
     return g ? "port group " + std::to_string(*g) : "no port group";
 }
 
+// Path `index`'s ISID, kept for every login of that path so that a login
+// ends the path's old session at the target (session reinstatement, RFC
+// 7143 §6.3.5) and no path's login ends another's. Random type (T=01b) with
+// the path in the qualifier; from the caller's ISID when one is set.
+std::array<uint8_t, 6> path_isid(const std::optional<std::array<uint8_t, 6>>& base, size_t index,
+                                 uint32_t random) {
+    std::array<uint8_t, 6> isid =
+        base.value_or(std::array<uint8_t, 6>{uint8_t(0x40 | ((random >> 24) & 0x3f)), uint8_t(random >> 16),
+                                             uint8_t(random >> 8), uint8_t(random), 0, 0});
+    const uint16_t q = uint16_t(((isid[4] << 8) | isid[5]) + index);
+    isid[4] = uint8_t(q >> 8);
+    isid[5] = uint8_t(q);
+    return isid;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- pure parts
@@ -139,6 +155,39 @@ int choose_path(std::span<const PathChoice> paths, uint32_t& cursor) {
     return -1;  // not reached
 }
 
+bool may_change_lu(uint8_t opcode) {
+    switch (opcode) {
+        case 0x00:  // TEST UNIT READY
+        case 0x03:  // REQUEST SENSE
+        case 0x08:  // READ(6)
+        case 0x12:  // INQUIRY
+        case 0x1a:  // MODE SENSE(6)
+        case 0x1c:  // RECEIVE DIAGNOSTIC RESULTS
+        case 0x25:  // READ CAPACITY(10)
+        case 0x28:  // READ(10)
+        case 0x2f:  // VERIFY(10)
+        case 0x34:  // PRE-FETCH(10)
+        case 0x35:  // SYNCHRONIZE CACHE(10)
+        case 0x37:  // READ DEFECT DATA(10)
+        case 0x3c:  // READ BUFFER
+        case 0x4d:  // LOG SENSE
+        case 0x5a:  // MODE SENSE(10)
+        case 0x5e:  // PERSISTENT RESERVE IN
+        case 0x84:  // RECEIVE COPY RESULTS
+        case 0x88:  // READ(16)
+        case 0x8f:  // VERIFY(16)
+        case 0x90:  // PRE-FETCH(16)
+        case 0x91:  // SYNCHRONIZE CACHE(16)
+        case 0x9e:  // SERVICE ACTION IN(16): READ CAPACITY(16), GET LBA STATUS
+        case 0xa0:  // REPORT LUNS
+        case 0xa3:  // MAINTENANCE IN: REPORT TARGET PORT GROUPS, ...
+        case 0xa8:  // READ(12)
+        case 0xaf:  // VERIFY(12)
+            return false;
+        default: return true;
+    }
+}
+
 std::string short_state(const PathStats& p) {
     if (!p.up) return "down";
     if (!p.state_known) return "unknown";
@@ -158,6 +207,8 @@ struct MultipathSession::Entry {
     uint16_t resends = 0;
     bool live = false;
     bool moved = false;              // re-sent off a failed or refusing path
+    bool held = false;               // in its failed path's `held`, waiting for the fence
+    uint64_t seq = 0;                // submission order
     Clock::time_point not_before{};  // in delayed_: re-sent from then on
 };
 
@@ -169,6 +220,8 @@ struct MultipathSession::Login {
     std::unique_ptr<Session> session;
     Identity identity;
     std::string error;
+    bool fenced = false;   // a LOGICAL UNIT RESET of every held command's LU answered Complete
+    bool refused = false;  // the path's portal refused the connection
     ~Login() {
         if (thread.joinable()) thread.join();
     }
@@ -190,8 +243,13 @@ struct MultipathSession::Path {
     std::unique_ptr<Login> login;
     Clock::time_point next_login{};
     bool login_error_logged = false;
-    bool refusals_logged = false;  // the first 04/0C refusal, said once
-    PathStats stats;               // stats.session: the ended sessions' counters
+    bool refusals_logged = false;   // the first 04/0C refusal, said once
+    std::array<uint8_t, 6> isid{};  // every login's (Fence::LuReset)
+    // Commands that may change the LU, from its failures, waiting until
+    // the gateway is fenced (Fence::LuReset); since held_since.
+    std::vector<uint32_t> held;
+    Clock::time_point held_since{};
+    PathStats stats;  // stats.session: the ended sessions' counters
     bool usable() const { return session && state_known; }
 };
 
@@ -232,6 +290,9 @@ std::unique_ptr<MultipathSession> MultipathSession::open(const std::vector<Porta
     std::unique_ptr<MultipathSession> mp(new MultipathSession(options));
     mp->wake_fd_ = options.session.wake_fd;
     mp->paths_.resize(portals.size());
+    const uint32_t random = std::random_device{}();
+    for (size_t i = 0; i < portals.size(); ++i)
+        mp->paths_[i].isid = path_isid(options.session.isid, i, random);
     std::optional<InitiatorError> first_error;
     std::string errors;
     std::string first_portal;
@@ -241,7 +302,7 @@ std::unique_ptr<MultipathSession> MultipathSession::open(const std::vector<Porta
         x.portal = portals[i];
         x.stats.portal = portals[i].to_string();
         try {
-            auto s = Session::login(x.portal, mp->options_.session);
+            auto s = Session::login(x.portal, mp->login_options(x));
             Identity id = identify(*s, options.lun, x.portal,
                                    first_portal.empty() ? nullptr : &mp->lu_identity_, first_portal);
             if (first_portal.empty()) {
@@ -298,6 +359,8 @@ void MultipathSession::submit(ScsiCommand command) {
     e.live = true;
     e.resends = 0;
     e.moved = false;
+    e.held = false;
+    e.seq = next_seq_++;
     ++outstanding_;
     dispatch(slot);
 }
@@ -522,25 +585,77 @@ void MultipathSession::path_failed(size_t p, const std::string& why) {
     x.next_login = now + options_.relogin_interval;
     x.login_error_logged = false;
     dying.reset();  // its outstanding commands never complete now
+    const bool fence = options_.session.fence == Fence::LuReset;
     std::vector<uint32_t> moved;
-    for (uint32_t s = 0; s < entries_.size(); ++s)
-        if (entries_[s].live && entries_[s].path == p) moved.push_back(s);
+    size_t held = 0;
+    for (uint32_t s = 0; s < entries_.size(); ++s) {
+        Entry& e = entries_[s];
+        if (!e.live || e.path != p) continue;
+        e.path = kNoPath;
+        e.moved = true;
+        if (fence && may_change_lu(e.cmd.cdb[0])) {
+            if (x.held.empty()) x.held_since = now;
+            e.held = true;
+            x.held.push_back(s);
+            ++held;
+        } else {
+            moved.push_back(s);
+        }
+    }
     x.in_flight = 0;
     x.stats.moved_away += moved.size();
+    x.stats.held += held;
     totals_.commands_moved += moved.size();
     totals_.resends += moved.size();
-    if (!moved.empty()) {
+    if (!moved.empty() || held) {
         ++totals_.failovers;
         if (!failover_since_) failover_since_ = now;
     }
-    RBIO_LOG(Warning, "multipath: path " << x.stats.portal << " failed: " << why << "; " << moved.size()
-                                         << " commands re-sent on other paths; logging in again every "
-                                         << options_.relogin_interval.count() << " ms");
-    for (uint32_t s : moved) {
-        entries_[s].path = kNoPath;
-        entries_[s].moved = true;
-        dispatch(s);
+    if (held)
+        RBIO_LOG(Warning, "multipath: path "
+                              << x.stats.portal << " failed: " << why << "; " << moved.size()
+                              << " commands re-sent on other paths, " << x.held.size()
+                              << " that may change the LU held until that gateway has ended its copies "
+                                 "(a LOGICAL UNIT RESET there answered, or its portal refusing connections), "
+                                 "at most "
+                              << options_.no_path_timeout.count() << " ms; logging in again every "
+                              << options_.relogin_interval.count() << " ms");
+    else
+        RBIO_LOG(Warning, "multipath: path " << x.stats.portal << " failed: " << why << "; " << moved.size()
+                                             << " commands re-sent on other paths; logging in again every "
+                                             << options_.relogin_interval.count() << " ms");
+    for (uint32_t s : moved) dispatch(s);
+}
+
+void MultipathSession::release_held(size_t p, const std::string& how) {
+    Path& x = paths_[p];
+    std::vector<uint32_t> held = std::move(x.held);
+    x.held.clear();
+    // In the order they were submitted, as they were first sent.
+    std::sort(held.begin(), held.end(),
+              [this](uint32_t a, uint32_t b) { return entries_[a].seq < entries_[b].seq; });
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - x.held_since).count();
+    ++x.stats.fences;
+    totals_.last_fence_ms = ms;
+    totals_.max_fence_ms = std::max(totals_.max_fence_ms, ms);
+    x.stats.moved_away += held.size();
+    totals_.commands_moved += held.size();
+    totals_.resends += held.size();
+    RBIO_LOG(Warning, "multipath: path " << x.stats.portal << " fenced " << ms << " ms after its failure ("
+                                         << how << "); re-sending the " << held.size()
+                                         << " commands held for it");
+    for (uint32_t s : held) {
+        entries_[s].held = false;
+        if (entries_[s].live) dispatch(s);
     }
+}
+
+SessionOptions MultipathSession::login_options(const Path& x) const {
+    SessionOptions o = options_.session;
+    // The same ISID every time: the login ends the old session at the
+    // target (its unread commands are dropped) before the fence's reset.
+    if (o.fence == Fence::LuReset) o.isid = x.isid;
+    return o;
 }
 
 void MultipathSession::start_logins(Clock::time_point now) {
@@ -549,11 +664,38 @@ void MultipathSession::start_logins(Clock::time_point now) {
         auto l = std::make_unique<Login>();
         Login* raw = l.get();
         ++x.stats.login_attempts;
-        l->thread = std::thread([raw, portal = x.portal, opts = options_.session, lun = options_.lun,
-                                 expect = lu_identity_, first = identity_portal_, fd = login_fd_.get()] {
+        // The LUs of the commands held for this path: each is reset once
+        // the login is through (a reset on the new session also waits for
+        // the old session's commands: tgtd matches it by LU, on every
+        // session).
+        std::vector<uint64_t> fence_luns;
+        for (uint32_t s : x.held)
+            if (std::find(fence_luns.begin(), fence_luns.end(), entries_[s].cmd.lun) == fence_luns.end())
+                fence_luns.push_back(entries_[s].cmd.lun);
+        // No longer than the fence may take: the session ends then, and
+        // its destruction waits for this thread.
+        SessionOptions opts = login_options(x);
+        if (!fence_luns.empty())
+            opts.lu_reset_timeout = std::clamp(
+                std::chrono::ceil<std::chrono::milliseconds>(x.held_since + options_.no_path_timeout - now),
+                std::chrono::milliseconds(1), opts.lu_reset_timeout);
+        l->thread = std::thread([raw, portal = x.portal, opts = std::move(opts), lun = options_.lun,
+                                 expect = lu_identity_, first = identity_portal_, fd = login_fd_.get(),
+                                 fence_luns = std::move(fence_luns)] {
             try {
                 raw->session = Session::login(portal, opts);
                 raw->identity = identify(*raw->session, lun, portal, &expect, first);
+                for (uint64_t lu : fence_luns) {
+                    TmfResponse r = raw->session->lun_reset(lu, opts.lu_reset_timeout);
+                    if (r != TmfResponse::Complete)
+                        fail(ErrorKind::Protocol, "LOGICAL UNIT RESET of LUN " + std::to_string(lu) +
+                                                      " to fence the path answered: " + to_string(r));
+                }
+                raw->fenced = !fence_luns.empty();
+            } catch (const ConnectionRefused& e) {
+                raw->session.reset();
+                raw->error = e.what();
+                raw->refused = e.portal() == portal.to_string();
             } catch (const std::exception& e) {
                 raw->session.reset();
                 raw->error = e.what();
@@ -582,6 +724,9 @@ void MultipathSession::adopt_logins() {
                                                      << options_.relogin_interval.count()
                                                      << " ms, logged once)");
             x.login_error_logged = true;
+            // Nothing listens on its portal: the tgtd that had its
+            // commands has exited, and they with it.
+            if (l->refused && !x.held.empty()) release_held(p, "its portal refuses connections");
             continue;
         }
         x.session = std::move(l->session);
@@ -594,6 +739,7 @@ void MultipathSession::adopt_logins() {
         x.stats.commands_since_login = 0;
         RBIO_LOG(Info, "multipath: path " << x.stats.portal << " logged in again (" << group_name(x.group)
                                           << ", " << to_string(x.state) << ")");
+        if (l->fenced && !x.held.empty()) release_held(p, "LOGICAL UNIT RESET answered function complete");
     }
     drain_waiting();
 }
@@ -603,6 +749,20 @@ void MultipathSession::check_no_path(Clock::time_point now) {
     failed_ = "no path served I/O to LUN " + std::to_string(options_.lun) + " for " +
               std::to_string(options_.no_path_timeout.count()) + " ms (" + path_summary() + ")";
     fail(ErrorKind::ConnectionLost, failed_);
+}
+
+void MultipathSession::check_fences(Clock::time_point now) {
+    for (const Path& x : paths_) {
+        if (x.held.empty() || now - x.held_since < options_.no_path_timeout) continue;
+        failed_ = "path " + x.stats.portal + " failed and was not fenced within " +
+                  std::to_string(options_.no_path_timeout.count()) +
+                  " ms (no LOGICAL UNIT RESET answered there, and its portal did not refuse connections; "
+                  "last: " +
+                  x.stats.last_error + "): its " + std::to_string(x.held.size()) +
+                  " commands that may change the LU were not re-sent, as that gateway may still apply "
+                  "them, and they may or may not have been applied";
+        fail(ErrorKind::ConnectionLost, failed_);
+    }
 }
 
 std::string MultipathSession::path_summary() const {
@@ -650,6 +810,7 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
     for (size_t p = 0; p < paths_.size(); ++p)
         if (paths_[p].dirty) drive(p);
     check_no_path(now);
+    check_fences(now);
 
     if (!nowait) {
         pollfds_.clear();
@@ -673,6 +834,8 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
         if (!delayed_.empty()) until = std::min(until, entries_[delayed_.front()].not_before);
         if (no_path_since_ && !waiting_.empty())
             until = std::min(until, *no_path_since_ + options_.no_path_timeout);
+        for (const Path& x : paths_)
+            if (!x.held.empty()) until = std::min(until, x.held_since + options_.no_path_timeout);
         const size_t login_index = pollfds_.size();
         pollfds_.push_back({login_fd_.get(), POLLIN, 0});
         if (wake_fd_ >= 0) pollfds_.push_back({wake_fd_, POLLIN, 0});
@@ -767,7 +930,8 @@ std::vector<std::string> MultipathSession::describe_paths() const {
         std::snprintf(
             b, sizeof b,
             "%s %s %s: commands=%llu completed=%llu since_login=%llu moved_away=%llu refused=%llu "
-            "unit_attentions=%llu state_changes=%llu failures=%llu logins=%llu login_attempts=%llu rtpg=%llu",
+            "unit_attentions=%llu state_changes=%llu failures=%llu logins=%llu login_attempts=%llu rtpg=%llu "
+            "held=%llu fences=%llu",
             s.portal.c_str(), group_name(s.group).c_str(),
             !s.up           ? "down"
             : s.state_known ? to_string(s.state).c_str()
@@ -776,7 +940,8 @@ std::vector<std::string> MultipathSession::describe_paths() const {
             (unsigned long long)s.commands_since_login, (unsigned long long)s.moved_away,
             (unsigned long long)s.refused, (unsigned long long)s.unit_attentions,
             (unsigned long long)s.state_changes, (unsigned long long)s.failures, (unsigned long long)s.logins,
-            (unsigned long long)s.login_attempts, (unsigned long long)s.rtpg);
+            (unsigned long long)s.login_attempts, (unsigned long long)s.rtpg, (unsigned long long)s.held,
+            (unsigned long long)s.fences);
         out.push_back(std::string(b) +
                       (s.up || s.last_error.empty() ? "" : " last_error=\"" + s.last_error + "\""));
     }

@@ -74,7 +74,9 @@ UniqueFd connect_tcp(const Portal& portal, std::chrono::milliseconds timeout) {
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(raw, freeaddrinfo);
     auto deadline = std::chrono::steady_clock::now() + timeout;
     std::string last = "no address";
+    unsigned tried = 0, refused = 0;  // all refused: nothing listens there
     for (addrinfo* ai = list.get(); ai; ai = ai->ai_next) {
+        ++tried;
         UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
         if (fd.get() < 0) {
             last = std::strerror(errno);
@@ -84,6 +86,7 @@ UniqueFd connect_tcp(const Portal& portal, std::chrono::milliseconds timeout) {
         ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) return fd;
         if (errno != EINPROGRESS) {
+            refused += errno == ECONNREFUSED;
             last = std::strerror(errno);
             continue;
         }
@@ -102,9 +105,12 @@ UniqueFd connect_tcp(const Portal& portal, std::chrono::milliseconds timeout) {
         socklen_t len = sizeof err;
         if (n < 0 || ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         if (err == 0) return fd;
+        refused += err == ECONNREFUSED;
         last = std::strerror(err);
     }
-    fail(ErrorKind::Unreachable, "portal " + portal.to_string() + ": cannot connect: " + last);
+    const std::string why = "portal " + portal.to_string() + ": cannot connect: " + last;
+    if (tried > 0 && refused == tried) throw ConnectionRefused(portal.to_string(), why);
+    fail(ErrorKind::Unreachable, why);
 }
 
 }  // namespace rbio::initiator

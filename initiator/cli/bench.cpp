@@ -414,9 +414,10 @@ int bench_main(int argc, char** argv) {
         initiator::MultipathStats m = mp->multipath_stats();
         std::printf(
             "  multipath: paths=%zu failovers=%llu commands_moved=%llu resends=%llu last_failover_ms=%.1f "
-            "max_failover_ms=%.1f longest_io_gap_ms=%.1f\n",
+            "max_failover_ms=%.1f longest_io_gap_ms=%.1f last_fence_ms=%.1f max_fence_ms=%.1f\n",
             m.paths.size(), (unsigned long long)m.failovers, (unsigned long long)m.commands_moved,
-            (unsigned long long)m.resends, m.last_failover_ms, m.max_failover_ms, runner.longest_gap_ms());
+            (unsigned long long)m.resends, m.last_failover_ms, m.max_failover_ms, runner.longest_gap_ms(),
+            m.last_fence_ms, m.max_fence_ms);
         for (const std::string& line : mp->describe_paths()) std::printf("  path %s\n", line.c_str());
     }
     if (c.verify) std::printf("  verify: %llu blocks read back and matched\n", (unsigned long long)checked);

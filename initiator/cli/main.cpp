@@ -93,6 +93,14 @@ options of every command that logs in:
   --noop-out-interval S (5), --noop-out-timeout S (5)
                                  NOP-Out ping after S seconds without a PDU from the target;
                                  no answer in time is handled as a lost connection. 0: no pings
+  --fence lu-reset|none          with several -p, when a path fails, its writes (and other
+                                 commands that may change the LU) wait until that gateway has
+                                 ended its copies of them: a LOGICAL UNIT RESET answered there
+                                 after a new login, or its portal refusing connections (its
+                                 tgtd exited); at most --replacement-timeout, then exit 10.
+                                 Reads move at once. none: re-send them at once, as
+                                 dm-multipath does (a gateway cut off but alive may then apply
+                                 an old write over a newer one). Default lu-reset
   --log-level trace|debug|info|warning|error (default warning; logs go to stderr,
                                  for a login's background process to STATE_DIR/IQN.log, or
                                  to the journal when stderr is systemd's, as in

@@ -8,11 +8,23 @@
 
 namespace rbio::cli {
 
-const std::vector<std::string> kSessionKeys = {
-    "--initiator-name",   "--chap-user",         "--chap-secret",         "--header-digest",
-    "--data-digest",      "--connect-timeout",   "--login-timeout",       "--log-level",
-    "--chap-user-in",     "--chap-secret-in",    "--replacement-timeout", "--abort-timeout",
-    "--lu-reset-timeout", "--noop-out-interval", "--noop-out-timeout",    "--transport"};
+const std::vector<std::string> kSessionKeys = {"--initiator-name",
+                                               "--chap-user",
+                                               "--chap-secret",
+                                               "--header-digest",
+                                               "--data-digest",
+                                               "--connect-timeout",
+                                               "--login-timeout",
+                                               "--log-level",
+                                               "--chap-user-in",
+                                               "--chap-secret-in",
+                                               "--replacement-timeout",
+                                               "--abort-timeout",
+                                               "--lu-reset-timeout",
+                                               "--noop-out-interval",
+                                               "--noop-out-timeout",
+                                               "--transport",
+                                               "--fence"};
 
 Args::Args(int argc, char** argv, int first, const std::vector<std::string>& flags) {
     static const std::map<std::string, std::string> kShort = {{"-p", "--portal"}, {"-T", "--target"}};
@@ -163,6 +175,12 @@ initiator::SessionOptions session_options(const Args& args) {
     seconds("--noop-out-timeout", 1, o.noop_out_timeout);
     seconds("--abort-timeout", 0, o.abort_timeout);
     seconds("--lu-reset-timeout", 1, o.lu_reset_timeout);
+    if (args.has("--fence")) {
+        const std::string f = args.get("--fence");
+        if (f == "lu-reset") o.fence = initiator::Fence::LuReset;
+        else if (f == "none") o.fence = initiator::Fence::None;
+        else throw UsageError("--fence: lu-reset or none (got '" + f + "')");
+    }
     return o;
 }
 

@@ -39,6 +39,7 @@ struct rbio_fio_options {
 	char *data_digest;
 	unsigned int timeout_ms;
 	unsigned int replacement_timeout_ms;
+	char *fence;
 };
 
 static struct fio_option options[] = {
@@ -142,6 +143,18 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_ISCSI,
 	},
 	{
+		.name = "fence",
+		.lname = "rbio fence",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rbio_fio_options, fence),
+		.help = "with several portals: lu-reset (default) holds a failed path's writes "
+			"until "
+			"its gateway has ended them (LOGICAL UNIT RESET there, or a refused "
+			"connection); none re-sends them at once",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_ISCSI,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -164,6 +177,7 @@ static void settings_of(struct thread_data *td, struct rbio_fio_settings *s)
 	s->data_digest = o->data_digest;
 	s->timeout_ms = o->timeout_ms;
 	s->replacement_timeout_ms = o->replacement_timeout_ms;
+	s->fence = o->fence;
 	s->max_io_bytes = max_bs > 0xffffffffULL ? 0xffffffffU : (unsigned int)max_bs;
 }
 

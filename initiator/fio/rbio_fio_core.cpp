@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -128,6 +129,11 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
         opts.rx_buffer_bytes =
             std::max<size_t>(1u << 20, 4 * size_t(opts.offer.max_recv_data_segment_length));
         opts.replacement_timeout = std::chrono::milliseconds(s->replacement_timeout_ms);
+        if (s->fence && *s->fence) {
+            if (std::string_view(s->fence) == "lu-reset") opts.fence = Fence::LuReset;
+            else if (std::string_view(s->fence) == "none") opts.fence = Fence::None;
+            else throw std::invalid_argument("fence: lu-reset or none");
+        }
 
         auto c = std::make_unique<rbio_fio_conn>();
         c->lun = s->lun;

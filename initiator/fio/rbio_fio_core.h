@@ -25,6 +25,7 @@ struct rbio_fio_settings {
     unsigned int timeout_ms;             /* per command */
     unsigned int replacement_timeout_ms; /* session recovery; 0: none */
     unsigned int max_io_bytes;           /* largest I/O the job issues (sizes buffers) */
+    const char *fence;                   /* lu-reset (default), none; see SessionOptions::fence */
 };
 
 struct rbio_fio_conn;

@@ -213,3 +213,18 @@ TEST(InitiatorMultipath, RefusesNoWaitForAPath) {
         EXPECT_NE(std::string(e.what()).find("must not be 0"), std::string::npos) << e.what();
     }
 }
+
+// What a failed path's commands do under Fence::LuReset: those that change
+// nothing move at once, the rest wait for the fence. Unknown codes wait.
+TEST(InitiatorMultipath, MayChangeLu) {
+    for (uint8_t op : {0x00, 0x03, 0x08, 0x12, 0x1a, 0x25, 0x28, 0x2f, 0x35, 0x5a, 0x5e, 0x88, 0x8f, 0x91,
+                       0x9e, 0xa0, 0xa3, 0xa8})
+        EXPECT_FALSE(may_change_lu(op)) << std::hex << int(op);
+    // WRITE(6/10/12/16), WRITE AND VERIFY, WRITE SAME(10/16), UNMAP,
+    // COMPARE AND WRITE, EXTENDED COPY, PERSISTENT RESERVE OUT, MODE
+    // SELECT(6/10), START STOP UNIT, MAINTENANCE OUT, FORMAT UNIT, and
+    // codes nobody defined.
+    for (uint8_t op : {0x0a, 0x2a, 0xaa, 0x8a, 0x2e, 0x41, 0x93, 0x42, 0x89, 0x83, 0x5f, 0x15, 0x55, 0x1b,
+                       0xa4, 0x04, 0xff, 0xc0})
+        EXPECT_TRUE(may_change_lu(op)) << std::hex << int(op);
+}

@@ -5,6 +5,7 @@
 // reinstatement (see session.hpp) and escape only when those give up.
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace rbio::initiator {
 
@@ -31,6 +32,19 @@ public:
 
 private:
     ErrorKind kind_;
+};
+
+// Every address of `portal` refused the TCP connection (a reset, or ICMP
+// port unreachable): nothing listens there. Session::login throws it
+// before any byte is sent.
+class ConnectionRefused : public InitiatorError {
+public:
+    ConnectionRefused(std::string portal, const std::string& message)
+        : InitiatorError(ErrorKind::Unreachable, message), portal_(std::move(portal)) {}
+    const std::string& portal() const { return portal_; }
+
+private:
+    std::string portal_;
 };
 
 [[noreturn]] inline void fail(ErrorKind kind, const std::string& message) {

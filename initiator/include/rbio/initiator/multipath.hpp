@@ -27,11 +27,18 @@
 // command; a path's session is destroyed before its commands are re-sent,
 // so a dead path never writes into a buffer again. Writes re-sent after a
 // path failure may have been applied by the dead gateway already: SCSI
-// writes are idempotent, and callers do not overlap writes in flight. Not
-// handled: a gateway cut off from us but alive may still apply such a
-// write later, over a newer one to the same blocks through another path
-// (docs/several-gateways.md, "Consistency"); it takes fencing the old path
-// before the resend.
+// writes are idempotent, and callers do not overlap writes in flight. A
+// gateway cut off from us but alive may also apply such a write later,
+// over a newer one to the same blocks through another path
+// (docs/several-gateways.md, "Consistency"). So with Fence::LuReset (the
+// default, SessionOptions::fence) a failed path's commands that may change
+// the LU are held, not re-sent, until that gateway has ended its copies: the
+// path's background login (each path keeps one ISID, so the login ends the
+// old session there) then sends LOGICAL UNIT RESET, and only "function
+// complete" -- or a refused connection, which means its tgtd has exited --
+// releases them, in the order they were submitted. Held commands wait at
+// most no_path_timeout; then run_once throws and they are never reported
+// done.
 //
 // TCP only for now (iSER paths are refused). One thread drives it; `done`
 // callbacks run inside run_once/run_nowait and must not throw.
@@ -60,7 +67,8 @@ struct MultipathOptions {
     SessionOptions session;
     uint64_t lun = 0;  // the LU whose identity and states decide
     // How long commands wait while no path serves I/O (all down, or all
-    // standby/unavailable/transitioning) before run_once throws.
+    // standby/unavailable/transitioning), and held commands for their
+    // path's fence (SessionOptions::fence), before run_once throws.
     std::chrono::milliseconds no_path_timeout{120000};
     // A failed path is logged in again this often, in the background.
     std::chrono::milliseconds relogin_interval{1000};
@@ -96,6 +104,13 @@ struct PathChoice {
 // next in round robin (`cursor` advances); -1 when none serves I/O.
 int choose_path(std::span<const PathChoice> paths, uint32_t& cursor);
 
+// Whether a command may change the LU (its data, or its state: reservations,
+// mode pages), by its operation code; false only for those known to change
+// nothing (reads, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH, inquiries and
+// reports). Those a failed path had move to another path at once; the
+// others wait for the fence (Fence::LuReset).
+bool may_change_lu(uint8_t opcode);
+
 // ---- counters
 
 struct PathStats {
@@ -115,6 +130,8 @@ struct PathStats {
     uint64_t logins = 0;                // successful logins (the first and every fail back)
     uint64_t login_attempts = 0;
     uint64_t rtpg = 0;       // REPORT TARGET PORT GROUPS sent
+    uint64_t held = 0;       // commands held after its failures until it was fenced
+    uint64_t fences = 0;     // times it was fenced (LU reset answered, or connections refused)
     std::string last_error;  // why it last failed or could not log in
     SessionStats session;    // its sessions' loop and transport counters, summed
 };
@@ -128,6 +145,9 @@ struct MultipathStats {
     // completing on another path.
     double last_failover_ms = 0;
     double max_failover_ms = 0;
+    // From a failure that held commands to their release (the fence).
+    double last_fence_ms = 0;
+    double max_fence_ms = 0;
     uint64_t loop_polls = 0;  // the layer's own poll() calls
 };
 
@@ -193,6 +213,9 @@ private:
     void start_logins(std::chrono::steady_clock::time_point now);
     void adopt_logins();
     void check_no_path(std::chrono::steady_clock::time_point now);
+    void check_fences(std::chrono::steady_clock::time_point now);
+    SessionOptions login_options(const Path& x) const;
+    void release_held(size_t p, const std::string& how);
     std::string path_summary() const;
 
     MultipathOptions options_;
@@ -208,6 +231,7 @@ private:
     std::deque<uint32_t> delayed_;  // commands refused as unavailable, re-sent at not_before
     size_t outstanding_ = 0;
     uint32_t cursor_ = 0;
+    uint64_t next_seq_ = 0;  // submission order, for held commands
 
     std::vector<pollfd> pollfds_;
     UniqueFd login_fd_;  // eventfd: a background login finished

@@ -1,0 +1,213 @@
+// A write held by a gateway that is cut off but alive, and a newer write to
+// the same block through another path: which one does the LU keep?
+// (docs/several-gateways.md, "Consistency"; SessionOptions::fence.) For
+// initiator-fence.sh:
+//   multipath_fence_check none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A
+// PORTAL_A must be the active/optimized gateway and PORTAL_B an
+// active/non-optimized one of the same LU; PID_A is gateway A's tgtd.
+//
+// Block 8 gets W0 through A. Then the check stops A (SIGSTOP) and writes W1:
+// it waits in A's socket. A's path fails on unanswered NOP-Out pings
+// (1 s + 1 s), and:
+//   none      W1 is re-sent through B at once and completes; W2 is written
+//             through B; A continues (SIGCONT) and applies its copy of W1;
+//   lu-reset  W1 must be held (not completed) while A is stopped; A
+//             continues, and W1 must complete only after A's path was
+//             fenced (LOGICAL UNIT RESET); then W2;
+//   timeout   as lu-reset, but A stays stopped past the 8 s no_path_timeout:
+//             run_once must give up with W1 never reported done.
+// Then A's tgtd is let finish whatever it had (a LOGICAL UNIT RESET of its
+// own through A, answered only then) and block 8 is read.
+// Exit 0: the LU holds W2 (timeout: the session gave up with W1 not done);
+// 1: it holds W1 (the stale copy landed over the newer write), or a
+// lu-reset/timeout expectation failed; 2: usage or setup error.
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rbio/initiator/error.hpp"
+#include "rbio/initiator/multipath.hpp"
+#include "rbio/initiator/scsi.hpp"
+#include "rbio/initiator/session.hpp"
+
+using namespace rbio::initiator;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint64_t kLba = 8;
+
+// Setup went wrong: exit 2, not a verdict.
+struct SetupError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// Gateway A stopped for as long as this lives (and no longer, whatever
+// ends the check).
+class StoppedProcess {
+public:
+    explicit StoppedProcess(pid_t pid) : pid_(pid) {
+        if (::kill(pid_, SIGSTOP) != 0) throw SetupError("cannot stop pid " + std::to_string(pid_));
+    }
+    ~StoppedProcess() { resume(); }
+    StoppedProcess(const StoppedProcess&) = delete;
+    StoppedProcess& operator=(const StoppedProcess&) = delete;
+    void resume() {
+        if (pid_ > 0) ::kill(pid_, SIGCONT);
+        pid_ = 0;
+    }
+
+private:
+    pid_t pid_;
+};
+
+void run_until(IoSession& s, const std::function<bool()>& done, std::chrono::seconds limit,
+               const char* what) {
+    const Clock::time_point until = Clock::now() + limit;
+    while (!done()) {
+        if (Clock::now() >= until)
+            throw SetupError(std::string("no ") + what + " within " + std::to_string(limit.count()) + " s");
+        s.run_once(100ms);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 7) {
+        std::fprintf(stderr, "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n", argv[0]);
+        return 2;
+    }
+    const std::string mode = argv[1];
+    if (mode != "none" && mode != "lu-reset" && mode != "timeout") {
+        std::fprintf(stderr, "mode: none, lu-reset or timeout\n");
+        return 2;
+    }
+    try {
+        const Portal a = Portal::parse(argv[2]);
+        const Portal b = Portal::parse(argv[3]);
+        const uint64_t lun = std::strtoull(argv[5], nullptr, 10);
+        const auto pid = pid_t(std::strtol(argv[6], nullptr, 10));
+        if (pid <= 0) throw SetupError("bad pid " + std::string(argv[6]));
+
+        MultipathOptions mo;
+        mo.session.target_name = argv[4];
+        mo.session.fence = mode == "none" ? Fence::None : Fence::LuReset;
+        mo.session.noop_out_interval = 1s;
+        mo.session.noop_out_timeout = 1s;
+        mo.session.connect_timeout = 2s;
+        mo.session.login_timeout = 2s;
+        mo.session.lu_reset_timeout = 10s;
+        mo.lun = lun;
+        mo.no_path_timeout = mode == "timeout" ? 8s : 60s;
+        auto mp = MultipathSession::open({a, b}, mo);
+        auto path = [&mp](size_t i) { return mp->multipath_stats().paths.at(i); };
+        if (!path(0).up || path(0).state != AluaState::ActiveOptimized || !path(1).up ||
+            path(1).state != AluaState::ActiveNonOptimized)
+            throw SetupError("want A active/optimized and B active/non-optimized, up");
+
+        const Capacity cap = read_capacity16(*mp, lun);
+        auto pattern = [&cap](uint8_t v) { return std::vector<uint8_t>(cap.block_size, v); };
+        std::vector<uint8_t> w0 = pattern(0xa0), w1 = pattern(0xa1), w2 = pattern(0xa2);
+        auto write_now = [&](std::vector<uint8_t>& data, const char* name) {
+            ScsiOutcome o = mp->execute(make_write16(lun, kLba, 1, data));
+            if (!o.good()) throw SetupError(std::string(name) + ": " + describe(o));
+        };
+        write_now(w0, "W0");
+
+        std::optional<ScsiOutcome> w1_done;
+        StoppedProcess stopped(pid);
+        ScsiCommand c = make_write16(lun, kLba, 1, w1);
+        c.done = [&w1_done](const ScsiOutcome& o) { w1_done = o; };
+        mp->submit(std::move(c));
+        run_until(
+            *mp, [&] { return path(0).failures > 0; }, 30s, "failure of A's path");
+        std::printf("gateway A stopped with W1 sent to it: its path failed; W1 %s, %llu held\n",
+                    w1_done ? "completed" : "not completed", (unsigned long long)path(0).held);
+
+        if (mode == "none") {
+            run_until(
+                *mp, [&] { return w1_done.has_value(); }, 20s, "completion of W1 through B");
+            if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
+            write_now(w2, "W2");
+            std::printf("W1 re-sent and completed through B, then W2 written through B\n");
+            stopped.resume();
+        } else {
+            if (w1_done || path(0).held != 1) {
+                std::printf("FAIL: W1 was not held while gateway A was stopped\n");
+                return 1;
+            }
+            if (mode == "timeout") {
+                std::string why;
+                try {
+                    run_until(
+                        *mp, [] { return false; }, 30s, "end of the session");
+                } catch (const InitiatorError& e) {
+                    why = e.what();
+                }
+                std::printf("gateway A kept stopped: the session gave up: %s\n", why.c_str());
+                if (why.empty() || w1_done) {
+                    std::printf("FAIL: %s\n", w1_done ? "W1 was reported done" : "it did not give up");
+                    return 1;
+                }
+                std::printf("W1 was never reported done\n");
+                return 0;
+            }
+            stopped.resume();
+            run_until(
+                *mp, [&] { return w1_done.has_value(); }, 60s, "completion of W1 after A continued");
+            if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
+            std::printf("gateway A continued: fences=%llu, then W1 completed\n",
+                        (unsigned long long)path(0).fences);
+            if (path(0).fences != 1) {
+                std::printf("FAIL: W1 completed without A's path being fenced\n");
+                return 1;
+            }
+            write_now(w2, "W2");
+        }
+
+        // Whatever A's tgtd had, it has finished once it answers a reset.
+        run_until(
+            *mp, [&] { return path(0).up; }, 30s, "login of A's path again");
+        {
+            SessionOptions so;
+            so.target_name = argv[4];
+            auto s = Session::login(a, so);
+            const TmfResponse r = s->lun_reset(lun);
+            if (r != TmfResponse::Complete) throw SetupError("LOGICAL UNIT RESET through A: " + to_string(r));
+            s->logout();
+        }
+        std::vector<uint8_t> got(cap.block_size);
+        ScsiOutcome o = mp->execute(make_read16(lun, kLba, 1, got));
+        if (!o.good()) throw SetupError("read: " + describe(o));
+        mp->logout();
+        if (got == w2) {
+            std::printf("block %llu holds W2, the newest write\n", (unsigned long long)kLba);
+            return 0;
+        }
+        if (got == w1) {
+            std::printf("block %llu holds W1: gateway A's stale copy landed over W2\n",
+                        (unsigned long long)kLba);
+            return 1;
+        }
+        std::printf("block %llu holds neither W1 nor W2 (first byte 0x%02x)\n", (unsigned long long)kLba,
+                    got[0]);
+        return 2;
+    } catch (const SetupError& e) {
+        std::printf("error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::printf("error: %s\n", e.what());
+        return 2;
+    }
+}
