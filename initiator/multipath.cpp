@@ -155,39 +155,6 @@ int choose_path(std::span<const PathChoice> paths, uint32_t& cursor) {
     return -1;  // not reached
 }
 
-bool may_change_lu(uint8_t opcode) {
-    switch (opcode) {
-        case 0x00:  // TEST UNIT READY
-        case 0x03:  // REQUEST SENSE
-        case 0x08:  // READ(6)
-        case 0x12:  // INQUIRY
-        case 0x1a:  // MODE SENSE(6)
-        case 0x1c:  // RECEIVE DIAGNOSTIC RESULTS
-        case 0x25:  // READ CAPACITY(10)
-        case 0x28:  // READ(10)
-        case 0x2f:  // VERIFY(10)
-        case 0x34:  // PRE-FETCH(10)
-        case 0x35:  // SYNCHRONIZE CACHE(10)
-        case 0x37:  // READ DEFECT DATA(10)
-        case 0x3c:  // READ BUFFER
-        case 0x4d:  // LOG SENSE
-        case 0x5a:  // MODE SENSE(10)
-        case 0x5e:  // PERSISTENT RESERVE IN
-        case 0x84:  // RECEIVE COPY RESULTS
-        case 0x88:  // READ(16)
-        case 0x8f:  // VERIFY(16)
-        case 0x90:  // PRE-FETCH(16)
-        case 0x91:  // SYNCHRONIZE CACHE(16)
-        case 0x9e:  // SERVICE ACTION IN(16): READ CAPACITY(16), GET LBA STATUS
-        case 0xa0:  // REPORT LUNS
-        case 0xa3:  // MAINTENANCE IN: REPORT TARGET PORT GROUPS, ...
-        case 0xa8:  // READ(12)
-        case 0xaf:  // VERIFY(12)
-            return false;
-        default: return true;
-    }
-}
-
 std::string short_state(const PathStats& p) {
     if (!p.up) return "down";
     if (!p.state_known) return "unknown";

@@ -104,13 +104,6 @@ struct PathChoice {
 // next in round robin (`cursor` advances); -1 when none serves I/O.
 int choose_path(std::span<const PathChoice> paths, uint32_t& cursor);
 
-// Whether a command may change the LU (its data, or its state: reservations,
-// mode pages), by its operation code; false only for those known to change
-// nothing (reads, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH, inquiries and
-// reports). Those a failed path had move to another path at once; the
-// others wait for the fence (Fence::LuReset).
-bool may_change_lu(uint8_t opcode);
-
 // ---- counters
 
 struct PathStats {

@@ -25,6 +25,13 @@ struct SenseInfo {
 };
 SenseInfo decode_sense(std::span<const uint8_t> sense);
 
+// Whether a command may change the LU (its data, or its state: reservations,
+// mode pages), by its operation code; false only for those known to change
+// nothing (reads, VERIFY, SYNCHRONIZE CACHE, PRE-FETCH, inquiries and
+// reports). Those a failed multipath path had move to another path at
+// once; the others wait for the fence (SessionOptions::fence).
+bool may_change_lu(uint8_t opcode);
+
 inline constexpr uint8_t kStatusGood = 0x00;
 inline constexpr uint8_t kStatusCheckCondition = 0x02;
 inline constexpr uint8_t kSenseUnitAttention = 0x06;

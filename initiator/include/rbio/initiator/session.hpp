@@ -65,19 +65,24 @@ enum class Transport : uint8_t {
     Iser,
 };
 
-// What must happen, when a path of a multipath session fails, before the
-// commands it had that may change the LU are sent again on another path.
-// The failed gateway may still hold copies of them (queued in tgtd, or
-// waiting in its store: librbd waiting for the image's lock, a hung NFS
-// mount); one it executes after a newer write to the same blocks has
-// completed through another path would overwrite that write.
+// What must happen, when a path of a multipath session (multipath.hpp)
+// fails, before the commands it had that may change the LU (may_change_lu)
+// are sent again on another path. The failed gateway may still hold
+// copies of them (queued in tgtd, or waiting in its store: librbd waiting
+// for the image's lock, a hung NFS mount); one it executes after a newer
+// write to the same blocks has completed through another gateway would
+// overwrite that write. (A single session's reinstatement does not fence
+// yet: there the re-sent copy goes to the same store as the old one, and
+// in the cases above waits behind it, in librbd's queue for the lock or on
+// the same hung mount.)
 enum class Fence : uint8_t {
-    // Hold them until that gateway has ended its copies: a login there
-    // (the same ISID, so tgtd ends the old session) and a LOGICAL UNIT
-    // RESET answered "function complete" (tgtd answers only once the store
-    // has finished every command the LU had), or a refused connection
-    // (nothing listens on the portal: its tgtd has exited). Commands that
-    // change nothing (reads, SYNCHRONIZE CACHE, inquiries) move at once.
+    // Hold them until that gateway has ended its copies: a login there (the
+    // same ISID, so tgtd ends the old session) and a LOGICAL UNIT RESET
+    // answered "function complete" (tgtd answers only once the store has
+    // finished every command the LU had, on every session), or a refused
+    // connection (nothing listens on the portal: its tgtd has exited).
+    // Commands that change nothing (reads, SYNCHRONIZE CACHE, inquiries)
+    // move at once.
     LuReset,
     // Re-send them at once (dm-multipath's way): faster, with the risk above.
     None,
@@ -112,8 +117,8 @@ struct SessionOptions {
     // The ISID (RFC 7143 §11.12.5); a random one when not set. Tests and the
     // fuzzer (initiator/fuzz/) set it so replies can echo it.
     std::optional<std::array<uint8_t, 6>> isid;
-    // Multipath sessions only (multipath.hpp): see Fence. Held commands
-    // wait at most the multipath layer's no_path_timeout.
+    // Multipath sessions only: see Fence. Held commands wait at most the
+    // multipath layer's no_path_timeout (the CLI's --replacement-timeout).
     Fence fence = Fence::LuReset;
 
     // How long the session tries to reinstate itself after a failure before
