@@ -104,13 +104,13 @@ std::string group_name(const std::optional<uint16_t>& g) {
 
 // Path `index`'s ISID, kept for every login of that path so that a login
 // ends the path's old session at the target (session reinstatement, RFC
-// 7143 §6.3.5) and no path's login ends another's. Random type (T=01b) with
-// the path in the qualifier; from the caller's ISID when one is set.
+// 7143 §6.3.5) and no path's login ends another's. Random format (T=10b,
+// A reserved, B and C random; RFC 7143 §11.12.5) with the path in the
+// qualifier; from the caller's ISID when one is set.
 std::array<uint8_t, 6> path_isid(const std::optional<std::array<uint8_t, 6>>& base, size_t index,
                                  uint32_t random) {
-    std::array<uint8_t, 6> isid =
-        base.value_or(std::array<uint8_t, 6>{uint8_t(0x40 | ((random >> 24) & 0x3f)), uint8_t(random >> 16),
-                                             uint8_t(random >> 8), uint8_t(random), 0, 0});
+    std::array<uint8_t, 6> isid = base.value_or(
+        std::array<uint8_t, 6>{0x80, uint8_t(random >> 16), uint8_t(random >> 8), uint8_t(random), 0, 0});
     const uint16_t q = uint16_t(((isid[4] << 8) | isid[5]) + index);
     isid[4] = uint8_t(q >> 8);
     isid[5] = uint8_t(q);
@@ -179,6 +179,19 @@ struct MultipathSession::Entry {
     Clock::time_point not_before{};  // in delayed_: re-sent from then on
 };
 
+// What a background login needs, copied: it runs on a thread of its own.
+struct MultipathSession::LoginJob {
+    Portal portal;  // the path's, or for a fence where the held commands went
+    SessionOptions options;
+    uint64_t lun = 0;  // the LU whose identity must match
+    std::vector<Designator> expect;
+    std::string first_portal;
+    std::vector<uint64_t> fence_luns;  // none: no fence
+    std::optional<uint16_t> fence_group;
+    Clock::time_point fence_until{};
+    int notify_fd = -1;  // the session's eventfd
+};
+
 // A background login of a failed path: the thread fills the fields, then
 // sets `done` and writes to the session's eventfd.
 struct MultipathSession::Login {
@@ -216,6 +229,11 @@ struct MultipathSession::Path {
     // the gateway is fenced (Fence::LuReset); since held_since.
     std::vector<uint32_t> held;
     Clock::time_point held_since{};
+    // Where the held commands went: the failed session's portal (after a
+    // redirect, where it led) and port group. Only a reset there, through
+    // the same port group, or a refusal there fences them.
+    Portal fence_portal;
+    std::optional<uint16_t> fence_group;
     PathStats stats;  // stats.session: the ended sessions' counters
     bool usable() const { return session && state_known; }
 };
@@ -551,6 +569,8 @@ void MultipathSession::path_failed(size_t p, const std::string& why) {
     const Clock::time_point now = Clock::now();
     x.next_login = now + options_.relogin_interval;
     x.login_error_logged = false;
+    x.fence_portal = dying->portal();
+    x.fence_group = x.group;
     dying.reset();  // its outstanding commands never complete now
     const bool fence = options_.session.fence == Fence::LuReset;
     std::vector<uint32_t> moved;
@@ -628,52 +648,70 @@ SessionOptions MultipathSession::login_options(const Path& x) const {
 void MultipathSession::start_logins(Clock::time_point now) {
     for (Path& x : paths_) {
         if (x.session || x.login || now < x.next_login) continue;
-        auto l = std::make_unique<Login>();
-        Login* raw = l.get();
         ++x.stats.login_attempts;
+        LoginJob job;
+        job.options = login_options(x);
+        job.lun = options_.lun;
+        job.expect = lu_identity_;
+        job.first_portal = identity_portal_;
+        job.notify_fd = login_fd_.get();
         // The LUs of the commands held for this path: each is reset once
         // the login is through (a reset on the new session also waits for
         // the old session's commands: tgtd matches it by LU, on every
         // session).
-        std::vector<uint64_t> fence_luns;
         for (uint32_t s : x.held)
-            if (std::find(fence_luns.begin(), fence_luns.end(), entries_[s].cmd.lun) == fence_luns.end())
-                fence_luns.push_back(entries_[s].cmd.lun);
-        // No longer than the fence may take: the session ends then, and
-        // its destruction waits for this thread.
-        SessionOptions opts = login_options(x);
-        if (!fence_luns.empty())
-            opts.lu_reset_timeout = std::clamp(
-                std::chrono::ceil<std::chrono::milliseconds>(x.held_since + options_.no_path_timeout - now),
-                std::chrono::milliseconds(1), opts.lu_reset_timeout);
-        l->thread = std::thread([raw, portal = x.portal, opts = std::move(opts), lun = options_.lun,
-                                 expect = lu_identity_, first = identity_portal_, fd = login_fd_.get(),
-                                 fence_luns = std::move(fence_luns)] {
-            try {
-                raw->session = Session::login(portal, opts);
-                raw->identity = identify(*raw->session, lun, portal, &expect, first);
-                for (uint64_t lu : fence_luns) {
-                    TmfResponse r = raw->session->lun_reset(lu, opts.lu_reset_timeout);
-                    if (r != TmfResponse::Complete)
-                        fail(ErrorKind::Protocol, "LOGICAL UNIT RESET of LUN " + std::to_string(lu) +
-                                                      " to fence the path answered: " + to_string(r));
-                }
-                raw->fenced = !fence_luns.empty();
-            } catch (const ConnectionRefused& e) {
-                raw->session.reset();
-                raw->error = e.what();
-                raw->refused = e.portal() == portal.to_string();
-            } catch (const std::exception& e) {
-                raw->session.reset();
-                raw->error = e.what();
-            }
-            raw->done.store(true, std::memory_order_release);
-            uint64_t one = 1;
-            ssize_t n = ::write(fd, &one, sizeof one);
-            (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
-        });
+            if (std::find(job.fence_luns.begin(), job.fence_luns.end(), entries_[s].cmd.lun) ==
+                job.fence_luns.end())
+                job.fence_luns.push_back(entries_[s].cmd.lun);
+        // A fence goes where the held commands went; its resets end by the
+        // fence's deadline together (the session ends then, and its
+        // destruction waits for this thread).
+        job.portal = job.fence_luns.empty() ? x.portal : x.fence_portal;
+        job.fence_group = x.fence_group;
+        job.fence_until = x.held_since + options_.no_path_timeout;
+        auto l = std::make_unique<Login>();
+        l->thread = std::thread([raw = l.get(), job = std::move(job)] { run_login(*raw, job); });
         x.login = std::move(l);
     }
+}
+
+void MultipathSession::run_login(Login& l, const LoginJob& job) {
+    try {
+        l.session = Session::login(job.portal, job.options);
+        l.identity = identify(*l.session, job.lun, job.portal, &job.expect, job.first_portal);
+        if (!job.fence_luns.empty()) {
+            // A reset elsewhere would not end the held copies.
+            if (l.session->portal().to_string() != job.portal.to_string())
+                fail(ErrorKind::LoginRefused, "the login to fence " + job.portal.to_string() +
+                                                  " was redirected to " + l.session->portal().to_string());
+            if (l.identity.group != job.fence_group)
+                fail(ErrorKind::UnknownTarget,
+                     job.portal.to_string() + " now answers as " + group_name(l.identity.group) +
+                         ", not as " + group_name(job.fence_group) +
+                         " that had the held commands: another gateway, whose reset would not end them");
+        }
+        for (uint64_t lu : job.fence_luns) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
+            if (left <= std::chrono::milliseconds(0))
+                fail(ErrorKind::Timeout, "no time left to fence " + job.portal.to_string());
+            TmfResponse r = l.session->lun_reset(lu, std::min(left, job.options.lu_reset_timeout));
+            if (r != TmfResponse::Complete)
+                fail(ErrorKind::Protocol, "LOGICAL UNIT RESET of LUN " + std::to_string(lu) +
+                                              " to fence the path answered: " + to_string(r));
+        }
+        l.fenced = !job.fence_luns.empty();
+    } catch (const ConnectionRefused& e) {
+        l.session.reset();
+        l.error = e.what();
+        l.refused = e.portal() == job.portal.to_string();
+    } catch (const std::exception& e) {
+        l.session.reset();
+        l.error = e.what();
+    }
+    l.done.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    ssize_t n = ::write(job.notify_fd, &one, sizeof one);
+    (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
 }
 
 void MultipathSession::adopt_logins() {
@@ -723,9 +761,10 @@ void MultipathSession::check_fences(Clock::time_point now) {
         if (x.held.empty() || now - x.held_since < options_.no_path_timeout) continue;
         failed_ = "path " + x.stats.portal + " failed and was not fenced within " +
                   std::to_string(options_.no_path_timeout.count()) +
-                  " ms (no LOGICAL UNIT RESET answered there, and its portal did not refuse connections; "
-                  "last: " +
-                  x.stats.last_error + "): its " + std::to_string(x.held.size()) +
+                  " ms (no LOGICAL UNIT RESET was answered at " + x.fence_portal.to_string() + " through " +
+                  group_name(x.fence_group) +
+                  ", and that portal did not refuse every connection; last error: " + x.stats.last_error +
+                  "): its " + std::to_string(x.held.size()) +
                   " commands that may change the LU were not re-sent, as that gateway may still apply "
                   "them, and they may or may not have been applied";
         fail(ErrorKind::ConnectionLost, failed_);

@@ -546,6 +546,7 @@ std::unique_ptr<Session> Session::login_on(int fd, const Portal& portal, const S
 }
 
 const NegotiatedParams& Session::params() const { return impl_->params(); }
+const Portal& Session::portal() const { return impl_->portal(); }
 std::vector<DiscoveredTarget> Session::send_targets() { return impl_->send_targets(); }
 void Session::submit(ScsiCommand command) { impl_->submit(std::move(command)); }
 size_t Session::outstanding() const { return impl_->outstanding(); }

@@ -65,6 +65,7 @@ public:
     SessionStats stats() const;
     const NegotiatedParams& params() const { return params_; }
     bool recovering() const { return down_; }
+    const Portal& portal() const { return portal_; }
     TmfResponse lun_reset(uint64_t lun, std::chrono::milliseconds timeout);
 
 private:

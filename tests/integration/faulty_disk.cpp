@@ -4,7 +4,7 @@
 // without device-mapper's dm-error.
 //
 //   faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... [--bad-writes FIRST:COUNT]...
-//               [--block N] [--cached] [--log-syncs] [--no-punch]
+//               [--block N] [--cached] [--log-syncs] [--no-punch] [--hold-writes BLOCK]
 //
 // Ranges are in blocks of --block bytes (512); --bad-writes ranges fail
 // writes only. --log-syncs writes a line "faulty_disk: fsync" to stderr
@@ -18,9 +18,16 @@
 // back -- the error a file's next fsync reports, once.
 // --no-punch refuses to punch holes (EOPNOTSUPP), as NFSv3 or a FUSE file
 // system without fallocate do.
+// --hold-writes keeps each write that covers BLOCK waiting (a hung NFS
+// server, as its writer sees it) until a SIGUSR1 lets it go, saying
+// "faulty_disk: holding a write to block N" on stderr. (The kernel sends
+// this file's direct writes one at a time: nothing else is written while
+// one is held.)
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include <fcntl.h>
 #include <fuse.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +55,8 @@ struct Disk {
     bool no_punch = false;
     std::vector<Range> bad;
     std::atomic<uint64_t> read_errors{0}, write_errors{0};
+    std::optional<uint64_t> hold_block;
+    int release_fd = -1;  // eventfd, written by SIGUSR1's handler
 };
 Disk disk;
 
@@ -112,11 +122,33 @@ int fs_read(const char*, char* buf, size_t len, off_t off, fuse_file_info*) {
     return n < 0 ? -errno : int(n);
 }
 
+void release_held(int) {
+    uint64_t one = 1;
+    ssize_t n = ::write(disk.release_fd, &one, sizeof one);
+    (void)n;
+}
+
+// A write covering the hold block waits for a SIGUSR1 (on its FUSE
+// thread; reads go on), and takes it: the next one waits for another.
+void maybe_hold(off_t off, size_t len) {
+    if (!disk.hold_block || len == 0) return;
+    const uint64_t b = *disk.hold_block * disk.block;
+    if (b + disk.block <= uint64_t(off) || b >= uint64_t(off) + len) return;
+    std::fprintf(stderr, "faulty_disk: holding a write to block %llu\n",
+                 (unsigned long long)*disk.hold_block);
+    uint64_t count = 0;
+    while (::read(disk.release_fd, &count, sizeof count) < 0 && errno == EINTR) {
+    }
+    std::fprintf(stderr, "faulty_disk: released the write to block %llu\n",
+                 (unsigned long long)*disk.hold_block);
+}
+
 int fs_write(const char*, const char* buf, size_t len, off_t off, fuse_file_info*) {
     if (hits_bad(off, len, true)) {
         ++disk.write_errors;
         return -EIO;
     }
+    maybe_hold(off, len);
     ssize_t n = ::pwrite(disk.fd, buf, len, off);
     return n < 0 ? -errno : int(n);
 }
@@ -145,7 +177,7 @@ int fs_fallocate(const char*, int mode, off_t off, off_t len, fuse_file_info*) {
     std::fprintf(stderr,
                  "faulty_disk: %s\nusage: faulty_disk BACKING MOUNTPOINT [--bad FIRST:COUNT]... "
                  "[--bad-writes FIRST:COUNT]... "
-                 "[--block N] [--cached] [--log-syncs] [--no-punch]\n",
+                 "[--block N] [--cached] [--log-syncs] [--no-punch] [--hold-writes BLOCK]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -179,9 +211,19 @@ int main(int argc, char** argv) {
             disk.log_syncs = true;
         } else if (a == "--no-punch") {
             disk.no_punch = true;
+        } else if (a == "--hold-writes" && i + 1 < argc) {
+            disk.hold_block = number(argv[++i]);
         } else {
             usage("unknown option " + a);
         }
+    }
+    if (disk.hold_block) {
+        // Semaphore mode: each read takes one signal's release.
+        disk.release_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+        if (disk.release_fd < 0) usage(std::string("eventfd: ") + std::strerror(errno));
+        struct sigaction sa {};
+        sa.sa_handler = release_held;
+        ::sigaction(SIGUSR1, &sa, nullptr);
     }
     disk.fd = ::open(argv[1], O_RDWR | O_CLOEXEC);
     if (disk.fd < 0) usage(std::string("cannot open ") + argv[1] + ": " + std::strerror(errno));

@@ -2,52 +2,101 @@
 # A gateway cut off from the host but alive must not apply an old write
 # over a newer one (docs/several-gateways.md, "Consistency"). Two
 # tgtd+bs_rbio.so gateways of one LU (1 active/optimized, 2
-# active/non-optimized); multipath_fence_check stops gateway 1 (SIGSTOP)
-# with a write in its socket, so its path fails, and writes again once that
-# write is done:
-#  - control, --fence none: the write is re-sent through gateway 2 at once,
-#    and gateway 1, once continued, applies its copy over the newer write;
-#  - lu-reset (the default): the write is held until gateway 1 answers a
-#    LOGICAL UNIT RESET after a new login, and the newer write stays;
+# active/non-optimized); gateway 1's LU is a faulty_disk file over the LU
+# file (O_DIRECT; I/O through io_uring, so tgtd goes on while a write
+# waits), whose writes to block 16 wait until released (a hung NFS
+# server); gateway 2's LU is the LU file itself. multipath_fence_check stops
+# gateway 1 (SIGSTOP), so its path fails on pings, with a write W1 in its
+# socket (block 8) or held in its store (block 16), and writes W2 once W1
+# is done:
+#  - controls, --fence none: W1 is re-sent through gateway 2 at once, and
+#    gateway 1's copy lands over W2 once it continues (or once its store
+#    lets the write go);
+#  - lu-reset (the default): W1 is held until gateway 1 answers a LOGICAL
+#    UNIT RESET after a new login, which it does only once its store has
+#    let its copy go; the LU keeps W2;
 #  - lu-reset with gateway 1 stopped past the timeout: the session gives up
-#    and never reports the held write done.
+#    and never reports W1 done.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 source "$(dirname "$0")/../lib/initiator-test.sh"
 in_private_mount_namespace "$0" "$@"
 tgt_test_init 100
 CHECK="$RBIO_BUILD_DIR/tests/integration/multipath_fence_check"
-[[ -x $CHECK ]] || { echo "build multipath_fence_check first" >&2; exit 2; }
+FAULTY="$RBIO_BUILD_DIR/tests/integration/faulty_disk"
+[[ -x $CHECK && -x $FAULTY ]] || { echo "build multipath_fence_check and faulty_disk first" >&2; exit 2; }
+[[ -c /dev/fuse ]] || skip_test "no /dev/fuse"
+command -v fusermount3 >/dev/null || skip_test "no fusermount3 (package fuse3)"
 
 source "$(dirname "$0")/../lib/gateways.sh"
 gateways_init 16M
-gw1=""
+MNT="$WORK/faulty"
+gw1="" fuse_pid=""
 fence_cleanup() {
   local rc=$?
   set +e
-  # The check continues gateway 1 whatever ends it; this is for a check
-  # killed on the way.
+  # A check ended on the way may leave gateway 1 stopped, or a write held.
   [[ -n $gw1 ]] && kill -CONT "$gw1" 2>/dev/null
+  [[ -n $fuse_pid ]] && kill -USR1 "$fuse_pid" 2>/dev/null
   gateways_stop "$rc" || rc=1
+  # The gateways' namespaces held copies of the mount: it goes last.
+  if [[ -n $fuse_pid ]] && ! { fusermount3 -u "$MNT" && wait "$fuse_pid"; }; then
+    echo "FAIL: the faulty disk at $MNT did not unmount cleanly"
+    rc=1
+  fi
   tgt_test_cleanup "$rc"
 }
 trap fence_cleanup EXIT
 
-must_start "two gateways: 1 active/optimized, 2 active/non-optimized" \
-  eval 'set_groups "1 active/optimized" "2 active/non-optimized" &&
-        gw_start 1 && gw_export 1 && gw_start 2 && gw_export 2'
-gw1=$(gw_pid 1)
-fence_check() { "$CHECK" "$1" "$(gw_portal 1)" "$(gw_portal 2)" "$GW_TARGET" 1 "$gw1"; }
+mkdir -p "$MNT"
+"$FAULTY" "$LU_FILE" "$MNT" --hold-writes 16 2> "$WORK/faulty.log" &
+fuse_pid=$!
+must_start "the faulty disk over the LU file is mounted" wait_for 10 test -f "$MNT/disk"
+# gateway_on G FILE [TGTADM ARGS]: gw_export with the LU on FILE.
+gateway_on() {
+  local g=$1 file=$2; shift 2
+  gw_adm "$g" --op new --mode target --tid 1 -T "$GW_TARGET" &&
+    gw_adm "$g" --op bind --mode target --tid 1 -I ALL &&
+    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b "$file" --bstype rbio "$@" &&
+    gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
+}
+# states_are S1 S2: the groups file, and both gateways acting on it.
+PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
+states_are() {
+  local want g
+  want=$(printf 'group 1 %s ports 1\ngroup 2 %s ports 2' "$1" "$2")
+  for g in 1 2; do [[ $("$PROBE" "$(gw_url "$g")" rtpg 2>/dev/null) == "$want" ]] || return 1; done
+}
+ao_ano() { set_groups "1 active/optimized" "2 active/non-optimized" && wait_for 10 states_are active/optimized active/non-optimized; }
 
+must_start "two gateways: 1 on the faulty disk (O_DIRECT), 2 on the file under it" \
+  eval 'set_groups "1 active/optimized" "2 active/non-optimized" &&
+        gw_start 1 && gateway_on 1 "$MNT/disk" --bsoflags direct --bsopts inline_io=off && gw_start 2 && gateway_on 2 "$LU_FILE" &&
+        wait_for 10 states_are active/optimized active/non-optimized'
+gw1=$(gw_pid 1)
+fence_check() {
+  "$CHECK" "$1" "$(gw_portal 1)" "$(gw_portal 2)" "$GW_TARGET" 1 "$gw1" "$fuse_pid" "$WORK/faulty.log" "$GROUPS_FILE"
+}
+
+# --- W1 in gateway 1's socket ------------------------------------------------------
 check "control (--fence none): gateway 1's stale copy of a moved write lands over the newer write" \
   rc_is 1 fence_check none
 cat "$WORK/out"
 check "... as the check says" out_has "holds W1: gateway A's stale copy landed over W2"
-
 check "lu-reset: the write is held until gateway 1 is fenced, and the newer write stays" \
   rc_is 0 fence_check lu-reset
 cat "$WORK/out"
-
 check "lu-reset with gateway 1 stopped past the timeout: the session gives up, the write not done" \
   rc_is 0 fence_check timeout
+cat "$WORK/out"
+
+# --- W1 held in gateway 1's store ----------------------------------------------------
+check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
+check "control (--fence none): gateway 1's store applies its copy over the newer write" \
+  rc_is 1 fence_check store-none
+cat "$WORK/out"
+check "... as the check says" out_has "holds W1: gateway A's stale copy landed over W2"
+check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
+check "lu-reset: the write stays held until gateway 1's store let its copy go; the newer write stays" \
+  rc_is 0 fence_check store-lu-reset
 cat "$WORK/out"
 finish

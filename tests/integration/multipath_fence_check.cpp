@@ -2,13 +2,14 @@
 // the same block through another path: which one does the LU keep?
 // (docs/several-gateways.md, "Consistency"; SessionOptions::fence.) For
 // initiator-fence.sh:
-//   multipath_fence_check none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A
+//   multipath_fence_check MODE PORTAL_A PORTAL_B IQN LUN PID_A
+//                         [DISK_PID DISK_LOG GROUPS_FILE]  (store modes need them)
 // PORTAL_A must be the active/optimized gateway and PORTAL_B an
 // active/non-optimized one of the same LU; PID_A is gateway A's tgtd.
 //
-// Block 8 gets W0 through A. Then the check stops A (SIGSTOP) and writes W1:
-// it waits in A's socket. A's path fails on unanswered NOP-Out pings
-// (1 s + 1 s), and:
+// W1 in A's socket (MODE none, lu-reset, timeout): block 8 gets W0
+// through A. Then the check stops A (SIGSTOP) and writes W1: it waits in
+// A's socket. A's path fails on unanswered NOP-Out pings (1 s + 1 s), and:
 //   none      W1 is re-sent through B at once and completes; W2 is written
 //             through B; A continues (SIGCONT) and applies its copy of W1;
 //   lu-reset  W1 must be held (not completed) while A is stopped; A
@@ -16,8 +17,22 @@
 //             fenced (LOGICAL UNIT RESET); then W2;
 //   timeout   as lu-reset, but A stays stopped past the 8 s no_path_timeout:
 //             run_once must give up with W1 never reported done.
+//
+// W1 in A's store (MODE store-none, store-lu-reset): A's LU is a
+// faulty_disk file (DISK_PID, its log DISK_LOG) that holds the first write
+// to block 16 until SIGUSR1; B's LU is the file under it. W1 goes to A and
+// is held there; then A is stopped, and its path fails:
+//   store-none      W1 is re-sent through B and completes, then W2; A
+//                   continues and the disk lets W1 go: it lands over W2;
+//   store-lu-reset  GROUPS_FILE makes B active/optimized and A
+//                   active/non-optimized before A stops (so a W1 released
+//                   early would complete through B at once); W1 must be
+//                   held; A continues, and
+//                   W1 must stay held for 2 s while A's store still holds
+//                   its copy (the fence's reset waits for it); the disk
+//                   lets it go, then W1 completes, then W2.
 // Then A's tgtd is let finish whatever it had (a LOGICAL UNIT RESET of its
-// own through A, answered only then) and block 8 is read.
+// own through A, answered only then) and the block is read.
 // Exit 0: the LU holds W2 (timeout: the session gave up with W1 not done);
 // 1: it holds W1 (the stale copy landed over the newer write), or a
 // lu-reset/timeout expectation failed; 2: usage or setup error.
@@ -28,7 +43,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -45,7 +62,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr uint64_t kLba = 8;
+constexpr uint64_t kSocketLba = 8;
+constexpr uint64_t kStoreLba = 16;  // the block faulty_disk holds writes to
 
 // Setup went wrong: exit 2, not a verdict.
 struct SetupError : std::runtime_error {
@@ -81,16 +99,36 @@ void run_until(IoSession& s, const std::function<bool()>& done, std::chrono::sec
     }
 }
 
+size_t count_in_file(const char* path, const std::string& text) {
+    std::ifstream f(path);
+    const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t n = 0;
+    for (size_t at = all.find(text); at != std::string::npos; at = all.find(text, at + 1)) ++n;
+    return n;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+    {
+        std::ofstream f(path + ".new");
+        f << text;
+        if (!f) throw SetupError("cannot write " + path + ".new");
+    }
+    if (std::rename((path + ".new").c_str(), path.c_str()) != 0) throw SetupError("cannot replace " + path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 7) {
-        std::fprintf(stderr, "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n", argv[0]);
-        return 2;
-    }
-    const std::string mode = argv[1];
-    if (mode != "none" && mode != "lu-reset" && mode != "timeout") {
-        std::fprintf(stderr, "mode: none, lu-reset or timeout\n");
+    const std::string mode = argc > 1 ? argv[1] : "";
+    const bool store = mode == "store-none" || mode == "store-lu-reset";
+    // The socket modes ignore the last three (one command line for all).
+    if ((argc != 7 && argc != 10) || (argc != 10 && store) ||
+        (!store && mode != "none" && mode != "lu-reset" && mode != "timeout")) {
+        std::fprintf(stderr,
+                     "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n"
+                     "       %s store-none|store-lu-reset PORTAL_A PORTAL_B IQN LUN PID_A DISK_PID DISK_LOG "
+                     "GROUPS_FILE\n",
+                     argv[0], argv[0]);
         return 2;
     }
     try {
@@ -102,7 +140,7 @@ int main(int argc, char** argv) {
 
         MultipathOptions mo;
         mo.session.target_name = argv[4];
-        mo.session.fence = mode == "none" ? Fence::None : Fence::LuReset;
+        mo.session.fence = mode == "none" || mode == "store-none" ? Fence::None : Fence::LuReset;
         mo.session.noop_out_interval = 1s;
         mo.session.noop_out_timeout = 1s;
         mo.session.connect_timeout = 2s;
@@ -110,38 +148,100 @@ int main(int argc, char** argv) {
         mo.session.lu_reset_timeout = 10s;
         mo.lun = lun;
         mo.no_path_timeout = mode == "timeout" ? 8s : 60s;
+        mo.state_poll_interval = 500ms;
         auto mp = MultipathSession::open({a, b}, mo);
         auto path = [&mp](size_t i) { return mp->multipath_stats().paths.at(i); };
         if (!path(0).up || path(0).state != AluaState::ActiveOptimized || !path(1).up ||
             path(1).state != AluaState::ActiveNonOptimized)
             throw SetupError("want A active/optimized and B active/non-optimized, up");
 
+        const uint64_t lba = store ? kStoreLba : kSocketLba;
         const Capacity cap = read_capacity16(*mp, lun);
         auto pattern = [&cap](uint8_t v) { return std::vector<uint8_t>(cap.block_size, v); };
         std::vector<uint8_t> w0 = pattern(0xa0), w1 = pattern(0xa1), w2 = pattern(0xa2);
         auto write_now = [&](std::vector<uint8_t>& data, const char* name) {
-            ScsiOutcome o = mp->execute(make_write16(lun, kLba, 1, data));
+            ScsiOutcome o = mp->execute(make_write16(lun, lba, 1, data));
             if (!o.good()) throw SetupError(std::string(name) + ": " + describe(o));
         };
-        write_now(w0, "W0");
-
         std::optional<ScsiOutcome> w1_done;
-        StoppedProcess stopped(pid);
-        ScsiCommand c = make_write16(lun, kLba, 1, w1);
-        c.done = [&w1_done](const ScsiOutcome& o) { w1_done = o; };
-        mp->submit(std::move(c));
+        auto submit_w1 = [&] {
+            ScsiCommand c = make_write16(lun, lba, 1, w1);
+            c.timeout = 120s;  // held in A's store longer than the default 30 s
+            c.done = [&w1_done](const ScsiOutcome& o) { w1_done = o; };
+            mp->submit(std::move(c));
+        };
+        std::optional<StoppedProcess> stopped;
+        if (store) {
+            // W0 would be a write the disk holds: W2 and W1 differ anyway.
+            const size_t holds = count_in_file(argv[8], "holding a write to block");
+            submit_w1();
+            run_until(
+                *mp, [&] { return count_in_file(argv[8], "holding a write to block") > holds; }, 10s,
+                "hold of W1 in A's store");
+            if (mode == "store-lu-reset") {
+                // B active/optimized before A stops: a W1 released too early
+                // would then complete through B at once (through A it would
+                // wait in the disk, as the next write to that block).
+                write_file(argv[9], "1 active/non-optimized\n2 active/optimized\n");
+                run_until(
+                    *mp,
+                    [&] {
+                        return path(0).state == AluaState::ActiveNonOptimized &&
+                               path(1).state == AluaState::ActiveOptimized;
+                    },
+                    10s, "swap of the states");
+            }
+            stopped.emplace(pid);
+        } else {
+            write_now(w0, "W0");
+            stopped.emplace(pid);
+            submit_w1();
+        }
         run_until(
             *mp, [&] { return path(0).failures > 0; }, 30s, "failure of A's path");
         std::printf("gateway A stopped with W1 sent to it: its path failed; W1 %s, %llu held\n",
                     w1_done ? "completed" : "not completed", (unsigned long long)path(0).held);
 
-        if (mode == "none") {
+        const auto disk_pid = store ? pid_t(std::strtol(argv[7], nullptr, 10)) : 0;
+        auto release_disk = [&] {
+            if (disk_pid <= 0 || ::kill(disk_pid, SIGUSR1) != 0) throw SetupError("cannot signal the disk");
+            std::printf("the disk lets A's copy of W1 go\n");
+        };
+        if (mode == "none" || mode == "store-none") {
             run_until(
                 *mp, [&] { return w1_done.has_value(); }, 20s, "completion of W1 through B");
             if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
             write_now(w2, "W2");
             std::printf("W1 re-sent and completed through B, then W2 written through B\n");
-            stopped.resume();
+            stopped->resume();
+            if (store) release_disk();
+        } else if (mode == "store-lu-reset") {
+            if (w1_done || path(0).held != 1) {
+                std::printf("FAIL: W1 was not held while gateway A was stopped\n");
+                return 1;
+            }
+            stopped->resume();
+            // Not a wait for a condition: W1 must NOT complete while A's
+            // store holds its copy, however long that is; 2 s is the test.
+            const Clock::time_point until = Clock::now() + 2s;
+            while (Clock::now() < until && !w1_done) mp->run_once(100ms);
+            if (w1_done) {
+                std::printf("FAIL: W1 completed while gateway A's store still held its copy\n");
+                return 1;
+            }
+            std::printf("gateway A continued: W1 still held 2 s later, while A's store holds its copy\n");
+            release_disk();
+            run_until(
+                *mp, [&] { return w1_done.has_value(); }, 60s, "completion of W1 after the disk");
+            if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
+            const MultipathStats m = mp->multipath_stats();
+            std::printf("then W1 completed: fences=%llu, fenced %.0f ms after the failure\n",
+                        (unsigned long long)path(0).fences, m.last_fence_ms);
+            if (path(0).fences != 1 || m.last_fence_ms < 2000) {
+                std::printf("FAIL: W1 was released without A's path being fenced after its store\n");
+                return 1;
+            }
+            write_now(w2, "W2");
         } else {
             if (w1_done || path(0).held != 1) {
                 std::printf("FAIL: W1 was not held while gateway A was stopped\n");
@@ -156,14 +256,15 @@ int main(int argc, char** argv) {
                     why = e.what();
                 }
                 std::printf("gateway A kept stopped: the session gave up: %s\n", why.c_str());
-                if (why.empty() || w1_done) {
-                    std::printf("FAIL: %s\n", w1_done ? "W1 was reported done" : "it did not give up");
+                if (why.find("was not fenced") == std::string::npos || w1_done) {
+                    std::printf("FAIL: %s\n",
+                                w1_done ? "W1 was reported done" : "it did not give up unfenced");
                     return 1;
                 }
                 std::printf("W1 was never reported done\n");
                 return 0;
             }
-            stopped.resume();
+            stopped->resume();
             run_until(
                 *mp, [&] { return w1_done.has_value(); }, 60s, "completion of W1 after A continued");
             if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
@@ -188,19 +289,19 @@ int main(int argc, char** argv) {
             s->logout();
         }
         std::vector<uint8_t> got(cap.block_size);
-        ScsiOutcome o = mp->execute(make_read16(lun, kLba, 1, got));
+        ScsiOutcome o = mp->execute(make_read16(lun, lba, 1, got));
         if (!o.good()) throw SetupError("read: " + describe(o));
         mp->logout();
         if (got == w2) {
-            std::printf("block %llu holds W2, the newest write\n", (unsigned long long)kLba);
+            std::printf("block %llu holds W2, the newest write\n", (unsigned long long)lba);
             return 0;
         }
         if (got == w1) {
             std::printf("block %llu holds W1: gateway A's stale copy landed over W2\n",
-                        (unsigned long long)kLba);
+                        (unsigned long long)lba);
             return 1;
         }
-        std::printf("block %llu holds neither W1 nor W2 (first byte 0x%02x)\n", (unsigned long long)kLba,
+        std::printf("block %llu holds neither W1 nor W2 (first byte 0x%02x)\n", (unsigned long long)lba,
                     got[0]);
         return 2;
     } catch (const SetupError& e) {

@@ -12,7 +12,8 @@
 //
 // - a path whose session ends (the paths run without session
 //   reinstatement: a broken connection ends the session at once) has its
-//   commands re-sent on the other paths, and is logged in again in the
+//   commands re-sent on the other paths (those that may change the LU
+//   once the path is fenced, below), and is logged in again in the
 //   background every relogin_interval until it comes back (fail back);
 // - a command refused with NOT READY 04/0A, 04/0B or 04/0C (the port is
 //   transitioning, standby or unavailable) or with UNIT ATTENTION 2A/06
@@ -20,8 +21,9 @@
 //   command on a path that serves I/O; any other UNIT ATTENTION is re-sent
 //   too (bounded by max_resends);
 // - a command completes once, with the outcome of the last path it ran
-//   on; it fails only when no path has been usable for no_path_timeout (or
-//   the target itself failed it).
+//   on; it fails only when no path has been usable for no_path_timeout,
+//   or its failed path could not be fenced within it (or the target itself
+//   failed it).
 //
 // Data-In lands in the caller's buffer from whichever path serves the
 // command; a path's session is destroyed before its commands are re-sent,
@@ -33,10 +35,12 @@
 // (docs/several-gateways.md, "Consistency"). So with Fence::LuReset (the
 // default, SessionOptions::fence) a failed path's commands that may change
 // the LU are held, not re-sent, until that gateway has ended its copies: the
-// path's background login (each path keeps one ISID, so the login ends the
-// old session there) then sends LOGICAL UNIT RESET, and only "function
-// complete" -- or a refused connection, which means its tgtd has exited --
-// releases them, in the order they were submitted. Held commands wait at
+// path's background login where the failed session was (each path keeps
+// one ISID, so the login ends the old session there) checks that the
+// portal still answers as the same port group, then sends LOGICAL UNIT
+// RESET, and only "function complete" -- or a refused connection there,
+// taken to mean its tgtd has exited -- releases them, in the order they
+// were submitted. Held commands wait at
 // most no_path_timeout; then run_once throws and they are never reported
 // done.
 //
@@ -188,6 +192,7 @@ private:
     struct Path;
     struct Entry;
     struct Login;
+    struct LoginJob;
     explicit MultipathSession(const MultipathOptions& options);
 
     void pass(std::chrono::milliseconds max_wait, bool nowait);
@@ -204,6 +209,7 @@ private:
     void on_rtpg(size_t p, uint64_t epoch, const ScsiOutcome& o, unsigned retries);
     void set_state(size_t p, AluaState s, const char* why);
     void start_logins(std::chrono::steady_clock::time_point now);
+    static void run_login(Login& l, const LoginJob& job);
     void adopt_logins();
     void check_no_path(std::chrono::steady_clock::time_point now);
     void check_fences(std::chrono::steady_clock::time_point now);

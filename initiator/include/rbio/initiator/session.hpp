@@ -251,6 +251,9 @@ public:
     Session& operator=(const Session&) = delete;
 
     const NegotiatedParams& params() const override;
+    // The portal of the current (or last) connection: the one asked for,
+    // or where a login redirect led.
+    const Portal& portal() const;
     // Discovery sessions: SendTargets=All (following text continuations).
     std::vector<DiscoveredTarget> send_targets();
 
