@@ -39,13 +39,10 @@ Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, b
     if (options_.transport == Transport::Iser) IserConnection::restrict_offer(options_.offer);
     if (fd) conn_ = std::make_unique<TcpConnection>(std::move(fd), portal_, options_, counters_, events());
     uint64_t r = uint64_t(Clock::now().time_since_epoch().count()) ^ (uint64_t(::getpid()) << 20);
-    // ISID type "random" (RFC 7143 §11.12.5): T=01b, then 22 random bits, Qualifier.
-    isid_ = {uint8_t(0x40 | ((r >> 40) & 0x3f)),
-             uint8_t(r >> 32),
-             uint8_t(r >> 24),
-             uint8_t(r >> 16),
-             uint8_t(r >> 8),
-             uint8_t(r)};
+    // ISID of the random format (RFC 7143 §11.12.5): T=10b and A reserved,
+    // then B and C random, and a random qualifier.
+    isid_ = {uint8_t(0x80),    uint8_t(r >> 32), uint8_t(r >> 24),
+             uint8_t(r >> 16), uint8_t(r >> 8),  uint8_t(r)};
     if (options_.isid) isid_ = *options_.isid;
 }
 
