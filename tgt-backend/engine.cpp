@@ -29,8 +29,8 @@ namespace {
 constexpr uint64_t kWriteSameChunk = 1u << 20;
 // Scratch buffers above this size are given back after the command.
 constexpr size_t kKeepScratch = 1u << 20;
-// VERIFY reads the media back in chunks of this size: BYTCHK=3 may cover the
-// whole LU with one block of data.
+// VERIFY reads the media back in chunks of this size: BYTCHK=0 and 3 may
+// cover the whole LU (with no data, or one block).
 constexpr uint64_t kVerifyChunk = 1u << 20;
 // Cmd::stage of an UNMAP or WRITE SAME whose holes are being made durable
 // (the write cache is off); WRITE SAME's own stages are 0-2.
@@ -237,13 +237,26 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
             cmd.kind = Kind::Verify;
             cmd.bytchk = (flags >> 1) & 0x3;
             cmd.data = c.out_buf;
-            uint64_t want = uint64_t(verify_blocks(c.cdb)) << c.block_shift;
-            if (cmd.bytchk == 3) {
-                // One block from the initiator, compared against every block.
-                if (c.out_len < bs) cmd.result = check(kIllegalRequest, kAscParameterListLength);
-                cmd.length = want;
-            } else {
-                cmd.length = std::min<uint64_t>(want, c.out_len);
+            cmd.length = uint64_t(verify_blocks(c.cdb)) << c.block_shift;
+            switch (cmd.bytchk) {
+                case 0:
+                    // The medium alone: every block is read back (a scan for
+                    // bad blocks, as sg_verify does), nothing compared.
+                    cmd.data = nullptr;
+                    break;
+                case 1:
+                    // Every block compared: a GOOD for less data than that
+                    // would claim blocks nobody compared.
+                    if (!c.out_buf || c.out_len < cmd.length)
+                        cmd.result = check(kIllegalRequest, kAscParameterListLength);
+                    break;
+                case 3:
+                    // One block from the initiator, compared against every block.
+                    if (!c.out_buf || c.out_len < bs)
+                        cmd.result = check(kIllegalRequest, kAscParameterListLength);
+                    break;
+                default:  // 10b is reserved (SBC-4)
+                    cmd.result = check(kIllegalRequest, kAscInvalidFieldInCdb);
             }
             if (cmd.offset + cmd.length > c.lu_size) cmd.result = check(kIllegalRequest, kAscLbaOutOfRange);
             if (cmd.result.status != kGood || cmd.length == 0) cmd.kind = Kind::Done;
@@ -1238,7 +1251,7 @@ void Engine::step_done(Cmd* c, int res) {
                 return;
             }
             const uint8_t* media = c->scratch.data();
-            for (uint64_t i = 0; i < c->chunk; ++i) {
+            for (uint64_t i = 0; c->bytchk != 0 && i < c->chunk; ++i) {
                 // BYTCHK=3: one block of data stands for every block.
                 uint8_t want = c->bytchk == 3 ? c->data[(c->pos + i) % c->block_size] : c->data[c->pos + i];
                 if (media[i] != want) {

@@ -21,6 +21,10 @@ probe() { local lun=$1; shift; "$PROBE" "$(url disk "$lun")" "$@"; }
 READ_1000=880000000000000003e8000000010000   # READ(16), LBA 1000, 1 block
 # shellcheck disable=SC2034  # read by the eval'd check below
 READ_2048=88000000000000000800000000010000   # READ(16), LBA 2048, 1 block
+# shellcheck disable=SC2034  # read by the eval'd check below
+VERIFY_996_8=8f0000000000000003e4000000080000  # VERIFY(16), BYTCHK=0, LBA 996, 8 blocks
+# shellcheck disable=SC2034  # read by the eval'd check below
+VERIFY_980_8=8f0000000000000003d4000000080000  # VERIFY(16), BYTCHK=0, LBA 980, 8 blocks
 for lun in 1 2; do
   check "LUN $lun: a read of bad block 1000 is MEDIUM ERROR, UNRECOVERED READ ERROR (03, 11/00)" \
     eval '[[ $(probe '"$lun"' cdb $READ_1000 512) == "CHECK key=3 asc=1100" ]]'
@@ -31,6 +35,11 @@ for lun in 1 2; do
   # says so (a residual of all 512 bytes).
   check "LUN $lun: ... and sends no data with the CHECK CONDITION (underflow of 512)" \
     eval '[[ $(probe '"$lun"' cdb $READ_1000 512 --resid) == "CHECK key=3 asc=1100 underflow=512" ]]'
+  # VERIFY with BYTCHK=0 checks the medium alone: it must read it.
+  check "LUN $lun: VERIFY(16) of blocks 996-1003 (BYTCHK=0) is MEDIUM ERROR (03, 11/00)" \
+    eval '[[ $(probe '"$lun"' cdb $VERIFY_996_8) == "CHECK key=3 asc=1100" ]]'
+  check "LUN $lun: ... and GOOD off the bad blocks" \
+    eval '[[ $(probe '"$lun"' cdb $VERIFY_980_8) == GOOD ]]'
   check "LUN $lun: a write to bad block 1003 is MEDIUM ERROR, WRITE ERROR (03, 0C/00)" \
     eval '[[ $(probe '"$lun"' write 1003 1 5 2>&1) == *"write of LBA 1003: CHECK key=3 asc=0c00" ]]'
   check "LUN $lun: the blocks around them are written and read back" \

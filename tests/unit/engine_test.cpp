@@ -787,6 +787,27 @@ TEST_F(EngineTest, VerifyComparesAndReportsTheFirstDifference) {
     EXPECT_EQ(result_of(3).info, kBs + 5u);
 }
 
+// BYTCHK=0 reads the medium back (GOOD here; a bad block's MEDIUM ERROR is
+// checked by integration.disk-errors); BYTCHK=1 needs data for every block
+// it compares; 10b is reserved.
+TEST_F(EngineTest, VerifyChecksItsDataLength) {
+    make();
+    auto data = pattern(4 * kBs, 32);
+    write(40, data.data(), 4);
+    complete_all(1);
+    submit(cdb10(kVerify10, 40, 4, 0x00), 40, 4, nullptr, 0, nullptr, 0);
+    submit(cdb10(kVerify10, 40, 4, 0x02), 40, 4, nullptr, 0, data.data(), 2 * kBs);
+    submit(cdb10(kVerify10, 40, 4, 0x04), 40, 4, nullptr, 0, data.data(), 4 * kBs);
+    submit(cdb10(kVerify10, 40, 4, 0x02), 40, 4, nullptr, 0, nullptr, 0);
+    complete_all(5);
+    EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(result_of(3).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(3).asc, kAscParameterListLength);
+    EXPECT_EQ(result_of(4).sense_key, kIllegalRequest);
+    EXPECT_EQ(result_of(4).asc, kAscInvalidFieldInCdb);
+    EXPECT_EQ(result_of(5).asc, kAscParameterListLength);
+}
+
 TEST_F(EngineTest, VerifyBytchk3ComparesOneBlockAgainstEach) {
     make();
     auto blk = pattern(kBs, 31);

@@ -238,6 +238,66 @@ static void rbio_enable_compare_and_write(struct scsi_lu *lu, struct rbio_alua_l
 	ops[COMPARE_AND_WRITE].pr_conflict_bits = ops[WRITE_16].pr_conflict_bits;
 }
 
+/* tgt 1.0.85's sbc_verify, from the first LU table it is found in. */
+static int (*tgt_sbc_verify)(int host_no, struct scsi_cmd *cmd);
+
+/* tgt 1.0.85 answers VERIFY with BYTCHK 00b (verify the medium) GOOD in its
+ * core without reading anything, and takes the reserved 10b for 00b (it
+ * tests one bit): a scan for bad blocks (sg_verify) passed over them. An
+ * rbio LU's table sends those to the store, which reads every block back
+ * (MEDIUM ERROR on the first it cannot read) and refuses 10b; 01b and 11b
+ * (data to compare) go through tgt's checks as before. */
+static int rbio_verify(int host_no, struct scsi_cmd *cmd)
+{
+	struct scsi_lu *lu = cmd->dev;
+	const uint64_t blocks_in_lu = lu->size >> lu->blk_shift;
+	unsigned char key = ILLEGAL_REQUEST;
+	uint16_t asc = ASC_INVALID_FIELD_IN_CDB;
+	uint64_t lba;
+
+	if (cmd->scb[1] & 0x02)
+		return tgt_sbc_verify(host_no, cmd);
+	if (cmd->scb[1] & 0xe0) /* protection information: tgt has none */
+		goto sense;
+	lba = scsi_rw_offset(cmd->scb);
+	if (lba >= blocks_in_lu || scsi_rw_count(cmd->scb) > blocks_in_lu - lba) {
+		asc = ASC_LBA_OUT_OF_RANGE;
+		goto sense;
+	}
+	cmd->offset = lba << lu->blk_shift;
+	if (lu->bst->bs_cmd_submit(cmd)) {
+		key = HARDWARE_ERROR;
+		asc = ASC_INTERNAL_TGT_FAILURE;
+		goto sense;
+	}
+	return SAM_STAT_GOOD;
+sense:
+	scsi_set_in_resid_by_actual(cmd, 0);
+	sense_data_build(cmd, key, asc);
+	return SAM_STAT_CHECK_CONDITION;
+}
+
+/* The LU's VERIFY entries (or, with ALUA attached, what its check calls)
+ * become rbio_verify where they are tgt's sbc_verify. */
+static void rbio_route_verify(struct scsi_lu *lu, struct rbio_alua_lu *al)
+{
+	static const int verify_ops[] = { VERIFY_10, VERIFY_12, VERIFY_16 };
+	size_t i;
+
+	for (i = 0; i < sizeof(verify_ops) / sizeof(verify_ops[0]); i++) {
+		const int op = verify_ops[i];
+		int (**slot)(int, struct scsi_cmd *) =
+			al->attached ? &al->orig[op] : &lu->dev_type_template.ops[op].cmd_perform;
+
+		if (!*slot || *slot == rbio_verify || *slot == spc_illegal_op)
+			continue;
+		if (!tgt_sbc_verify)
+			tgt_sbc_verify = *slot;
+		if (*slot == tgt_sbc_verify)
+			*slot = rbio_verify;
+	}
+}
+
 /* Once the store is open, COMPARE AND WRITE runs
  * - on a file, on an LU of one gateway: the store runs it alone on the LU;
  * - on RBD with 512-byte blocks, on any LU: librbd compares and writes one
@@ -291,6 +351,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 		return TGTADM_INVALID_REQUEST;
 	if (!priv->alua.attached)
 		rbio_enable_compare_and_write(lu, &priv->alua);
+	rbio_route_verify(lu, &priv->alua);
 	if (rbio_bs_lu_create(bsopts, &hooks, &priv->engine, err, sizeof(err))) {
 		log_error("rbio: tid:%d lun:%" PRIu64 ": %s\n", lu->tgt->tid, lu->lun, err);
 		rbio_alua_glue_lu_exit(&priv->alua);
