@@ -614,7 +614,9 @@ void MultipathSession::path_failed(size_t p, const std::string& why) {
     for (uint32_t s : moved) dispatch(s);
 }
 
-void MultipathSession::release_held(size_t p, const std::string& how) {
+void MultipathSession::release_held(size_t p, bool by_refusal) {
+    const char* how =
+        by_refusal ? "its portal refuses connections" : "LOGICAL UNIT RESET answered function complete";
     Path& x = paths_[p];
     std::vector<uint32_t> held = std::move(x.held);
     x.held.clear();
@@ -623,6 +625,7 @@ void MultipathSession::release_held(size_t p, const std::string& how) {
               [this](uint32_t a, uint32_t b) { return entries_[a].seq < entries_[b].seq; });
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - x.held_since).count();
     ++x.stats.fences;
+    x.stats.fences_by_refusal += by_refusal;
     totals_.last_fence_ms = ms;
     totals_.max_fence_ms = std::max(totals_.max_fence_ms, ms);
     x.stats.moved_away += held.size();
@@ -663,10 +666,18 @@ void MultipathSession::start_logins(Clock::time_point now) {
             if (std::find(job.fence_luns.begin(), job.fence_luns.end(), entries_[s].cmd.lun) ==
                 job.fence_luns.end())
                 job.fence_luns.push_back(entries_[s].cmd.lun);
-        // A fence goes where the held commands went; its resets end by the
-        // fence's deadline together (the session ends then, and its
-        // destruction waits for this thread).
+        // A fence goes where the held commands went, and ends by the
+        // fence's deadline (the session ends then, and its destruction
+        // waits for this thread): the connect and the login within it, the
+        // resets together (identify's commands take their usual timeout).
         job.portal = job.fence_luns.empty() ? x.portal : x.fence_portal;
+        if (!job.fence_luns.empty()) {
+            const auto left = std::max(
+                std::chrono::milliseconds(1),
+                std::chrono::ceil<std::chrono::milliseconds>(x.held_since + options_.no_path_timeout - now));
+            job.options.connect_timeout = std::min(job.options.connect_timeout, left);
+            job.options.login_timeout = std::min(job.options.login_timeout, left);
+        }
         job.fence_group = x.fence_group;
         job.fence_until = x.held_since + options_.no_path_timeout;
         auto l = std::make_unique<Login>();
@@ -731,7 +742,7 @@ void MultipathSession::adopt_logins() {
             x.login_error_logged = true;
             // Nothing listens on its portal: the tgtd that had its
             // commands has exited, and they with it.
-            if (l->refused && !x.held.empty()) release_held(p, "its portal refuses connections");
+            if (l->refused && !x.held.empty()) release_held(p, true);
             continue;
         }
         x.session = std::move(l->session);
@@ -744,7 +755,7 @@ void MultipathSession::adopt_logins() {
         x.stats.commands_since_login = 0;
         RBIO_LOG(Info, "multipath: path " << x.stats.portal << " logged in again (" << group_name(x.group)
                                           << ", " << to_string(x.state) << ")");
-        if (l->fenced && !x.held.empty()) release_held(p, "LOGICAL UNIT RESET answered function complete");
+        if (l->fenced && !x.held.empty()) release_held(p, false);
     }
     drain_waiting();
 }
@@ -937,7 +948,7 @@ std::vector<std::string> MultipathSession::describe_paths() const {
             b, sizeof b,
             "%s %s %s: commands=%llu completed=%llu since_login=%llu moved_away=%llu refused=%llu "
             "unit_attentions=%llu state_changes=%llu failures=%llu logins=%llu login_attempts=%llu rtpg=%llu "
-            "held=%llu fences=%llu",
+            "held=%llu fences=%llu fences_by_refusal=%llu",
             s.portal.c_str(), group_name(s.group).c_str(),
             !s.up           ? "down"
             : s.state_known ? to_string(s.state).c_str()
@@ -947,7 +958,7 @@ std::vector<std::string> MultipathSession::describe_paths() const {
             (unsigned long long)s.refused, (unsigned long long)s.unit_attentions,
             (unsigned long long)s.state_changes, (unsigned long long)s.failures, (unsigned long long)s.logins,
             (unsigned long long)s.login_attempts, (unsigned long long)s.rtpg, (unsigned long long)s.held,
-            (unsigned long long)s.fences);
+            (unsigned long long)s.fences, (unsigned long long)s.fences_by_refusal);
         out.push_back(std::string(b) +
                       (s.up || s.last_error.empty() ? "" : " last_error=\"" + s.last_error + "\""));
     }

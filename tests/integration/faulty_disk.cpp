@@ -22,7 +22,8 @@
 // server, as its writer sees it) until a SIGUSR1 lets it go, saying
 // "faulty_disk: holding a write to block N" on stderr. (The kernel sends
 // this file's direct writes one at a time: nothing else is written while
-// one is held.)
+// one is held.) SIGUSR2 lets every write go and holds none from then on
+// (a test's cleanup: signals of one kind merge, so SIGUSR1s may not count).
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include <fcntl.h>
 #include <fuse.h>
@@ -56,7 +57,8 @@ struct Disk {
     std::vector<Range> bad;
     std::atomic<uint64_t> read_errors{0}, write_errors{0};
     std::optional<uint64_t> hold_block;
-    int release_fd = -1;  // eventfd, written by SIGUSR1's handler
+    int release_fd = -1;                     // eventfd, written by SIGUSR1's handler
+    volatile sig_atomic_t hold_no_more = 0;  // SIGUSR2
 };
 Disk disk;
 
@@ -122,16 +124,18 @@ int fs_read(const char*, char* buf, size_t len, off_t off, fuse_file_info*) {
     return n < 0 ? -errno : int(n);
 }
 
-void release_held(int) {
-    uint64_t one = 1;
-    ssize_t n = ::write(disk.release_fd, &one, sizeof one);
-    (void)n;
+void release_held(int sig) {
+    // SIGUSR2: enough releases for any write that could still be waiting.
+    if (sig == SIGUSR2) disk.hold_no_more = 1;
+    uint64_t n = sig == SIGUSR2 ? 1u << 20 : 1;
+    ssize_t w = ::write(disk.release_fd, &n, sizeof n);
+    (void)w;
 }
 
 // A write covering the hold block waits for a SIGUSR1 (on its FUSE
 // thread; reads go on), and takes it: the next one waits for another.
 void maybe_hold(off_t off, size_t len) {
-    if (!disk.hold_block || len == 0) return;
+    if (!disk.hold_block || len == 0 || disk.hold_no_more) return;
     const uint64_t b = *disk.hold_block * disk.block;
     if (b + disk.block <= uint64_t(off) || b >= uint64_t(off) + len) return;
     std::fprintf(stderr, "faulty_disk: holding a write to block %llu\n",
@@ -224,6 +228,7 @@ int main(int argc, char** argv) {
         struct sigaction sa {};
         sa.sa_handler = release_held;
         ::sigaction(SIGUSR1, &sa, nullptr);
+        ::sigaction(SIGUSR2, &sa, nullptr);
     }
     disk.fd = ::open(argv[1], O_RDWR | O_CLOEXEC);
     if (disk.fd < 0) usage(std::string("cannot open ") + argv[1] + ": " + std::strerror(errno));

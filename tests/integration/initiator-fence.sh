@@ -36,11 +36,14 @@ fence_cleanup() {
   set +e
   # A check ended on the way may leave gateway 1 stopped, or a write held.
   [[ -n $gw1 ]] && kill -CONT "$gw1" 2>/dev/null
-  [[ -n $fuse_pid ]] && kill -USR1 "$fuse_pid" 2>/dev/null
+  # Every held write goes, and none is held from here (USR2).
+  [[ -n $fuse_pid ]] && kill -USR2 "$fuse_pid" 2>/dev/null
   gateways_stop "$rc" || rc=1
   # The gateways' namespaces held copies of the mount: it goes last.
-  if [[ -n $fuse_pid ]] && ! { fusermount3 -u "$MNT" && wait "$fuse_pid"; }; then
+  if [[ -n $fuse_pid ]] && ! { fusermount3 -u "$MNT" &&
+       wait_for 20 eval '! kill -0 "$fuse_pid" 2>/dev/null' && wait "$fuse_pid"; }; then
     echo "FAIL: the faulty disk at $MNT did not unmount cleanly"
+    kill -KILL "$fuse_pid" 2>/dev/null
     rc=1
   fi
   tgt_test_cleanup "$rc"

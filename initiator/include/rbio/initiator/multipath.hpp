@@ -126,11 +126,12 @@ struct PathStats {
     uint64_t failures = 0;              // times its session ended
     uint64_t logins = 0;                // successful logins (the first and every fail back)
     uint64_t login_attempts = 0;
-    uint64_t rtpg = 0;       // REPORT TARGET PORT GROUPS sent
-    uint64_t held = 0;       // commands held after its failures until it was fenced
-    uint64_t fences = 0;     // times it was fenced (LU reset answered, or connections refused)
-    std::string last_error;  // why it last failed or could not log in
-    SessionStats session;    // its sessions' loop and transport counters, summed
+    uint64_t rtpg = 0;               // REPORT TARGET PORT GROUPS sent
+    uint64_t held = 0;               // commands held after its failures until it was fenced
+    uint64_t fences = 0;             // times it was fenced (LU reset answered, or connections refused)
+    uint64_t fences_by_refusal = 0;  // of those, by connections refused
+    std::string last_error;          // why it last failed or could not log in
+    SessionStats session;            // its sessions' loop and transport counters, summed
 };
 
 struct MultipathStats {
@@ -214,7 +215,7 @@ private:
     void check_no_path(std::chrono::steady_clock::time_point now);
     void check_fences(std::chrono::steady_clock::time_point now);
     SessionOptions login_options(const Path& x) const;
-    void release_held(size_t p, const std::string& how);
+    void release_held(size_t p, bool by_refusal);
     std::string path_summary() const;
 
     MultipathOptions options_;

@@ -76,11 +76,13 @@ enum class Transport : uint8_t {
 // in the cases above waits behind it, in librbd's queue for the lock or on
 // the same hung mount.)
 enum class Fence : uint8_t {
-    // Hold them until that gateway has ended its copies: a login there (the
-    // same ISID, so tgtd ends the old session) and a LOGICAL UNIT RESET
+    // Hold them until that gateway has ended its copies: a login at the
+    // failed session's portal (the same ISID, so tgtd ends the old session)
+    // that answers as the same target port group, and a LOGICAL UNIT RESET
     // answered "function complete" (tgtd answers only once the store has
-    // finished every command the LU had, on every session), or a refused
-    // connection (nothing listens on the portal: its tgtd has exited).
+    // finished every command the LU had, on every session); or every
+    // connection to that portal refused, taken to mean its tgtd has exited
+    // (docs/several-gateways.md says when it does not).
     // Commands that change nothing (reads, SYNCHRONIZE CACHE, inquiries)
     // move at once.
     LuReset,
