@@ -62,10 +62,11 @@ run_all() {
   # Values the parser used to take (each then ran, or tried to reach the
   # closed portal: exit 3): a --bs that wraps to 1024 when narrowed, a minus
   # sign behind a blank, a flag given a value, a CHAP secret without a user,
-  # a zero size with a unit (its minimum was divided by the unit: 0).
+  # a zero size with a unit (its minimum was divided by the unit: 0); and
+  # a --fence that is not one of its two values.
   local bad
   for bad in "--bs 4194305k" "--bs 4294967808" "--lun=' -18446744073709551615'" "--verify=0" \
-             "--chap-secret=s3cret" "--iodepth=' 5'" "--size 0k"; do
+             "--chap-secret=s3cret" "--iodepth=' 5'" "--size 0k" "--fence reset"; do
     check "rejected: bench $bad (exit 2, one line)" \
       eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1 '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
   done
