@@ -246,13 +246,14 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
                     break;
                 case 1:
                     // Every block compared: a GOOD for less data than that
-                    // would claim blocks nobody compared.
-                    if (!c.out_buf || c.out_len < cmd.length)
+                    // would claim blocks nobody compared. (No block: nothing
+                    // to compare, and no data comes.)
+                    if (cmd.length && (!c.out_buf || c.out_len < cmd.length))
                         cmd.result = check(kIllegalRequest, kAscParameterListLength);
                     break;
                 case 3:
                     // One block from the initiator, compared against every block.
-                    if (!c.out_buf || c.out_len < bs)
+                    if (cmd.length && (!c.out_buf || c.out_len < bs))
                         cmd.result = check(kIllegalRequest, kAscParameterListLength);
                     break;
                 default:  // 10b is reserved (SBC-4)
@@ -999,6 +1000,12 @@ void Engine::punched(Cmd* c) {
     if (!step_fsync(c)) finish(c, check(kHardwareError, kAscInternalTargetFailure));
 }
 
+bool Engine::abort_between_steps(Cmd* c) {
+    if (!hooks_.aborting || !hooks_.aborting(hooks_.ctx, c->handle)) return false;
+    finish(c, task_aborted());
+    return true;
+}
+
 void Engine::write_same_chunk(Cmd* c) {
     const uint64_t bs = c->block_size;
     uint64_t len = std::min<uint64_t>(c->length - c->pos, c->scratch.size());
@@ -1241,8 +1248,8 @@ void Engine::step_done(Cmd* c, int res) {
                 return;
             }
             c->pos += c->chunk;
-            if (c->pos < c->length) write_same_chunk(c);
-            else finish(c, good());
+            if (c->pos >= c->length) finish(c, good());
+            else if (!abort_between_steps(c)) write_same_chunk(c);
             return;
         case Kind::Verify: {
             const uint64_t at = c->offset + c->pos;
@@ -1264,6 +1271,7 @@ void Engine::step_done(Cmd* c, int res) {
                 finish(c, good());
                 return;
             }
+            if (abort_between_steps(c)) return;
             uint64_t len = std::min<uint64_t>(c->length - c->pos, c->scratch.size());
             if (!step_rw(c, false, c->scratch.data(), len, c->offset + c->pos, false))
                 finish(c, check(kHardwareError, kAscInternalTargetFailure));

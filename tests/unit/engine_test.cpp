@@ -93,6 +93,10 @@ protected:
         };
         h.request_flush = [](void* ctx) { ++static_cast<EngineTest*>(ctx)->flush_requests_; };
         h.log = [](void* ctx, int, const char* msg) { static_cast<EngineTest*>(ctx)->logs_.push_back(msg); };
+        h.aborting = [](void* ctx, void* cmd) {
+            auto* t = static_cast<EngineTest*>(ctx);
+            return int(t->aborting_ && cmd == t->aborting_);
+        };
         engine_ = std::make_unique<Engine>(o, h);
         OpenedFile f = engine_->open(path_, 0);
         EXPECT_EQ(f.size, size);
@@ -175,6 +179,7 @@ protected:
     std::vector<std::string> logs_;
     std::vector<std::unique_ptr<Cdb>> cdbs_;
     uintptr_t next_id_ = 0;
+    void* aborting_ = nullptr;  // the command hooks.aborting says task management waits for
     uint64_t lu_size_ = kSize;
     int flush_requests_ = 0;
 };
@@ -799,13 +804,38 @@ TEST_F(EngineTest, VerifyChecksItsDataLength) {
     submit(cdb10(kVerify10, 40, 4, 0x02), 40, 4, nullptr, 0, data.data(), 2 * kBs);
     submit(cdb10(kVerify10, 40, 4, 0x04), 40, 4, nullptr, 0, data.data(), 4 * kBs);
     submit(cdb10(kVerify10, 40, 4, 0x02), 40, 4, nullptr, 0, nullptr, 0);
-    complete_all(5);
+    // No block to compare, and no data: GOOD, as SBC has it.
+    submit(cdb10(kVerify10, 40, 0, 0x02), 40, 0, nullptr, 0, nullptr, 0);
+    submit(cdb10(kVerify10, 40, 0, 0x06), 40, 0, nullptr, 0, nullptr, 0);
+    complete_all(7);
     EXPECT_EQ(result_of(2).status, kGood);
     EXPECT_EQ(result_of(3).sense_key, kIllegalRequest);
     EXPECT_EQ(result_of(3).asc, kAscParameterListLength);
     EXPECT_EQ(result_of(4).sense_key, kIllegalRequest);
     EXPECT_EQ(result_of(4).asc, kAscInvalidFieldInCdb);
     EXPECT_EQ(result_of(5).asc, kAscParameterListLength);
+    EXPECT_EQ(result_of(6).status, kGood);
+    EXPECT_EQ(result_of(7).status, kGood);
+}
+
+// A VERIFY or WRITE SAME over many chunks that task management waits for
+// ends between two chunks with TASK ABORTED, without the rest (tgt's abort
+// of a command the store has waits for it: hours on a large LU).
+TEST_F(EngineTest, LongCommandsEndWhenAborted) {
+    make();
+    const uint32_t blocks = uint32_t(kSize / kBs);  // 16 chunks of 1 MiB
+    submit(cdb16(kVerify16, 0, blocks), 0, blocks, nullptr, 0, nullptr, 0);
+    aborting_ = reinterpret_cast<void*>(uintptr_t(next_id_));
+    complete_all(1);
+    EXPECT_EQ(result_of(1).status, kTaskAborted);
+    auto blk = pattern(kBs, 33);
+    submit(cdb16(kWriteSame16, 0, blocks), 0, blocks, nullptr, 0, blk.data(), kBs);
+    aborting_ = reinterpret_cast<void*>(uintptr_t(next_id_));
+    complete_all(2);
+    EXPECT_EQ(result_of(2).status, kTaskAborted);
+    // Only the first 1 MiB chunk was written.
+    EXPECT_EQ(file_bytes(0, kBs), blk);
+    EXPECT_EQ(file_bytes(2u << 20, kBs), std::vector<uint8_t>(kBs, 0));
 }
 
 TEST_F(EngineTest, VerifyBytchk3ComparesOneBlockAgainstEach) {

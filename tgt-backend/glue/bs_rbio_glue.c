@@ -67,10 +67,26 @@ int rbio_lu_fenced(struct scsi_lu *lu)
 	return priv->engine && priv->opened && rbio_bs_lu_fenced(priv->engine);
 }
 
+/* tgt's abort_cmd marks a command the store already has with the task
+ * management request that waits for it. */
+static int rbio_aborting(void *ctx, void *handle)
+{
+	const struct scsi_cmd *cmd = handle;
+	(void)ctx;
+
+	return cmd->mreq != NULL;
+}
+
 static void rbio_complete(void *ctx, void *handle, const struct rbio_bs_result *res)
 {
 	struct scsi_cmd *cmd = handle;
 	(void)ctx;
+
+	if (res->status == SAM_STAT_TASK_ABORTED) {
+		scsi_set_in_resid_by_actual(cmd, 0);
+		target_cmd_io_done(cmd, SAM_STAT_TASK_ABORTED);
+		return;
+	}
 
 	if (res->status == SAM_STAT_GOOD) {
 		/* tgt 1.0.85's sbc_unmap runs on into its failure path after
@@ -257,6 +273,11 @@ static int rbio_verify(int host_no, struct scsi_cmd *cmd)
 
 	if (cmd->scb[1] & 0x02)
 		return tgt_sbc_verify(host_no, cmd);
+	if (lu->attrs.removable && !lu->attrs.online) {
+		key = NOT_READY;
+		asc = ASC_MEDIUM_NOT_PRESENT;
+		goto sense;
+	}
 	if (cmd->scb[1] & 0xe0) /* protection information: tgt has none */
 		goto sense;
 	lba = scsi_rw_offset(cmd->scb);
@@ -277,13 +298,16 @@ sense:
 	return SAM_STAT_CHECK_CONDITION;
 }
 
-/* The LU's VERIFY entries (or, with ALUA attached, what its check calls)
- * become rbio_verify where they are tgt's sbc_verify. */
+/* A disk LU's VERIFY entries (or, with ALUA attached, what its check
+ * calls) become rbio_verify where they are tgt's sbc_verify. (Other device
+ * types map those opcodes to other functions.) */
 static void rbio_route_verify(struct scsi_lu *lu, struct rbio_alua_lu *al)
 {
 	static const int verify_ops[] = { VERIFY_10, VERIFY_12, VERIFY_16 };
 	size_t i;
 
+	if (lu->dev_type_template.type != TYPE_DISK)
+		return;
 	for (i = 0; i < sizeof(verify_ops) / sizeof(verify_ops[0]); i++) {
 		const int op = verify_ops[i];
 		int (**slot)(int, struct scsi_cmd *) =
@@ -346,6 +370,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	hooks.request_flush = rbio_request_flush;
 	hooks.log = rbio_log;
 	hooks.capacity_changed = rbio_capacity_changed;
+	hooks.aborting = rbio_aborting;
 
 	if (rbio_alua_glue_lu_init(lu, &priv->alua))
 		return TGTADM_INVALID_REQUEST;

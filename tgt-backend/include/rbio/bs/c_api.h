@@ -33,7 +33,7 @@ enum rbio_bs_log_level { RBIO_BS_LOG_ERROR = 0, RBIO_BS_LOG_INFO = 1, RBIO_BS_LO
 
 /* SAM status plus fixed-format sense fields; the glue builds the sense. */
 struct rbio_bs_result {
-    uint8_t status; /* 0x00 GOOD, 0x02 CHECK CONDITION */
+    uint8_t status; /* 0x00 GOOD, 0x02 CHECK CONDITION, 0x40 TASK ABORTED (no sense) */
     uint8_t sense_key;
     uint16_t asc;     /* ASC << 8 | ASCQ */
     uint8_t has_info; /* INFORMATION field valid (e.g. miscompare offset) */
@@ -50,6 +50,11 @@ struct rbio_bs_hooks {
     /* The backing store's size changed (an RBD image was resized): tell
      * hosts. Called from the event loop; may be NULL. */
     void (*capacity_changed)(void *ctx, uint64_t bytes);
+    /* Whether task management (ABORT TASK, LOGICAL UNIT RESET) waits for
+     * `cmd`: commands that run in many steps (VERIFY, WRITE SAME over a
+     * large range) ask between steps and end with TASK ABORTED, so the
+     * reset is answered without reading or writing the rest. May be NULL. */
+    int (*aborting)(void *ctx, void *cmd);
 };
 
 /* One SCSI command as the engine needs it. Buffers stay valid until

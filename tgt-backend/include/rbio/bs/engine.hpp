@@ -211,6 +211,9 @@ private:
     // fdatasync when the command must be durable (write cache off).
     void punched(Cmd* c);
     void write_same_chunk(Cmd* c);
+    // Between two steps of a long command: ends it with TASK ABORTED when
+    // task management waits for it (hooks.aborting).
+    bool abort_between_steps(Cmd* c);
     // Completes a transfer the kernel did only in part, synchronously
     // (error path only). Returns 0 or a positive errno.
     int settle(bool write, uint8_t* buf, uint64_t len, uint64_t off, bool dsync, int res);

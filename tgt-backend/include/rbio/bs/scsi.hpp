@@ -59,6 +59,8 @@ enum Asc : uint16_t {
 };
 
 inline rbio_bs_result good() { return rbio_bs_result{kGood, 0, 0, 0, 0}; }
+inline constexpr uint8_t kTaskAborted = 0x40;
+inline rbio_bs_result task_aborted() { return rbio_bs_result{kTaskAborted, 0, 0, 0, 0}; }
 inline rbio_bs_result check(uint8_t key, uint16_t asc) {
     return rbio_bs_result{kCheckCondition, key, asc, 0, 0};
 }
