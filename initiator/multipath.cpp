@@ -174,7 +174,6 @@ struct MultipathSession::Entry {
     uint16_t resends = 0;
     bool live = false;
     bool moved = false;              // re-sent off a failed or refusing path
-    bool held = false;               // in its failed path's `held`, waiting for the fence
     uint64_t seq = 0;                // submission order
     Clock::time_point not_before{};  // in delayed_: re-sent from then on
 };
@@ -344,7 +343,6 @@ void MultipathSession::submit(ScsiCommand command) {
     e.live = true;
     e.resends = 0;
     e.moved = false;
-    e.held = false;
     e.seq = next_seq_++;
     ++outstanding_;
     dispatch(slot);
@@ -573,22 +571,19 @@ void MultipathSession::path_failed(size_t p, const std::string& why) {
     x.fence_group = x.group;
     dying.reset();  // its outstanding commands never complete now
     const bool fence = options_.session.fence == Fence::LuReset;
+    // A path holds commands only while it has no session: `held` is empty
+    // here, and fills from this failure alone.
+    x.held_since = now;
     std::vector<uint32_t> moved;
-    size_t held = 0;
     for (uint32_t s = 0; s < entries_.size(); ++s) {
         Entry& e = entries_[s];
         if (!e.live || e.path != p) continue;
         e.path = kNoPath;
         e.moved = true;
-        if (fence && may_change_lu(e.cmd.cdb[0])) {
-            if (x.held.empty()) x.held_since = now;
-            e.held = true;
-            x.held.push_back(s);
-            ++held;
-        } else {
-            moved.push_back(s);
-        }
+        if (fence && may_change_lu(e.cmd.cdb[0])) x.held.push_back(s);
+        else moved.push_back(s);
     }
+    const size_t held = x.held.size();
     x.in_flight = 0;
     x.stats.moved_away += moved.size();
     x.stats.held += held;
@@ -634,10 +629,12 @@ void MultipathSession::release_held(size_t p, bool by_refusal) {
     RBIO_LOG(Warning, "multipath: path " << x.stats.portal << " fenced " << ms << " ms after its failure ("
                                          << how << "); re-sending the " << held.size()
                                          << " commands held for it");
-    for (uint32_t s : held) {
-        entries_[s].held = false;
+    for (uint32_t s : held)
         if (entries_[s].live) dispatch(s);
-    }
+}
+
+Clock::time_point MultipathSession::fence_deadline(const Path& x) const {
+    return x.held_since + options_.no_path_timeout;
 }
 
 SessionOptions MultipathSession::login_options(const Path& x) const {
@@ -672,14 +669,13 @@ void MultipathSession::start_logins(Clock::time_point now) {
         // resets together (identify's commands take their usual timeout).
         job.portal = job.fence_luns.empty() ? x.portal : x.fence_portal;
         if (!job.fence_luns.empty()) {
-            const auto left = std::max(
-                std::chrono::milliseconds(1),
-                std::chrono::ceil<std::chrono::milliseconds>(x.held_since + options_.no_path_timeout - now));
+            const auto left = std::max(std::chrono::milliseconds(1),
+                                       std::chrono::ceil<std::chrono::milliseconds>(fence_deadline(x) - now));
             job.options.connect_timeout = std::min(job.options.connect_timeout, left);
             job.options.login_timeout = std::min(job.options.login_timeout, left);
         }
         job.fence_group = x.fence_group;
-        job.fence_until = x.held_since + options_.no_path_timeout;
+        job.fence_until = fence_deadline(x);
         auto l = std::make_unique<Login>();
         l->thread = std::thread([raw = l.get(), job = std::move(job)] { run_login(*raw, job); });
         x.login = std::move(l);
@@ -769,7 +765,7 @@ void MultipathSession::check_no_path(Clock::time_point now) {
 
 void MultipathSession::check_fences(Clock::time_point now) {
     for (const Path& x : paths_) {
-        if (x.held.empty() || now - x.held_since < options_.no_path_timeout) continue;
+        if (x.held.empty() || now < fence_deadline(x)) continue;
         failed_ = "path " + x.stats.portal + " failed and was not fenced within " +
                   std::to_string(options_.no_path_timeout.count()) +
                   " ms (no LOGICAL UNIT RESET was answered at " + x.fence_portal.to_string() + " through " +
@@ -852,7 +848,7 @@ void MultipathSession::pass(std::chrono::milliseconds max_wait, bool nowait) {
         if (no_path_since_ && !waiting_.empty())
             until = std::min(until, *no_path_since_ + options_.no_path_timeout);
         for (const Path& x : paths_)
-            if (!x.held.empty()) until = std::min(until, x.held_since + options_.no_path_timeout);
+            if (!x.held.empty()) until = std::min(until, fence_deadline(x));
         const size_t login_index = pollfds_.size();
         pollfds_.push_back({login_fd_.get(), POLLIN, 0});
         if (wake_fd_ >= 0) pollfds_.push_back({wake_fd_, POLLIN, 0});

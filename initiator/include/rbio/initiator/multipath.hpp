@@ -215,6 +215,8 @@ private:
     void check_no_path(std::chrono::steady_clock::time_point now);
     void check_fences(std::chrono::steady_clock::time_point now);
     SessionOptions login_options(const Path& x) const;
+    // When a path's held commands stop waiting for its fence.
+    std::chrono::steady_clock::time_point fence_deadline(const Path& x) const;
     void release_held(size_t p, bool by_refusal);
     std::string path_summary() const;
 
