@@ -70,42 +70,31 @@ struct SetupError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// Gateway A stopped for as long as this lives (and no longer, whatever
-// ends the check).
-class StoppedProcess {
+// Sends `sig` to `pid` once: at send(), or when this ends, whatever ends
+// the check. It continues gateway A (SIGCONT) after a SIGSTOP, and lets go
+// the write faulty_disk holds (SIGUSR1), so an early end leaves neither a
+// stopped gateway nor a held write for the next check or the cleanup.
+class SignalAtEnd {
 public:
-    explicit StoppedProcess(pid_t pid) : pid_(pid) {
-        if (::kill(pid_, SIGSTOP) != 0) throw SetupError("cannot stop pid " + std::to_string(pid_));
-    }
-    ~StoppedProcess() { resume(); }
-    StoppedProcess(const StoppedProcess&) = delete;
-    StoppedProcess& operator=(const StoppedProcess&) = delete;
-    void resume() {
-        if (pid_ > 0) ::kill(pid_, SIGCONT);
+    SignalAtEnd(pid_t pid, int sig) : pid_(pid), sig_(sig) {}
+    ~SignalAtEnd() { send(); }
+    SignalAtEnd(const SignalAtEnd&) = delete;
+    SignalAtEnd& operator=(const SignalAtEnd&) = delete;
+    void send() {
+        if (pid_ > 0) ::kill(pid_, sig_);
         pid_ = 0;
     }
 
 private:
     pid_t pid_;
+    int sig_;
 };
 
-// A write faulty_disk holds (--hold-writes) for as long as this lives,
-// unless let go before: a check that ends early leaves no write held for
-// the next one, or for the test's cleanup.
-class HeldDiskWrite {
-public:
-    explicit HeldDiskWrite(pid_t disk) : disk_(disk) {}
-    ~HeldDiskWrite() { let_go(); }
-    HeldDiskWrite(const HeldDiskWrite&) = delete;
-    HeldDiskWrite& operator=(const HeldDiskWrite&) = delete;
-    void let_go() {
-        if (disk_ > 0) ::kill(disk_, SIGUSR1);
-        disk_ = 0;
-    }
-
-private:
-    pid_t disk_;
-};
+// SIGSTOP to gateway A, continued (SIGCONT) by `stopped`.
+void stop_gateway(pid_t pid, std::optional<SignalAtEnd>& stopped) {
+    if (::kill(pid, SIGSTOP) != 0) throw SetupError("cannot stop pid " + std::to_string(pid));
+    stopped.emplace(pid, SIGCONT);
+}
 
 void run_until(IoSession& s, const std::function<bool()>& done, std::chrono::seconds limit,
                const char* what) {
@@ -190,8 +179,8 @@ int main(int argc, char** argv) {
         };
         const auto disk_pid = store ? pid_t(std::strtol(argv[7], nullptr, 10)) : 0;
         if (store && disk_pid <= 0) throw SetupError("bad disk pid " + std::string(argv[7]));
-        std::optional<HeldDiskWrite> held_write;
-        std::optional<StoppedProcess> stopped;
+        std::optional<SignalAtEnd> held_write;  // SIGUSR1 to the disk
+        std::optional<SignalAtEnd> stopped;     // SIGCONT to gateway A
         if (store) {
             // W0 would be a write the disk holds: W2 and W1 differ anyway.
             const size_t holds = count_in_file(argv[8], "holding a write to block");
@@ -199,7 +188,7 @@ int main(int argc, char** argv) {
             run_until(
                 *mp, [&] { return count_in_file(argv[8], "holding a write to block") > holds; }, 10s,
                 "hold of W1 in A's store");
-            held_write.emplace(disk_pid);
+            held_write.emplace(disk_pid, SIGUSR1);
             if (mode == "store-lu-reset") {
                 // B active/optimized before A stops: a W1 released too early
                 // would then complete through B at once (through A it would
@@ -213,10 +202,10 @@ int main(int argc, char** argv) {
                     },
                     10s, "swap of the states");
             }
-            stopped.emplace(pid);
+            stop_gateway(pid, stopped);
         } else {
             write_now(w0, "W0");
-            stopped.emplace(pid);
+            stop_gateway(pid, stopped);
             submit_w1();
         }
         run_until(
@@ -225,7 +214,7 @@ int main(int argc, char** argv) {
                     w1_done ? "completed" : "not completed", (unsigned long long)path(0).held);
 
         auto release_disk = [&] {
-            held_write->let_go();
+            held_write->send();
             std::printf("the disk lets A's copy of W1 go\n");
         };
         if (mode == "none" || mode == "store-none") {
@@ -234,14 +223,14 @@ int main(int argc, char** argv) {
             if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
             write_now(w2, "W2");
             std::printf("W1 re-sent and completed through B, then W2 written through B\n");
-            stopped->resume();
+            stopped->send();
             if (store) release_disk();
         } else if (mode == "store-lu-reset") {
             if (w1_done || path(0).held != 1) {
                 std::printf("FAIL: W1 was not held while gateway A was stopped\n");
                 return 1;
             }
-            stopped->resume();
+            stopped->send();
             // Not a wait for a condition: W1 must NOT complete while A's
             // store holds its copy, however long that is; 2 s is the test.
             const Clock::time_point until = Clock::now() + 2s;
@@ -287,7 +276,7 @@ int main(int argc, char** argv) {
                 std::printf("W1 was never reported done\n");
                 return 0;
             }
-            stopped->resume();
+            stopped->send();
             run_until(
                 *mp, [&] { return w1_done.has_value(); }, 60s, "completion of W1 after A continued");
             if (!w1_done->good()) throw SetupError("W1: " + describe(*w1_done));
