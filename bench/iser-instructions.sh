@@ -18,8 +18,10 @@
 # 64 KiB random writes with 8 in flight from the kernel's iSER initiator
 # (fio) on a target set to InitialR2T=No, with the defaults (the session
 # gets InitialR2T=Yes: the data past the immediate 8 KiB comes by RDMA
-# READ) and with `write_in_place = off` (the admin's No kept: seven
-# unsolicited Data-Outs per write, each copied). Per point and target, from
+# READ into the block its immediate data arrived in), with `write_in_place
+# = off` (the admin's No kept: seven unsolicited Data-Outs per write, each
+# copied) and with `iser_receive_kib = 16` (the 8 KiB of immediate data
+# copied into a buffer of the command's size). Per point and target, from
 # the profile of the counted seconds (callgrind_control turns counting on
 # and off in a running tgtd): instructions per command (all of tgtd's
 # threads: tgt's core, the transport, the backing store, libc, rxe's
@@ -172,8 +174,11 @@ FB_NAME=64k-randwrite-qd8-kernel FB_IQN=iqn.2026-11.io.rbio:instr-firstburst
 modprobe -a ib_iser sd_mod || die "the kernel's iSER initiator does not load"
 start_iscsid
 kadm() { iscsiadm -m node -T "$FB_IQN" -p "$PORTAL" -I iser "$@"; }
-declare -A FB_CONF=([rbio]="write_in_place = on" [rbio-write_in_place-off]="write_in_place = off")
-for c in rbio rbio-write_in_place-off; do
+# Two controls: write_in_place = off (the unsolicited data copied) and
+# 16 KiB receive blocks (the immediate data of a 64 KiB write copied).
+declare -A FB_CONF=([rbio]="write_in_place = on" [rbio-write_in_place-off]="write_in_place = off"
+                    [rbio-receive-16k]="iser_receive_kib = 16")
+for c in rbio rbio-write_in_place-off rbio-receive-16k; do
   state="$WORK/tgtd-fb-$c"
   printf '%s\n' "${FB_CONF[$c]}" > "$WORK/fb-$c.conf"
   RBIO_CONFIG="$WORK/fb-$c.conf" RBIO_ISER=on "$SANDBOX" start "$state" --modules "$MODULES" --tgtd "$WRAPPER" \
@@ -211,7 +216,7 @@ done
   echo
   echo "guest: Linux $(uname -r) under qemu TCG, $(nproc) vCPUs, rdma_rxe on a veth pair; tgt $(dpkg-query -W -f '${Version}' tgt 2>/dev/null); $(valgrind --version);"
   echo "initiator: \`rbio bench --transport iser\`, 4 KiB, 32 in flight; ${SECONDS_PER} s counted after ${WARM} s of warm-up;"
-  echo "$FB_NAME: the kernel's iSER initiator (fio, libaio), rbio's target set to InitialR2T=No, with the defaults and with \`write_in_place = off\`;"
+  echo "$FB_NAME: the kernel's iSER initiator (fio, libaio), rbio's target set to InitialR2T=No, with the defaults, with \`write_in_place = off\` and with \`iser_receive_kib = 16\`;"
   echo "backing store: stock bs $BS_STOCK, rbio bs $BS_RBIO; a 256 MiB fallocated tmpfs file."
   echo
   echo "| workload | target | commands | instructions/command | tgtd | bs_rbio.so | libc | librxe | other | allocations/command | memcpy calls/command | memcpy instructions/command |"

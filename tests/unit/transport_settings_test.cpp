@@ -45,6 +45,7 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_STREQ(s.stats_file, "/run/rbio/tgtd-%p.stats");
     EXPECT_EQ(s.rx_wait_pdus, 16u);
     EXPECT_EQ(s.rx_wait_us, 300u);
+    EXPECT_EQ(s.iser_receive_kib, 64u);
 }
 
 TEST(TransportSettings, FileThenEnvironment) {
@@ -52,7 +53,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     auto path = write_config(
         "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
         "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n"
-        "rx_wait_pdus = 0\nrx_wait_us = 2000\ndirect_commands = off\n");
+        "rx_wait_pdus = 0\nrx_wait_us = 2000\ndirect_commands = off\niser_receive_kib = 256\n");
     ::setenv("RBIO_CONFIG", path.c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
@@ -64,6 +65,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     EXPECT_EQ(s.direct_commands, 0);
     EXPECT_EQ(s.rx_wait_pdus, 0u);
     EXPECT_EQ(s.rx_wait_us, 2000u);
+    EXPECT_EQ(s.iser_receive_kib, 256u);
     EXPECT_STREQ(s.stats_file, "");
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "127.0.0.1", 3260));
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "::1", 3261));
@@ -97,6 +99,13 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     EXPECT_NE(std::string(err).find("rx_buffer_kib"), std::string::npos) << err;
 
     // A leading minus sign would wrap in strtoul: -18446744073709551615 is 1.
+    // 16 KiB is the pool block a receive's AHS and 8 KiB data take anyway.
+    for (const char* bad : {"iser_receive_kib = 15\n", "iser_receive_kib = 1025\n"}) {
+        std::ofstream(path) << bad;
+        EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
+        EXPECT_NE(std::string(err).find(path + ":1: iser_receive_kib"), std::string::npos) << err;
+    }
+
     for (const char* bad : {"rx_wait_pdus = 257\n", "rx_wait_us = 9\n", "rx_wait_us = 100001\n",
                             "rx_wait_pdus = -18446744073709551615\n", "rx_wait_pdus = +1\n"}) {
         std::ofstream(path) << bad;

@@ -282,15 +282,23 @@ check "no unsolicited Data-Out: below $MAX_PDUS_IN_PER_OUT PDUs in per PDU out (
   pdus_in_per_out firstburst "<" "$MAX_PDUS_IN_PER_OUT"
 check "the first bursts came by RDMA READ ($(count_of firstburst rdma_reads))" \
   test "$(count_of firstburst rdma_reads)" -gt 0
+# A 64 KiB write fits a receive's 64 KiB block (iser_receive_kib): its 8 KiB
+# of immediate data stay where they landed and the RDMA READ fills the rest
+# of the same block. With 16 KiB blocks (the control below) every such
+# write is refused its block and has its immediate data copied.
+lends() { echo "lent=$(count_of "$1" lent) lend_refused=$(count_of "$1" lend_refused)"; }
+check "the writes ran from the blocks their immediate data came in ($(lends firstburst))" \
+  test "$(count_of firstburst lent)" -gt 0 -a "$(count_of firstburst lend_refused)" = 0
 check "tgtadm still shows the admin's InitialR2T=No" \
   bash -c "tgtadm -C $CTL --lld iser --op show --mode target --tid 1 | grep -qx 'InitialR2T=No'"
 
 # The controls: coalesce = off must fall below the batching threshold,
-# direct_commands = off below the direct path's, and write_in_place = off
-# (the admin's InitialR2T=No kept) must bring the Data-Outs back, or the
-# checks above could not fail.
+# direct_commands = off below the direct path's, write_in_place = off
+# (the admin's InitialR2T=No kept) must bring the Data-Outs back, and
+# iser_receive_kib = 16 the copies of immediate data, or the checks above
+# could not fail.
 tgtd_stop
-printf 'coalesce = off\nwrite_in_place = off\ndirect_commands = off\n' > "$WORK/rbio-off.conf"
+printf 'coalesce = off\nwrite_in_place = off\ndirect_commands = off\niser_receive_kib = 16\n' > "$WORK/rbio-off.conf"
 : > "$STATE/tgtd.log"
 RBIO_CONFIG="$WORK/rbio-off.conf" start_tgtd_rbio_iser
 must "the -I ALL target again" iser_target 1 "$IQN" "$BACKING"
@@ -305,6 +313,8 @@ check "write_in_place = off: the session keeps InitialR2T=No ($(cat "$WORK/unsol
   test "$(cat "$WORK/unsolicited.r2t")" = No
 check "write_in_place = off: at least $MAX_PDUS_IN_PER_OUT PDUs in per PDU out ($(ratio_of unsolicited))" \
   pdus_in_per_out unsolicited ">=" "$MAX_PDUS_IN_PER_OUT"
+check "iser_receive_kib = 16: the writes' immediate data copied ($(lends unsolicited))" \
+  test "$(count_of unsolicited lend_refused)" -gt 0
 
 # --- the off switch: tgt's own iSER (which needs -Q for iSER logins) ---------
 tgtd_stop

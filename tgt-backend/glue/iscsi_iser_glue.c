@@ -815,8 +815,8 @@ static void tp_free_task(struct iscsi_task *task)
  * start. Without AHS that data already lies at the start of the receive's
  * data buffer, so that buffer is the task's: tp_read() finds the data in
  * place and copies nothing. Other PDUs, a second buffer of the same
- * command (bidirectional) or a command larger than the buffer get one of
- * their own.
+ * command (bidirectional) or a command larger than the buffer
+ * (iser_receive_kib) get one of their own.
  */
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 {

@@ -71,12 +71,16 @@ BlockPool& pool_for(ibv_pd* pd) {
 // (ReceiveBuffers' split layout): a command's immediate data then lands at
 // the start of a registered, page-aligned block, which the glue takes as the
 // task's data buffer (rbio_iser_ep_take_rx) instead of copying the data out;
-// the core frees it like any other data buffer.
+// the core frees it like any other data buffer. Blocks are `block_min`
+// bytes (iser_receive_kib) although a receive fills 8 KiB at most: a write
+// of up to that size then takes its receive's block too, and the RDMA READ
+// of the rest of its data lands behind its immediate data. A larger write
+// gets a buffer of its own and its immediate data is copied into it.
 class BlockSource final : public RecvBufferSource {
 public:
-    explicit BlockSource(BlockPool& pool) : pool_(pool) {}
+    BlockSource(BlockPool& pool, size_t block_min) : pool_(pool), block_min_(block_min) {}
     Buffer acquire(size_t size) override {
-        void* p = pool_.alloc(size);
+        void* p = pool_.alloc(std::max(size, block_min_));
         if (!p) return {};
         return {static_cast<uint8_t*>(p), mr_of(p)->lkey, Block::of(p)->size};
     }
@@ -84,6 +88,7 @@ public:
 
 private:
     BlockPool& pool_;
+    size_t block_min_;
 };
 
 // ---- protection domains, one per device for the process's lifetime
@@ -96,37 +101,6 @@ ibv_pd* pd_for(ibv_context* ctx) {
     if (!pd) throw_rdma("ibv_alloc_pd");
     pds.emplace_back(ctx, std::move(pd));
     return pds.back().second.get();
-}
-
-// ---- one shared receive queue per device, while it has connections
-//
-// Made by the first connection on a device, destroyed with the last one, so
-// an idle tgtd holds no receive buffers and a receive lost by a QP torn
-// down mid-flight is not lost for good.
-struct DeviceReceives {
-    DeviceReceives(ibv_pd* pd, uint32_t depth, size_t slot_size, bool batch)
-        : source(pool_for(pd)), queue(pd, depth, slot_size, batch, &source) {}
-    ~DeviceReceives() { publish(); }
-    void publish() { publisher.publish(queue.counters(), rbio::tp::totals()); }
-
-    BlockSource source;  // outlives queue, whose receives hold its blocks
-    SharedReceiveQueue queue;
-    CounterPublisher publisher;
-};
-
-std::shared_ptr<DeviceReceives> receives_for(ibv_context* ctx, ibv_pd* pd, const EndpointConfig& c,
-                                             uint32_t depth) {
-    static std::vector<std::pair<ibv_context*, std::weak_ptr<DeviceReceives>>> devices;
-    for (auto& [dev, weak] : devices)
-        if (dev == ctx) {
-            if (auto shared = weak.lock()) return shared;
-            auto fresh = std::make_shared<DeviceReceives>(pd, depth, recv_slot_size(c), c.batch_recv);
-            weak = fresh;
-            return fresh;
-        }
-    auto fresh = std::make_shared<DeviceReceives>(pd, depth, recv_slot_size(c), c.batch_recv);
-    devices.emplace_back(ctx, fresh);
-    return fresh;
 }
 
 // NOP-In pings are off unless the admin sets a target's nop_interval, so a
@@ -149,6 +123,43 @@ EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     return c;
 }
 
+size_t receive_block(const rbio_tp_settings& s) { return size_t(s.iser_receive_kib) << 10; }
+
+// ---- one shared receive queue per device, while it has connections
+//
+// Made by the first connection on a device, destroyed with the last one, so
+// an idle tgtd holds no receive buffers and a receive lost by a QP torn
+// down mid-flight is not lost for good.
+struct DeviceReceives {
+    DeviceReceives(ibv_pd* pd, uint32_t depth, size_t slot_size, size_t block_min, bool batch)
+        : source(pool_for(pd), block_min), queue(pd, depth, slot_size, batch, &source) {}
+    ~DeviceReceives() { publish(); }
+    void publish() { publisher.publish(queue.counters(), rbio::tp::totals()); }
+
+    BlockSource source;  // outlives queue, whose receives hold its blocks
+    SharedReceiveQueue queue;
+    CounterPublisher publisher;
+};
+
+std::shared_ptr<DeviceReceives> receives_for(ibv_context* ctx, ibv_pd* pd, const rbio_tp_settings& s) {
+    const EndpointConfig c = endpoint_config(s);
+    auto make = [&] {
+        return std::make_shared<DeviceReceives>(pd, s.iser_srq_depth, recv_slot_size(c), receive_block(s),
+                                                c.batch_recv);
+    };
+    static std::vector<std::pair<ibv_context*, std::weak_ptr<DeviceReceives>>> devices;
+    for (auto& [dev, weak] : devices)
+        if (dev == ctx) {
+            if (auto shared = weak.lock()) return shared;
+            auto fresh = make();
+            weak = fresh;
+            return fresh;
+        }
+    auto fresh = make();
+    devices.emplace_back(ctx, fresh);
+    return fresh;
+}
+
 EndpointConfig with_receives(EndpointConfig c, DeviceReceives* r, RecvBufferSource* own) {
     c.srq = r ? &r->queue : nullptr;
     c.recv_source = own;
@@ -161,11 +172,10 @@ struct rbio_iser_ep {
     rbio_iser_ep(CmIdPtr id, const rbio_tp_settings& s, rbio_iser_done_fn done_fn, void* ctx)
         : pd(pd_for(id->verbs)),
           buffers(&pool_for(pd)),
-          source(*buffers),
+          source(*buffers, receive_block(s)),
           done(done_fn),
           done_ctx(ctx),
-          receives(s.iser_srq_depth ? receives_for(id->verbs, pd, endpoint_config(s), s.iser_srq_depth)
-                                    : nullptr),
+          receives(s.iser_srq_depth ? receives_for(id->verbs, pd, s) : nullptr),
           ep(std::move(id), pd, with_receives(endpoint_config(s), receives.get(), &source), counters,
              [this](uint64_t token, int status) { done(done_ctx, token, status); }) {}
 
@@ -354,17 +364,19 @@ uint64_t rbio_iser_ep_done_total(const rbio_iser_ep* e) { return e->ep.sends_don
 void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
     const auto& k = e->counters;
     const double posts = double(k[Counter::PostCalls]);
-    std::snprintf(out, len,
-                  "pdus_in=%llu pdus_out=%llu work_requests=%llu post_calls=%llu wrs_per_post=%.2f "
-                  "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
-                  "rdma_reads=%llu spin_hits=%llu spin_misses=%llu direct_commands=%llu",
-                  (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
-                  (unsigned long long)k[Counter::WorkRequests], (unsigned long long)k[Counter::PostCalls],
-                  posts > 0 ? double(k[Counter::WorkRequests]) / posts : 0.0,
-                  (unsigned long long)k[Counter::Signaled], (unsigned long long)k[Counter::Completions],
-                  k.completions_per_poll(), (unsigned long long)k[Counter::ChannelWakeups],
-                  (unsigned long long)k[Counter::RdmaReads], (unsigned long long)k[Counter::SpinHits],
-                  (unsigned long long)k[Counter::SpinMisses], (unsigned long long)k[Counter::DirectCommands]);
+    std::snprintf(
+        out, len,
+        "pdus_in=%llu pdus_out=%llu work_requests=%llu post_calls=%llu wrs_per_post=%.2f "
+        "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
+        "rdma_reads=%llu spin_hits=%llu spin_misses=%llu direct_commands=%llu lent=%llu lend_refused=%llu",
+        (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
+        (unsigned long long)k[Counter::WorkRequests], (unsigned long long)k[Counter::PostCalls],
+        posts > 0 ? double(k[Counter::WorkRequests]) / posts : 0.0, (unsigned long long)k[Counter::Signaled],
+        (unsigned long long)k[Counter::Completions], k.completions_per_poll(),
+        (unsigned long long)k[Counter::ChannelWakeups], (unsigned long long)k[Counter::RdmaReads],
+        (unsigned long long)k[Counter::SpinHits], (unsigned long long)k[Counter::SpinMisses],
+        (unsigned long long)k[Counter::DirectCommands], (unsigned long long)k[Counter::Lent],
+        (unsigned long long)k[Counter::LendRefused]);
 }
 
 void rbio_iser_ep_count_direct(rbio_iser_ep* e) { ++e->counters[Counter::DirectCommands]; }

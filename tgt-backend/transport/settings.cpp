@@ -128,6 +128,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
     else if (key == "rx_wait_us") s.rx_wait_us = parse_uint(value, 10, 100000, w);
     else if (key == "iser_spin_us") s.iser_spin_us = parse_uint(value, 0, 1000, w);
     else if (key == "iser_srq_depth") s.iser_srq_depth = parse_uint(value, 0, 16384, w);
+    else if (key == "iser_receive_kib") s.iser_receive_kib = parse_uint(value, 16, 1024, w);
     else if (key == "direct_commands") s.direct_commands = parse_switch(value, w);
     else if (rbio::bs::alua::is_setting(key) || rbio::bs::metrics::is_setting(key))
         ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
@@ -136,7 +137,8 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
         throw SettingsError(where + ": unknown key '" + std::string(key) +
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
                             "send_inline, write_in_place, direct_read_kib, rx_buffer_kib, max_queued_kib, "
-                            "rx_wait_pdus, rx_wait_us, iser_spin_us, iser_srq_depth, direct_commands, "
+                            "rx_wait_pdus, rx_wait_us, iser_spin_us, iser_srq_depth, iser_receive_kib, "
+                            "direct_commands, "
                             "port_group, alua_groups_file, metrics_file)");
 }
 
@@ -163,6 +165,7 @@ void load(rbio_tp_settings& s) {
     s.rx_wait_us = 300;
     s.iser_spin_us = 16;
     s.iser_srq_depth = 1024;
+    s.iser_receive_kib = 64;
     s.direct_commands = 1;
     std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");
     std::snprintf(s.source, sizeof(s.source), "defaults");
@@ -200,15 +203,16 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 }
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
-    std::snprintf(out, len,
-                  "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
-                  "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
-                  "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u direct_commands=%s (from %s)",
-                  s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
-                  s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
-                  s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off",
-                  s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us,
-                  s->iser_spin_us, s->iser_srq_depth, s->direct_commands ? "on" : "off", s->source);
+    std::snprintf(
+        out, len,
+        "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
+        "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
+        "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u iser_receive_kib=%u direct_commands=%s (from %s)",
+        s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
+        s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off", s->coalesce ? "on" : "off",
+        s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
+        s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us, s->iser_spin_us, s->iser_srq_depth,
+        s->iser_receive_kib, s->direct_commands ? "on" : "off", s->source);
 }
 
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {

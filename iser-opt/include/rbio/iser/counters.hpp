@@ -37,6 +37,9 @@ enum class Counter : uint8_t {
     // TCP, write_in_place: a write's data buffer lent from the receive
     // buffer (executed without a copy), or asked for and refused (not all
     // buffered, or no receive chunk left free: the data is copied).
+    // iSER: a command whose immediate data became its data buffer in place
+    // (its receive's block), or whose block was refused (smaller than the
+    // command, iser_receive_kib, or no fresh one): that data is copied.
     Lent,
     LendRefused,
     // TCP, receive moderation (rbio/iser/rx_moderation.hpp): its system

@@ -115,11 +115,19 @@ public:
     // buffer's start) when it holds at least min_size bytes, so the data can
     // be used in place; the receive is reposted with a fresh buffer from
     // the source. Once per PDU; nullptr when there is no source, outside a
-    // handler, or no fresh buffer.
+    // handler, or no fresh buffer (or one too small). For a PDU with data,
+    // counts lent, or lend_refused once (the owner then copies the data).
     uint8_t* take_rx_data(size_t min_size) {
         if (rx_current_ == kNoSlot || rx_taken_) return nullptr;
         uint8_t* p = rx_buffers().take(rx_current_, min_size);
         rx_taken_ = p != nullptr;
+        if (!rx_has_data_) return p;
+        if (p) {
+            ++counters_[Counter::Lent];
+        } else if (!rx_refused_) {
+            ++counters_[Counter::LendRefused];
+            rx_refused_ = true;
+        }
         return p;
     }
     bool has_room(uint32_t requests) const { return sq_.has_room(requests) && send_pool_.available() > 0; }
@@ -215,7 +223,8 @@ private:
             IserRx rx{{}, BhsView(rx_buffers().head(slot) + kIserHeaderLength), {}, {}};
             if (!failed_ && parse(slot, wc.byte_len, rx)) {
                 rx_current_ = slot;
-                rx_taken_ = false;
+                rx_taken_ = rx_refused_ = false;
+                rx_has_data_ = !rx.data.empty();
                 handle(static_cast<const IserRx&>(rx));
                 rx_current_ = kNoSlot;
             }
@@ -262,6 +271,8 @@ private:
     std::string error_;
     uint32_t rx_current_ = kNoSlot;  // the receive whose PDU is being handled
     bool rx_taken_ = false;          // its data buffer went to the owner
+    bool rx_has_data_ = false;       // its PDU has a data segment
+    bool rx_refused_ = false;        // a take of it was refused (and counted)
 };
 
 }  // namespace rbio::iser::rdma
