@@ -35,6 +35,12 @@
 //                                        at the first failure
 //   scsi_probe URL verify-log FILE       reads back every LBA in FILE
 //   scsi_probe URL write|verify LBA COUNT SEED   a pattern of SEED at LBA
+//   scsi_probe URL cdb-reset HEXBYTES    the command (no data) sent, then a
+//                                        LOGICAL UNIT RESET while it runs:
+//                                        "reset=R ms=M", R the response (0:
+//                                        function complete), M how long it
+//                                        took to come; exits 1 without one
+//                                        within 15 s
 //   scsi_probe URL reads|writes|fua-writes LBA COUNT
 //                                        COUNT one-block commands at once (the
 //                                        target may merge them); "LBA RESULT"
@@ -265,6 +271,43 @@ int at_once(Session& s, bool write, bool fua, uint64_t lba, uint64_t count) {
     return 0;
 }
 
+struct TaskManagement {
+    bool done = false;
+    int status = -1;
+    uint32_t response = 0xff;
+};
+
+void on_task_management(iscsi_context*, int status, void* command_data, void* priv) {
+    auto* t = static_cast<TaskManagement*>(priv);
+    t->done = true;
+    t->status = status;
+    if (status == SCSI_STATUS_GOOD && command_data) t->response = *static_cast<uint32_t*>(command_data);
+}
+
+// The reset goes out once the command has left (the target reads them in
+// that order, so the command has reached the LU first); how long its
+// answer takes is how long the LU took to end the command.
+int reset_during(Session& s, std::vector<unsigned char> cdb) {
+    Pending command;
+    scsi_task* t = scsi_create_task(int(cdb.size()), cdb.data(), SCSI_XFER_NONE, 0);
+    if (!t) die("cannot create a SCSI task");
+    if (iscsi_scsi_command_async(s.ctx, s.lun, t, on_pending, nullptr, &command) != 0)
+        die(std::string("cannot queue the command: ") + iscsi_get_error(s.ctx));
+    while (iscsi_which_events(s.ctx) & POLLOUT) serve(s, POLLOUT, "cannot send within 15 s");
+    const auto start = std::chrono::steady_clock::now();
+    TaskManagement tm;
+    if (iscsi_task_mgmt_lun_reset_async(s.ctx, uint32_t(s.lun), on_task_management, &tm) != 0)
+        die(std::string("cannot queue the LOGICAL UNIT RESET: ") + iscsi_get_error(s.ctx));
+    while (!tm.done)
+        serve(s, short(iscsi_which_events(s.ctx)), "no answer to the LOGICAL UNIT RESET within 15 s");
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (tm.status != SCSI_STATUS_GOOD) die(std::string("LOGICAL UNIT RESET: ") + iscsi_get_error(s.ctx), 1);
+    std::printf("reset=%u ms=%lld\n", unsigned(tm.response), (long long)ms);
+    return 0;
+}
+
 unsigned long number(const char* s, int base = 10) {
     char* end = nullptr;
     unsigned long v = std::strtoul(s, &end, base);
@@ -302,10 +345,29 @@ void count_unit_attentions(Session& s, int asc, const char* go, std::chrono::sec
     std::printf("ua=%d\n", n);
 }
 
+// `cdb HEXBYTES [LEN [--resid|--hex]]`: one command, data-in of LEN bytes.
+void print_cdb(Session& s, int argc, char** argv) {
+    if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN [--resid|--hex]]");
+    std::vector<unsigned char> cdb = hex_bytes(argv[3]);
+    int len = argc > 4 ? int(number(argv[4])) : 0;
+    Result r = run(s, cdb, len ? SCSI_XFER_READ : SCSI_XFER_NONE, {}, len);
+    const std::string mode = argc > 5 ? argv[5] : "";
+    if (mode == "--resid") {
+        std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
+    } else if (mode == "--hex") {
+        std::printf("%s ", describe(r).c_str());
+        for (unsigned char b : r.data) std::printf("%02x", b);
+        std::printf("\n");
+    } else {
+        std::printf("%s\n", describe(r).c_str());
+    }
+}
+
 int main(int argc, char** argv) {
     if (argc < 3)
         die("usage: scsi_probe URL "
-            "inquiry|serial|designators|rtpg|cdb|wait-ua|count-ua|write-log|verify-log|write|verify ...");
+            "inquiry|serial|designators|rtpg|cdb|cdb-reset|wait-ua|count-ua|write-log|verify-log|write|"
+            "verify ...");
     const std::string what = argv[2];
     Session s;
     s.ctx = iscsi_create_context("iqn.2026-11.io.rbio:scsi-probe");
@@ -397,20 +459,10 @@ int main(int argc, char** argv) {
             p += 8 + 4 * ports;
         }
     } else if (what == "cdb") {
-        if (argc < 4) die("usage: scsi_probe URL cdb HEXBYTES [LEN [--resid|--hex]]");
-        std::vector<unsigned char> cdb = hex_bytes(argv[3]);
-        int len = argc > 4 ? int(number(argv[4])) : 0;
-        Result r = run(s, cdb, len ? SCSI_XFER_READ : SCSI_XFER_NONE, {}, len);
-        const std::string mode = argc > 5 ? argv[5] : "";
-        if (mode == "--resid") {
-            std::printf("%s underflow=%ld\n", describe(r).c_str(), r.underflow);
-        } else if (mode == "--hex") {
-            std::printf("%s ", describe(r).c_str());
-            for (unsigned char b : r.data) std::printf("%02x", b);
-            std::printf("\n");
-        } else {
-            std::printf("%s\n", describe(r).c_str());
-        }
+        print_cdb(s, argc, argv);
+    } else if (what == "cdb-reset") {
+        if (argc < 4) die("usage: scsi_probe URL cdb-reset HEXBYTES");
+        return reset_during(s, hex_bytes(argv[3]));
     } else if (what == "cdb-out") {
         if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid|--info]");
         Result r = run(s, hex_bytes(argv[3]), SCSI_XFER_WRITE, hex_bytes(argv[4]));
