@@ -95,6 +95,8 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_connection_sent_bytes_total" + iser + " 0\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_rdma_completions_total" + iser + " 0\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_direct_commands_total" + iser), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_lend_refused_total" + iser), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_lend_refused_total" + tcp), std::string::npos);
     // Each transport only with the counters it has.
     EXPECT_EQ(x.find("rbio_connection_epoll_ctl_calls_total" + iser), std::string::npos);
     EXPECT_EQ(x.find("rbio_connection_rdma_completions_total" + tcp), std::string::npos);

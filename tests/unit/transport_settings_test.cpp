@@ -98,13 +98,16 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);
     EXPECT_NE(std::string(err).find("rx_buffer_kib"), std::string::npos) << err;
 
-    // A leading minus sign would wrap in strtoul: -18446744073709551615 is 1.
-    // 16 KiB is the pool block a receive's AHS and 8 KiB data take anyway.
-    for (const char* bad : {"iser_receive_kib = 15\n", "iser_receive_kib = 1025\n"}) {
+    // 16 KiB is the pool block a receive's AHS and 8 KiB data take anyway;
+    // pool blocks come in powers of two.
+    for (const char* bad :
+         {"iser_receive_kib = 15\n", "iser_receive_kib = 2048\n", "iser_receive_kib = 100\n"}) {
         std::ofstream(path) << bad;
         EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
         EXPECT_NE(std::string(err).find(path + ":1: iser_receive_kib"), std::string::npos) << err;
     }
+
+    // A leading minus sign would wrap in strtoul: -18446744073709551615 is 1.
 
     for (const char* bad : {"rx_wait_pdus = 257\n", "rx_wait_us = 9\n", "rx_wait_us = 100001\n",
                             "rx_wait_pdus = -18446744073709551615\n", "rx_wait_pdus = +1\n"}) {

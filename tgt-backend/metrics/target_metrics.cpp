@@ -134,12 +134,14 @@ ConnectionFamily connection_family(Counter c) {
                     Applies::Iser};
         case Counter::Lent:
             return {{"rbio_connection_lent_write_buffers_total", C,
-                     "Writes executed from the receive buffer, without a copy (write_in_place)"},
-                    Applies::Tcp};
+                     "Writes whose data was used where it was received, without a copy (TCP: "
+                     "write_in_place; iSER: immediate data in its receive's block)"},
+                    Applies::Both};
         case Counter::LendRefused:
             return {{"rbio_connection_lend_refused_total", C,
-                     "Writes eligible for write_in_place whose data was copied after all"},
-                    Applies::Tcp};
+                     "Writes whose received data was copied after all (TCP: not all buffered, or no "
+                     "receive chunk free; iSER: larger than iser_receive_kib)"},
+                    Applies::Both};
         case Counter::RxWaitCalls:
             return {{"rbio_connection_rx_wait_calls_total", C,
                      "System calls of receive moderation (SO_RCVLOWAT, its wait timer)"},

@@ -128,8 +128,9 @@ size_t receive_block(const rbio_tp_settings& s) { return size_t(s.iser_receive_k
 // ---- one shared receive queue per device, while it has connections
 //
 // Made by the first connection on a device, destroyed with the last one, so
-// an idle tgtd holds no receive buffers and a receive lost by a QP torn
-// down mid-flight is not lost for good.
+// an idle tgtd posts no receives and a receive lost by a QP torn down
+// mid-flight is not lost for good. (Their blocks go back to the device's
+// pool, which keeps up to 256 MiB of blocks registered for reuse.)
 struct DeviceReceives {
     DeviceReceives(ibv_pd* pd, uint32_t depth, size_t slot_size, size_t block_min, bool batch)
         : source(pool_for(pd), block_min), queue(pd, depth, slot_size, batch, &source) {}

@@ -39,6 +39,17 @@ uint32_t parse_uint(std::string_view v, uint32_t min, uint32_t max, const std::s
     return uint32_t(n);
 }
 
+// A pool block's size: a power of two (the pool's size classes), so the
+// memory a setting names is the memory it takes.
+uint32_t parse_power_of_two(std::string_view v, uint32_t min, uint32_t max, const std::string& where) {
+    const uint32_t n = parse_uint(v, min, max, where);
+    if ((n & (n - 1)) != 0)
+        throw SettingsError(where + ": '" + std::string(v) + "' is not a power of two (" +
+                            std::to_string(min) + ", " + std::to_string(min * 2) + ", ... " +
+                            std::to_string(max) + ")");
+    return n;
+}
+
 void copy_to(char* dst, size_t len, std::string_view v, const std::string& where) {
     if (v.size() >= len) throw SettingsError(where + ": value too long");
     std::memcpy(dst, v.data(), v.size());
@@ -128,7 +139,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
     else if (key == "rx_wait_us") s.rx_wait_us = parse_uint(value, 10, 100000, w);
     else if (key == "iser_spin_us") s.iser_spin_us = parse_uint(value, 0, 1000, w);
     else if (key == "iser_srq_depth") s.iser_srq_depth = parse_uint(value, 0, 16384, w);
-    else if (key == "iser_receive_kib") s.iser_receive_kib = parse_uint(value, 16, 1024, w);
+    else if (key == "iser_receive_kib") s.iser_receive_kib = parse_power_of_two(value, 16, 1024, w);
     else if (key == "direct_commands") s.direct_commands = parse_switch(value, w);
     else if (rbio::bs::alua::is_setting(key) || rbio::bs::metrics::is_setting(key))
         ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
