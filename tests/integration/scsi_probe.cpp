@@ -35,12 +35,15 @@
 //                                        at the first failure
 //   scsi_probe URL verify-log FILE       reads back every LBA in FILE
 //   scsi_probe URL write|verify LBA COUNT SEED   a pattern of SEED at LBA
-//   scsi_probe URL cdb-reset HEXBYTES    the command (no data) sent, then a
-//                                        LOGICAL UNIT RESET while it runs:
-//                                        "reset=R ms=M", R the response (0:
-//                                        function complete), M how long it
-//                                        took to come; exits 1 without one
-//                                        within 15 s
+//   scsi_probe URL cdb-tmf HEXBYTES lun-reset|abort-task
+//                                        the command (no data) sent, then a
+//                                        LOGICAL UNIT RESET, or an ABORT TASK
+//                                        of it, while it runs: "tmf=R ms=M",
+//                                        R the response (0: function
+//                                        complete), M how long it took to
+//                                        come; exits 1 without one within 15 s
+//   scsi_probe URL cdb-ms HEXBYTES       the command (no data): "RESULT ms=M",
+//                                        M its round trip alone
 //   scsi_probe URL reads|writes|fua-writes LBA COUNT
 //                                        COUNT one-block commands at once (the
 //                                        target may merge them); "LBA RESULT"
@@ -284,27 +287,47 @@ void on_task_management(iscsi_context*, int status, void* command_data, void* pr
     if (status == SCSI_STATUS_GOOD && command_data) t->response = *static_cast<uint32_t*>(command_data);
 }
 
-// The reset goes out once the command has left (the target reads them in
-// that order, so the command has reached the LU first); how long its
-// answer takes is how long the LU took to end the command.
-int reset_during(Session& s, std::vector<unsigned char> cdb) {
+// The task management request goes out once the command has left (the
+// target reads them in that order, so the command has reached the LU
+// first); how long its answer takes is how long the LU took to end the
+// command.
+int tmf_during(Session& s, std::vector<unsigned char> cdb, const std::string& function) {
+    if (function != "lun-reset" && function != "abort-task")
+        die("cdb-tmf: '" + function + "' is not lun-reset or abort-task");
     Pending command;
     scsi_task* t = scsi_create_task(int(cdb.size()), cdb.data(), SCSI_XFER_NONE, 0);
     if (!t) die("cannot create a SCSI task");
     if (iscsi_scsi_command_async(s.ctx, s.lun, t, on_pending, nullptr, &command) != 0)
         die(std::string("cannot queue the command: ") + iscsi_get_error(s.ctx));
     while (iscsi_which_events(s.ctx) & POLLOUT) serve(s, POLLOUT, "cannot send within 15 s");
+    if (command.done)
+        die("the command ended before the task management request: " + describe(command.result), 1);
     const auto start = std::chrono::steady_clock::now();
     TaskManagement tm;
-    if (iscsi_task_mgmt_lun_reset_async(s.ctx, uint32_t(s.lun), on_task_management, &tm) != 0)
-        die(std::string("cannot queue the LOGICAL UNIT RESET: ") + iscsi_get_error(s.ctx));
+    // Either cancels the command in libiscsi (its callback, which frees t,
+    // runs with SCSI_STATUS_CANCELLED) once the answer is in.
+    const int queued = function == "lun-reset"
+                           ? iscsi_task_mgmt_lun_reset_async(s.ctx, uint32_t(s.lun), on_task_management, &tm)
+                           : iscsi_task_mgmt_abort_task_async(s.ctx, t, on_task_management, &tm);
+    if (queued != 0) die("cannot queue the " + function + ": " + iscsi_get_error(s.ctx));
     while (!tm.done)
-        serve(s, short(iscsi_which_events(s.ctx)), "no answer to the LOGICAL UNIT RESET within 15 s");
+        serve(s, short(iscsi_which_events(s.ctx)), ("no answer to the " + function + " within 15 s").c_str());
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
             .count();
-    if (tm.status != SCSI_STATUS_GOOD) die(std::string("LOGICAL UNIT RESET: ") + iscsi_get_error(s.ctx), 1);
-    std::printf("reset=%u ms=%lld\n", unsigned(tm.response), (long long)ms);
+    if (tm.status != SCSI_STATUS_GOOD) die(function + ": " + iscsi_get_error(s.ctx), 1);
+    std::printf("tmf=%u ms=%lld\n", unsigned(tm.response), (long long)ms);
+    return 0;
+}
+
+// One command without data, timed from its send to its answer.
+int timed(Session& s, std::vector<unsigned char> cdb) {
+    const auto start = std::chrono::steady_clock::now();
+    Result r = run(s, std::move(cdb), SCSI_XFER_NONE);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+            .count();
+    std::printf("%s ms=%lld\n", describe(r).c_str(), (long long)ms);
     return 0;
 }
 
@@ -366,7 +389,7 @@ void print_cdb(Session& s, int argc, char** argv) {
 int main(int argc, char** argv) {
     if (argc < 3)
         die("usage: scsi_probe URL "
-            "inquiry|serial|designators|rtpg|cdb|cdb-reset|wait-ua|count-ua|write-log|verify-log|write|"
+            "inquiry|serial|designators|rtpg|cdb|cdb-tmf|cdb-ms|wait-ua|count-ua|write-log|verify-log|write|"
             "verify ...");
     const std::string what = argv[2];
     Session s;
@@ -460,9 +483,12 @@ int main(int argc, char** argv) {
         }
     } else if (what == "cdb") {
         print_cdb(s, argc, argv);
-    } else if (what == "cdb-reset") {
-        if (argc < 4) die("usage: scsi_probe URL cdb-reset HEXBYTES");
-        return reset_during(s, hex_bytes(argv[3]));
+    } else if (what == "cdb-tmf") {
+        if (argc < 5) die("usage: scsi_probe URL cdb-tmf HEXBYTES lun-reset|abort-task");
+        return tmf_during(s, hex_bytes(argv[3]), argv[4]);
+    } else if (what == "cdb-ms") {
+        if (argc < 4) die("usage: scsi_probe URL cdb-ms HEXBYTES");
+        return timed(s, hex_bytes(argv[3]));
     } else if (what == "cdb-out") {
         if (argc < 5) die("usage: scsi_probe URL cdb-out HEXBYTES HEXDATA [--resid|--info]");
         Result r = run(s, hex_bytes(argv[3]), SCSI_XFER_WRITE, hex_bytes(argv[4]));
