@@ -187,6 +187,9 @@ struct MultipathSession::LoginJob {
     std::string first_portal;
     std::vector<uint64_t> fence_luns;  // none: no fence
     std::optional<uint16_t> fence_group;
+    // Portals of the other paths to the same port group (so the same
+    // gateway): a fence goes through them when `portal` does not answer.
+    std::vector<Portal> fence_alternates;
     Clock::time_point fence_until{};
     int notify_fd = -1;  // the session's eventfd
 };
@@ -199,8 +202,9 @@ struct MultipathSession::Login {
     std::unique_ptr<Session> session;
     Identity identity;
     std::string error;
-    bool fenced = false;   // a LOGICAL UNIT RESET of every held command's LU answered Complete
-    bool refused = false;  // the path's portal refused the connection
+    bool fenced = false;         // a LOGICAL UNIT RESET of every held command's LU answered Complete
+    std::string fenced_through;  // the alternate portal that did it (no session kept then)
+    bool refused = false;        // the path's portal refused the connection
     ~Login() {
         if (thread.joinable()) thread.join();
     }
@@ -609,9 +613,11 @@ void MultipathSession::path_failed(size_t p, const std::string& why) {
     for (uint32_t s : moved) dispatch(s);
 }
 
-void MultipathSession::release_held(size_t p, bool by_refusal) {
-    const char* how =
-        by_refusal ? "its portal refuses connections" : "LOGICAL UNIT RESET answered function complete";
+void MultipathSession::release_held(size_t p, bool by_refusal, const std::string& through) {
+    const std::string how = by_refusal        ? "its portal refuses connections"
+                            : through.empty() ? "LOGICAL UNIT RESET answered function complete"
+                                              : "LOGICAL UNIT RESET answered function complete through " +
+                                                    through + ", another portal of its gateway";
     Path& x = paths_[p];
     std::vector<uint32_t> held = std::move(x.held);
     x.held.clear();
@@ -621,6 +627,7 @@ void MultipathSession::release_held(size_t p, bool by_refusal) {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - x.held_since).count();
     ++x.stats.fences;
     x.stats.fences_by_refusal += by_refusal;
+    x.stats.fences_elsewhere += !through.empty();
     totals_.last_fence_ms = ms;
     totals_.max_fence_ms = std::max(totals_.max_fence_ms, ms);
     x.stats.moved_away += held.size();
@@ -663,19 +670,18 @@ void MultipathSession::start_logins(Clock::time_point now) {
             if (std::find(job.fence_luns.begin(), job.fence_luns.end(), entries_[s].cmd.lun) ==
                 job.fence_luns.end())
                 job.fence_luns.push_back(entries_[s].cmd.lun);
-        // A fence goes where the held commands went, and ends by the
-        // fence's deadline (the session ends then, and its destruction
-        // waits for this thread): the connect and the login within it, the
-        // resets together (identify's commands take their usual timeout).
+        // A fence goes where the held commands went (or, when that portal
+        // does not answer, through another portal of the same port group),
+        // and each try ends by the fence's deadline (the session ends then,
+        // and its destruction waits for this thread): run_login.
         job.portal = job.fence_luns.empty() ? x.portal : x.fence_portal;
-        if (!job.fence_luns.empty()) {
-            const auto left = std::max(std::chrono::milliseconds(1),
-                                       std::chrono::ceil<std::chrono::milliseconds>(fence_deadline(x) - now));
-            job.options.connect_timeout = std::min(job.options.connect_timeout, left);
-            job.options.login_timeout = std::min(job.options.login_timeout, left);
-        }
         job.fence_group = x.fence_group;
         job.fence_until = fence_deadline(x);
+        if (!job.fence_luns.empty() && x.fence_group)
+            for (const Path& y : paths_)
+                if (&y != &x && y.group == x.fence_group &&
+                    y.portal.to_string() != x.fence_portal.to_string())
+                    job.fence_alternates.push_back(y.portal);
         auto l = std::make_unique<Login>();
         l->thread = std::thread([raw = l.get(), job = std::move(job)] { run_login(*raw, job); });
         x.login = std::move(l);
@@ -683,30 +689,81 @@ void MultipathSession::start_logins(Clock::time_point now) {
 }
 
 void MultipathSession::run_login(Login& l, const LoginJob& job) {
-    try {
-        l.session = Session::login(job.portal, job.options);
-        l.identity = identify(*l.session, job.lun, job.portal, &job.expect, job.first_portal);
+    // Logs in at `portal` and, for a fence, resets every held command's LU
+    // there (the login, with the path's ISID, has ended the old session
+    // first: tgtd matches a session by initiator and ISID, whatever the
+    // portal).
+    auto login_at = [&job](const Portal& portal, Identity& identity) -> std::unique_ptr<Session> {
+        SessionOptions o = job.options;
         if (!job.fence_luns.empty()) {
-            // A reset elsewhere would not end the held copies.
-            if (l.session->portal().to_string() != job.portal.to_string())
-                fail(ErrorKind::LoginRefused, "the login to fence " + job.portal.to_string() +
-                                                  " was redirected to " + l.session->portal().to_string());
-            if (l.identity.group != job.fence_group)
-                fail(ErrorKind::UnknownTarget,
-                     job.portal.to_string() + " now answers as " + group_name(l.identity.group) +
-                         ", not as " + group_name(job.fence_group) +
-                         " that had the held commands: another gateway, whose reset would not end them");
+            // Each try's connect and login end by the fence's deadline, its
+            // resets together too (identify's commands take their usual
+            // timeout).
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
+            if (left <= std::chrono::milliseconds(0))
+                fail(ErrorKind::Timeout, "no time left to fence through " + portal.to_string());
+            o.connect_timeout = std::min(o.connect_timeout, left);
+            o.login_timeout = std::min(o.login_timeout, left);
         }
+        auto session = Session::login(portal, o);
+        identity = identify(*session, job.lun, portal, &job.expect, job.first_portal);
+        if (job.fence_luns.empty()) return session;
+        // A reset elsewhere would not end the held copies.
+        if (session->portal().to_string() != portal.to_string())
+            fail(ErrorKind::LoginRefused, "the login to fence through " + portal.to_string() +
+                                              " was redirected to " + session->portal().to_string());
+        if (identity.group != job.fence_group)
+            fail(ErrorKind::UnknownTarget,
+                 portal.to_string() + " now answers as " + group_name(identity.group) + ", not as " +
+                     group_name(job.fence_group) +
+                     " that had the held commands: another gateway, whose reset would "
+                     "not end them");
         for (uint64_t lu : job.fence_luns) {
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
             if (left <= std::chrono::milliseconds(0))
-                fail(ErrorKind::Timeout, "no time left to fence " + job.portal.to_string());
-            TmfResponse r = l.session->lun_reset(lu, std::min(left, job.options.lu_reset_timeout));
+                fail(ErrorKind::Timeout, "no time left to fence through " + portal.to_string());
+            TmfResponse r = session->lun_reset(lu, std::min(left, job.options.lu_reset_timeout));
             if (r != TmfResponse::Complete)
-                fail(ErrorKind::Protocol, "LOGICAL UNIT RESET of LUN " + std::to_string(lu) +
+                fail(ErrorKind::Protocol, "LOGICAL UNIT RESET of LUN " + std::to_string(lu) + " through " +
+                                              portal.to_string() +
                                               " to fence the path answered: " + to_string(r));
         }
-        l.fenced = !job.fence_luns.empty();
+        return session;
+    };
+    try {
+        try {
+            l.session = login_at(job.portal, l.identity);
+            l.fenced = !job.fence_luns.empty();
+        } catch (const ConnectionRefused&) {
+            throw;  // nothing listens there: the held commands' tgtd has exited
+        } catch (const std::exception& e) {
+            // That portal does not answer (a cut link, a fabric down): the
+            // same gateway through another of its portals can end the held
+            // copies as well. The session stays at the path's own portal,
+            // so that one is logged out again.
+            if (job.fence_alternates.empty()) throw;
+            std::string errors = e.what();
+            for (const Portal& alt : job.fence_alternates) {
+                std::unique_ptr<Session> through;
+                try {
+                    Identity ignored;
+                    through = login_at(alt, ignored);
+                } catch (const std::exception& f) {
+                    errors += std::string("; through ") + alt.to_string() + ": " + f.what();
+                    continue;
+                }
+                l.fenced = true;
+                l.fenced_through = alt.to_string();
+                l.error = errors;
+                try {
+                    through->logout(std::chrono::milliseconds(2000));
+                } catch (const std::exception&) {
+                    // Fenced already; the connection closes with the session.
+                }
+                break;
+            }
+            if (!l.fenced) throw InitiatorError(ErrorKind::Timeout, errors);
+        }
     } catch (const ConnectionRefused& e) {
         l.session.reset();
         l.error = e.what();
@@ -738,7 +795,9 @@ void MultipathSession::adopt_logins() {
             x.login_error_logged = true;
             // Nothing listens on its portal: the tgtd that had its
             // commands has exited, and they with it.
-            if (l->refused && !x.held.empty()) release_held(p, true);
+            if (l->refused && !x.held.empty()) release_held(p, true, "");
+            // Fenced through another portal of its gateway.
+            if (l->fenced && !x.held.empty()) release_held(p, false, l->fenced_through);
             continue;
         }
         x.session = std::move(l->session);
@@ -751,7 +810,7 @@ void MultipathSession::adopt_logins() {
         x.stats.commands_since_login = 0;
         RBIO_LOG(Info, "multipath: path " << x.stats.portal << " logged in again (" << group_name(x.group)
                                           << ", " << to_string(x.state) << ")");
-        if (l->fenced && !x.held.empty()) release_held(p, false);
+        if (l->fenced && !x.held.empty()) release_held(p, false, "");
     }
     drain_waiting();
 }
@@ -944,7 +1003,7 @@ std::vector<std::string> MultipathSession::describe_paths() const {
             b, sizeof b,
             "%s %s %s: commands=%llu completed=%llu since_login=%llu moved_away=%llu refused=%llu "
             "unit_attentions=%llu state_changes=%llu failures=%llu logins=%llu login_attempts=%llu rtpg=%llu "
-            "held=%llu fences=%llu fences_by_refusal=%llu",
+            "held=%llu fences=%llu fences_by_refusal=%llu fences_elsewhere=%llu",
             s.portal.c_str(), group_name(s.group).c_str(),
             !s.up           ? "down"
             : s.state_known ? to_string(s.state).c_str()
@@ -954,7 +1013,8 @@ std::vector<std::string> MultipathSession::describe_paths() const {
             (unsigned long long)s.refused, (unsigned long long)s.unit_attentions,
             (unsigned long long)s.state_changes, (unsigned long long)s.failures, (unsigned long long)s.logins,
             (unsigned long long)s.login_attempts, (unsigned long long)s.rtpg, (unsigned long long)s.held,
-            (unsigned long long)s.fences, (unsigned long long)s.fences_by_refusal);
+            (unsigned long long)s.fences, (unsigned long long)s.fences_by_refusal,
+            (unsigned long long)s.fences_elsewhere);
         out.push_back(std::string(b) +
                       (s.up || s.last_error.empty() ? "" : " last_error=\"" + s.last_error + "\""));
     }

@@ -17,6 +17,11 @@
 #    let its copy go; the LU keeps W2;
 #  - lu-reset with gateway 1 stopped past the timeout: the session gives up
 #    and never reports W1 done.
+# Then gateway 1's portal is cut while gateway 1 runs (a relay to it,
+# stopped), and gateway 1 also listens on a second portal:
+#  - with that portal among the session's paths, the held write is fenced
+#    through it and completes well before the timeout;
+#  - without it (the control), the session gives up unfenced.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 source "$(dirname "$0")/../lib/initiator-test.sh"
 in_private_mount_namespace "$0" "$@"
@@ -30,10 +35,15 @@ command -v fusermount3 >/dev/null || skip_test "no fusermount3 (package fuse3)"
 source "$(dirname "$0")/../lib/gateways.sh"
 gateways_init 16M
 MNT="$WORK/faulty"
-gw1="" fuse_pid=""
+gw1="" fuse_pid="" relay_pid=""
 fence_cleanup() {
   local rc=$?
   set +e
+  if [[ -n $relay_pid ]]; then
+    kill -CONT "$relay_pid" 2>/dev/null
+    kill -TERM "$relay_pid" 2>/dev/null
+    wait "$relay_pid" 2>/dev/null
+  fi
   # A check ended on the way may leave gateway 1 stopped, or a write held.
   [[ -n $gw1 ]] && kill -CONT "$gw1" 2>/dev/null
   # Every held write goes, and none is held from here (USR2).
@@ -102,4 +112,25 @@ check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
 check "lu-reset: the write stays held until gateway 1's store let its copy go; the newer write stays" \
   rc_is 0 fence_check store-lu-reset
 cat "$WORK/out"
+
+# --- gateway 1's portal cut while it runs --------------------------------------------
+# The relay at PORT+4 stands for the link to gateway 1's portal; gateway 1's
+# second portal (PORT+3) for its link through another fabric.
+RELAY_PORT=$((PORT + 4)) A2_PORTAL=127.0.0.1:$((PORT + 3))
+check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
+must_start "gateway 1 listens on a second portal, $A2_PORTAL" \
+  gw_adm 1 --op new --mode portal --param "portal=$A2_PORTAL"
+python3 "$(dirname "$0")/tcp_relay.py" "$RELAY_PORT" "$(gw_portal 1)" "$WORK/relay.ready" 2> "$WORK/relay.log" &
+relay_pid=$!
+must_start "a relay to gateway 1's portal at 127.0.0.1:$RELAY_PORT" wait_for 10 test -f "$WORK/relay.ready"
+portal_check() {
+  "$CHECK" "$1" "127.0.0.1:$RELAY_PORT" "$(gw_portal 2)" "$GW_TARGET" 1 "$relay_pid" "$A2_PORTAL"
+}
+check "control (no other path to gateway 1): with its portal cut the session gives up unfenced" \
+  rc_is 0 portal_check other-portal-absent
+cat "$WORK/out"
+check "with gateway 1's second portal among the paths: the held write is fenced through it and completes" \
+  rc_is 0 portal_check other-portal
+cat "$WORK/out"
+check "... as the check says" out_has "through another portal: 1"
 finish

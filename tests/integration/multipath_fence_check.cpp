@@ -4,6 +4,7 @@
 // initiator-fence.sh:
 //   multipath_fence_check MODE PORTAL_A PORTAL_B IQN LUN PID_A
 //                         [DISK_PID DISK_LOG GROUPS_FILE]  (store modes need them)
+//   multipath_fence_check other-portal|other-portal-absent RELAY_A PORTAL_B IQN LUN RELAY_PID PORTAL_A2
 // PORTAL_A must be the active/optimized gateway and PORTAL_B an
 // active/non-optimized one of the same LU; PID_A is gateway A's tgtd.
 //
@@ -31,6 +32,18 @@
 //                   W1 must stay held for 2 s while A's store still holds
 //                   its copy (the fence's reset waits for it); the disk
 //                   lets it go, then W1 completes, then W2.
+// A's portal cut while A runs (MODE other-portal, other-portal-absent):
+// PORTAL_A is a relay to gateway A (PID_A is the relay's) and PORTAL_A2
+// another portal of gateway A itself. The check stops the relay (SIGSTOP:
+// connections through it, new ones too, go unanswered) and submits W1
+// twice: A and A2 both being active/optimized, one copy goes to each; the
+// one on A2 completes, A's path fails and holds the other. Then
+//   other-portal         (paths A, B, A2) the fence's login at A times out,
+//                        and the fence goes through A2, gateway A's other
+//                        portal: the held W1 completes well within the 8 s
+//                        no_path_timeout, fenced once, elsewhere;
+//   other-portal-absent  (paths A, B: the control) nothing else reaches
+//                        gateway A: the session gives up unfenced.
 // Then A's tgtd is let finish whatever it had (a LOGICAL UNIT RESET of its
 // own through A, answered only then) and the block is read.
 // Exit 0: the LU holds W2 (timeout: the session gave up with W1 not done);
@@ -114,6 +127,100 @@ size_t count_in_file(const char* path, const std::string& text) {
     return n;
 }
 
+int usage(const char* self) {
+    std::fprintf(stderr,
+                 "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n"
+                 "       %s other-portal|other-portal-absent RELAY_A PORTAL_B IQN LUN RELAY_PID PORTAL_A2\n"
+                 "       %s store-none|store-lu-reset PORTAL_A PORTAL_B IQN LUN PID_A DISK_PID DISK_LOG "
+                 "GROUPS_FILE\n",
+                 self, self, self);
+    return 2;
+}
+
+// MODE other-portal / other-portal-absent (see the top).
+int run_other_portal(const std::string& mode, char** argv) {
+    const Portal a = Portal::parse(argv[2]), b = Portal::parse(argv[3]), a2 = Portal::parse(argv[7]);
+    const uint64_t lun = std::strtoull(argv[5], nullptr, 10);
+    const auto relay = pid_t(std::strtol(argv[6], nullptr, 10));
+    if (relay <= 0) throw SetupError("bad pid " + std::string(argv[6]));
+    MultipathOptions mo;
+    mo.session.target_name = argv[4];
+    mo.session.noop_out_interval = 1s;
+    mo.session.noop_out_timeout = 1s;
+    mo.session.connect_timeout = 2s;
+    mo.session.login_timeout = 2s;
+    mo.lun = lun;
+    mo.no_path_timeout = 8s;
+    mo.state_poll_interval = 500ms;
+    const bool alternate = mode == "other-portal";
+    auto mp = alternate ? MultipathSession::open({a, b, a2}, mo) : MultipathSession::open({a, b}, mo);
+    auto path = [&mp](size_t i) { return mp->multipath_stats().paths.at(i); };
+    if (!path(0).up || path(0).state != AluaState::ActiveOptimized || (alternate && !path(2).up))
+        throw SetupError("want every path up, A active/optimized");
+    const Capacity cap = read_capacity16(*mp, lun);
+    std::vector<uint8_t> w1(cap.block_size, 0xa1);
+    int done = 0;
+    std::string bad;  // a copy of W1 that failed
+    std::optional<SignalAtEnd> stopped;
+    stop_gateway(relay, stopped);
+    for (int i = 0; i < 2; ++i) {
+        ScsiCommand c = make_write16(lun, kSocketLba, 1, w1);
+        c.done = [&done, &bad](const ScsiOutcome& o) {
+            if (!o.good()) bad = describe(o);
+            ++done;
+        };
+        mp->submit(std::move(c));
+    }
+    run_until(
+        *mp, [&] { return path(0).failures > 0; }, 30s, "failure of A's path");
+    std::printf(
+        "A's portal cut with W1 sent to it: its path failed; %d of 2 copies of W1 completed, %llu held\n",
+        done, (unsigned long long)path(0).held);
+    if (path(0).held < 1) {
+        std::printf("FAIL: no copy of W1 was held for A's path\n");
+        return 1;
+    }
+    std::string why;
+    try {
+        run_until(
+            *mp, [&] { return done == 2; }, 30s, "completion of both copies of W1");
+    } catch (const InitiatorError& e) {
+        why = e.what();
+    }
+    if (!alternate) {
+        std::printf("without another path to gateway A: %s\n", why.empty() ? "W1 completed" : why.c_str());
+        if (why.find("was not fenced") == std::string::npos) {
+            std::printf("FAIL: the session did not give up unfenced\n");
+            return 1;
+        }
+        return 0;
+    }
+    if (!why.empty() || !bad.empty()) {
+        std::printf("FAIL: %s\n", why.empty() ? ("W1: " + bad).c_str() : why.c_str());
+        return 1;
+    }
+    std::printf(
+        "both copies completed: fences=%llu (through another portal: %llu, by a refused connection: "
+        "%llu), fenced %.0f ms after the failure\n",
+        (unsigned long long)path(0).fences, (unsigned long long)path(0).fences_elsewhere,
+        (unsigned long long)path(0).fences_by_refusal, mp->multipath_stats().last_fence_ms);
+    if (path(0).fences != 1 || path(0).fences_elsewhere != 1 || path(0).up) {
+        std::printf("FAIL: want one fence, through A2, with A's portal still cut\n");
+        return 1;
+    }
+    mp->logout();
+    return 0;
+}
+
+int other_portal(const std::string& mode, char** argv) {
+    try {
+        return run_other_portal(mode, argv);
+    } catch (const std::exception& e) {
+        std::printf("error: %s\n", e.what());
+        return 2;
+    }
+}
+
 void write_file(const std::string& path, const std::string& text) {
     {
         std::ofstream f(path + ".new");
@@ -127,16 +234,13 @@ void write_file(const std::string& path, const std::string& text) {
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
+    if ((mode == "other-portal" || mode == "other-portal-absent") && argc == 8)
+        return other_portal(mode, argv);
     const bool store = mode == "store-none" || mode == "store-lu-reset";
     // The socket modes ignore the last three (one command line for all).
     if ((argc != 7 && argc != 10) || (argc != 10 && store) ||
         (!store && mode != "none" && mode != "lu-reset" && mode != "timeout")) {
-        std::fprintf(stderr,
-                     "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n"
-                     "       %s store-none|store-lu-reset PORTAL_A PORTAL_B IQN LUN PID_A DISK_PID DISK_LOG "
-                     "GROUPS_FILE\n",
-                     argv[0], argv[0]);
-        return 2;
+        return usage(argv[0]);
     }
     try {
         const Portal a = Portal::parse(argv[2]);

@@ -130,6 +130,7 @@ struct PathStats {
     uint64_t held = 0;               // commands held after its failures until it was fenced
     uint64_t fences = 0;             // times it was fenced (LU reset answered, or connections refused)
     uint64_t fences_by_refusal = 0;  // of those, by connections refused
+    uint64_t fences_elsewhere = 0;   // of those, through another portal of its port group
     std::string last_error;          // why it last failed or could not log in
     SessionStats session;            // its sessions' loop and transport counters, summed
 };
@@ -217,7 +218,7 @@ private:
     SessionOptions login_options(const Path& x) const;
     // When a path's held commands stop waiting for its fence.
     std::chrono::steady_clock::time_point fence_deadline(const Path& x) const;
-    void release_held(size_t p, bool by_refusal);
+    void release_held(size_t p, bool by_refusal, const std::string& through);
     std::string path_summary() const;
 
     MultipathOptions options_;

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""A link a test can cut: forwards every connection to 127.0.0.1:LISTEN_PORT
+to TARGET (HOST:PORT), byte for byte, until either side closes.
+
+    tcp_relay.py LISTEN_PORT HOST:PORT READY_FILE
+
+Creates READY_FILE once it listens. SIGSTOP cuts the link without closing
+anything: bytes sent through it wait, and new connections complete their
+TCP handshake (the kernel's backlog) but get no answer; SIGCONT restores
+it. Ends on SIGTERM."""
+import socket
+import sys
+import threading
+
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def serve(client, target):
+    try:
+        upstream = socket.create_connection(target)
+    except OSError:
+        client.close()
+        return
+    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+    threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit("usage: tcp_relay.py LISTEN_PORT HOST:PORT READY_FILE")
+    host, _, port = sys.argv[2].rpartition(":")
+    target = (host, int(port))
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", int(sys.argv[1])))
+    listener.listen(16)
+    with open(sys.argv[3], "w") as ready:
+        ready.write("listening\n")
+    while True:
+        client, _ = listener.accept()
+        serve(client, target)
+
+
+if __name__ == "__main__":
+    main()
