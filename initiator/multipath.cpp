@@ -737,10 +737,12 @@ void MultipathSession::run_login(Login& l, const LoginJob& job) {
         } catch (const ConnectionRefused&) {
             throw;  // nothing listens there: the held commands' tgtd has exited
         } catch (const std::exception& e) {
-            // That portal does not answer (a cut link, a fabric down): the
-            // same gateway through another of its portals can end the held
-            // copies as well. The session stays at the path's own portal,
-            // so that one is logged out again.
+            // The fence failed there other than by a refused connection
+            // (most often that portal does not answer: a cut link, a fabric
+            // down): the same gateway through another of its portals can
+            // end the held copies as well, each try checked as above. The
+            // session stays at the path's own portal, so that one is logged
+            // out again, by the fence's deadline.
             if (job.fence_alternates.empty()) throw;
             std::string errors = e.what();
             for (const Portal& alt : job.fence_alternates) {
@@ -755,8 +757,13 @@ void MultipathSession::run_login(Login& l, const LoginJob& job) {
                 l.fenced = true;
                 l.fenced_through = alt.to_string();
                 l.error = errors;
+                const auto left =
+                    std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
                 try {
-                    through->logout(std::chrono::milliseconds(2000));
+                    // Without time for it, the connection closes with the
+                    // session, which ends it at tgtd all the same.
+                    if (left > std::chrono::milliseconds(0))
+                        through->logout(std::min(left, std::chrono::milliseconds(2000)));
                 } catch (const std::exception&) {
                     // Fenced already; the connection closes with the session.
                 }

@@ -120,17 +120,30 @@ RELAY_PORT=$((PORT + 4)) A2_PORTAL=127.0.0.1:$((PORT + 3))
 check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
 must_start "gateway 1 listens on a second portal, $A2_PORTAL" \
   gw_adm 1 --op new --mode portal --param "portal=$A2_PORTAL"
-python3 "$(dirname "$0")/tcp_relay.py" "$RELAY_PORT" "$(gw_portal 1)" "$WORK/relay.ready" 2> "$WORK/relay.log" &
-relay_pid=$!
-must_start "a relay to gateway 1's portal at 127.0.0.1:$RELAY_PORT" wait_for 10 test -f "$WORK/relay.ready"
-portal_check() {
-  "$CHECK" "$1" "127.0.0.1:$RELAY_PORT" "$(gw_portal 2)" "$GW_TARGET" 1 "$relay_pid" "$A2_PORTAL"
+# A fresh relay per check, so that its connection 1 is that check's
+# session through it.
+relay_stop() {
+  [[ -n $relay_pid ]] || return 0
+  kill -CONT "$relay_pid" && kill -TERM "$relay_pid" && { wait "$relay_pid" || :; } && relay_pid=""
 }
+relay_start() {
+  relay_stop && rm -f "$WORK/relay.ready" "$WORK/relay.log" || return 1
+  python3 "$(dirname "$0")/tcp_relay.py" "$RELAY_PORT" "$(gw_portal 1)" "$WORK/relay.ready" 2> "$WORK/relay.log" &
+  relay_pid=$!
+  wait_for 10 test -f "$WORK/relay.ready"
+}
+portal_check() {
+  "$CHECK" "$1" "127.0.0.1:$RELAY_PORT" "$(gw_portal 2)" "$GW_TARGET" 1 "$relay_pid" "$A2_PORTAL" "$WORK/relay.log"
+}
+must_start "a relay to gateway 1's portal at 127.0.0.1:$RELAY_PORT" relay_start
 check "control (no other path to gateway 1): with its portal cut the session gives up unfenced" \
   rc_is 0 portal_check other-portal-absent
 cat "$WORK/out"
+must_start "a fresh relay" relay_start
 check "with gateway 1's second portal among the paths: the held write is fenced through it and completes" \
   rc_is 0 portal_check other-portal
 cat "$WORK/out"
 check "... as the check says" out_has "through another portal: 1"
+check "... and the write held for the cut portal never landed there: the block holds the newer write" \
+  out_has "holds W2, the newest write"
 finish

@@ -5,6 +5,7 @@
 //   multipath_fence_check MODE PORTAL_A PORTAL_B IQN LUN PID_A
 //                         [DISK_PID DISK_LOG GROUPS_FILE]  (store modes need them)
 //   multipath_fence_check other-portal|other-portal-absent RELAY_A PORTAL_B IQN LUN RELAY_PID PORTAL_A2
+//                         RELAY_LOG
 // PORTAL_A must be the active/optimized gateway and PORTAL_B an
 // active/non-optimized one of the same LU; PID_A is gateway A's tgtd.
 //
@@ -36,16 +37,26 @@
 // PORTAL_A is a relay to gateway A (PID_A is the relay's) and PORTAL_A2
 // another portal of gateway A itself. The check stops the relay (SIGSTOP:
 // connections through it, new ones too, go unanswered) and submits W1
-// twice: A and A2 both being active/optimized, one copy goes to each; the
-// one on A2 completes, A's path fails and holds the other. Then
+// four times: A and A2 both being active/optimized, they take turns; the
+// copies on A2 complete, A's path fails and holds its two. (Two: a LOGICAL
+// UNIT RESET also leaves a unit attention for A's old session, which the
+// first command that session still brings would get instead of running;
+// the second would run.) Then
 //   other-portal         (paths A, B, A2) the fence's login at A times out,
 //                        and the fence goes through A2, gateway A's other
 //                        portal: the held W1 completes well within the 8 s
-//                        no_path_timeout, fenced once, elsewhere;
+//                        no_path_timeout, fenced once, elsewhere. Then W2;
+//                        the relay continues, and the connection of A's
+//                        old session must end there (the fence's login
+//                        ended it at gateway A: RELAY_LOG, the relay's
+//                        stderr, says so) without either held copy of W1
+//                        landing: after a reset through A2, the block
+//                        holds W2;
 //   other-portal-absent  (paths A, B: the control) nothing else reaches
 //                        gateway A: the session gives up unfenced.
-// Then A's tgtd is let finish whatever it had (a LOGICAL UNIT RESET of its
-// own through A, answered only then) and the block is read.
+// In the other modes, A's tgtd is then let finish whatever it had (a
+// LOGICAL UNIT RESET of its own through A, answered only then) and the
+// block is read.
 // Exit 0: the LU holds W2 (timeout: the session gave up with W1 not done);
 // 1: it holds W1 (the stale copy landed over the newer write), or a
 // lu-reset/timeout expectation failed; 2: usage or setup error.
@@ -128,12 +139,13 @@ size_t count_in_file(const char* path, const std::string& text) {
 }
 
 int usage(const char* self) {
-    std::fprintf(stderr,
-                 "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n"
-                 "       %s other-portal|other-portal-absent RELAY_A PORTAL_B IQN LUN RELAY_PID PORTAL_A2\n"
-                 "       %s store-none|store-lu-reset PORTAL_A PORTAL_B IQN LUN PID_A DISK_PID DISK_LOG "
-                 "GROUPS_FILE\n",
-                 self, self, self);
+    std::fprintf(
+        stderr,
+        "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n"
+        "       %s other-portal|other-portal-absent RELAY_A PORTAL_B IQN LUN RELAY_PID PORTAL_A2 RELAY_LOG\n"
+        "       %s store-none|store-lu-reset PORTAL_A PORTAL_B IQN LUN PID_A DISK_PID DISK_LOG "
+        "GROUPS_FILE\n",
+        self, self, self);
     return 2;
 }
 
@@ -159,11 +171,28 @@ int run_other_portal(const std::string& mode, char** argv) {
         throw SetupError("want every path up, A active/optimized");
     const Capacity cap = read_capacity16(*mp, lun);
     std::vector<uint8_t> w1(cap.block_size, 0xa1);
+    // The unit attentions a new session gets (and those of the checks
+    // before) are taken by reads, which take turns like the writes below,
+    // and the states they make re-read are known again before the writes:
+    // a path not usable then would leave every copy to the other one.
+    for (int i = 0; i < 4; ++i) {
+        std::vector<uint8_t> got(cap.block_size);
+        if (ScsiOutcome o = mp->execute(make_read16(lun, kSocketLba, 1, got)); !o.good())
+            throw SetupError("read: " + describe(o));
+    }
+    run_until(
+        *mp,
+        [&] {
+            return path(0).up && path(0).state_known && path(0).state == AluaState::ActiveOptimized &&
+                   (!alternate ||
+                    (path(2).up && path(2).state_known && path(2).state == AluaState::ActiveOptimized));
+        },
+        10s, "A (and A2) active/optimized and usable");
     int done = 0;
     std::string bad;  // a copy of W1 that failed
     std::optional<SignalAtEnd> stopped;
     stop_gateway(relay, stopped);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 4; ++i) {
         ScsiCommand c = make_write16(lun, kSocketLba, 1, w1);
         c.done = [&done, &bad](const ScsiOutcome& o) {
             if (!o.good()) bad = describe(o);
@@ -174,16 +203,16 @@ int run_other_portal(const std::string& mode, char** argv) {
     run_until(
         *mp, [&] { return path(0).failures > 0; }, 30s, "failure of A's path");
     std::printf(
-        "A's portal cut with W1 sent to it: its path failed; %d of 2 copies of W1 completed, %llu held\n",
+        "A's portal cut with W1 sent to it: its path failed; %d of 4 copies of W1 completed, %llu held\n",
         done, (unsigned long long)path(0).held);
-    if (path(0).held < 1) {
-        std::printf("FAIL: no copy of W1 was held for A's path\n");
+    if (path(0).held != (alternate ? 2 : 4)) {
+        std::printf("FAIL: want %d copies of W1 held for A's path\n", alternate ? 2 : 4);
         return 1;
     }
     std::string why;
     try {
         run_until(
-            *mp, [&] { return done == 2; }, 30s, "completion of both copies of W1");
+            *mp, [&] { return done == 4; }, 30s, "completion of every copy of W1");
     } catch (const InitiatorError& e) {
         why = e.what();
     }
@@ -200,7 +229,7 @@ int run_other_portal(const std::string& mode, char** argv) {
         return 1;
     }
     std::printf(
-        "both copies completed: fences=%llu (through another portal: %llu, by a refused connection: "
+        "every copy completed: fences=%llu (through another portal: %llu, by a refused connection: "
         "%llu), fenced %.0f ms after the failure\n",
         (unsigned long long)path(0).fences, (unsigned long long)path(0).fences_elsewhere,
         (unsigned long long)path(0).fences_by_refusal, mp->multipath_stats().last_fence_ms);
@@ -208,7 +237,30 @@ int run_other_portal(const std::string& mode, char** argv) {
         std::printf("FAIL: want one fence, through A2, with A's portal still cut\n");
         return 1;
     }
+    std::vector<uint8_t> w2(cap.block_size, 0xa2);
+    if (ScsiOutcome o = mp->execute(make_write16(lun, kSocketLba, 1, w2)); !o.good())
+        throw SetupError("W2: " + describe(o));
+    stopped->send();  // the relay passes on W1, to A's old session if it is still open
+    run_until(
+        *mp, [&] { return count_in_file(argv[8], "connection 1 ended") > 0; }, 10s,
+        "end of the relayed connection of A's old session (still open at gateway A?)");
+    std::printf("W2 written; the relay continued, and A's old session's connection has ended\n");
+    {
+        auto s = Session::login(a2, mo.session);  // A's tgtd has finished what it had once this answers
+        if (const TmfResponse r = s->lun_reset(lun); r != TmfResponse::Complete)
+            throw SetupError("LOGICAL UNIT RESET through A2: " + to_string(r));
+        s->logout();
+    }
+    std::vector<uint8_t> got(cap.block_size);
+    if (ScsiOutcome o = mp->execute(make_read16(lun, kSocketLba, 1, got)); !o.good())
+        throw SetupError("read: " + describe(o));
     mp->logout();
+    if (got != w2) {
+        std::printf("FAIL: block %llu holds %s, not W2\n", (unsigned long long)kSocketLba,
+                    got == w1 ? "W1: A's old session applied it" : "neither W1 nor W2");
+        return 1;
+    }
+    std::printf("block %llu holds W2, the newest write\n", (unsigned long long)kSocketLba);
     return 0;
 }
 
@@ -234,7 +286,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
-    if ((mode == "other-portal" || mode == "other-portal-absent") && argc == 8)
+    if ((mode == "other-portal" || mode == "other-portal-absent") && argc == 9)
         return other_portal(mode, argv);
     const bool store = mode == "store-none" || mode == "store-lu-reset";
     // The socket modes ignore the last three (one command line for all).

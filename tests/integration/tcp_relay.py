@@ -4,7 +4,8 @@ to TARGET (HOST:PORT), byte for byte, until either side closes.
 
     tcp_relay.py LISTEN_PORT HOST:PORT READY_FILE
 
-Creates READY_FILE once it listens. SIGSTOP cuts the link without closing
+Creates READY_FILE once it listens. Says "connection N ended" on stderr
+when the Nth connection (from 1) has nothing more to pass on from TARGET. SIGSTOP cuts the link without closing
 anything: bytes sent through it wait, and new connections complete their
 TCP handshake (the kernel's backlog) but get no answer; SIGCONT restores
 it. Ends on SIGTERM."""
@@ -13,7 +14,7 @@ import sys
 import threading
 
 
-def pump(src, dst):
+def pump(src, dst, ended=None):
     try:
         while True:
             data = src.recv(65536)
@@ -27,16 +28,22 @@ def pump(src, dst):
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+    if ended:
+        sys.stderr.write(ended + "\n")
+        sys.stderr.flush()
 
 
-def serve(client, target):
+def serve(client, target, number):
     try:
         upstream = socket.create_connection(target)
     except OSError:
         client.close()
+        sys.stderr.write("connection %d ended\n" % number)
+        sys.stderr.flush()
         return
     threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
-    threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+    ended = "connection %d ended" % number
+    threading.Thread(target=pump, args=(upstream, client, ended), daemon=True).start()
 
 
 def main():
@@ -50,9 +57,11 @@ def main():
     listener.listen(16)
     with open(sys.argv[3], "w") as ready:
         ready.write("listening\n")
+    number = 0
     while True:
         client, _ = listener.accept()
-        serve(client, target)
+        number += 1
+        serve(client, target, number)
 
 
 if __name__ == "__main__":

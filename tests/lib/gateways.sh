@@ -4,7 +4,8 @@
 # shared through one groups file. Source after tgt-test.sh and
 # tgt_test_init; then gateways_init. Gateway G uses control port CTL+G and
 # portal 127.0.0.1:PORT+G (a test at offset N keeps N+1..N+3 free for
-# them); its sandbox is $WORK/gwG.
+# them; initiator-fence.sh, at the highest offset, also N+4); its sandbox
+# is $WORK/gwG.
 
 # gateways_init [SIZE]: the LU file (64M by default) and the names below.
 gateways_init() {

@@ -36,8 +36,10 @@
 // default, SessionOptions::fence) a failed path's commands that may change
 // the LU are held, not re-sent, until that gateway has ended its copies: the
 // path's background login where the failed session was (each path keeps
-// one ISID, so the login ends the old session there) checks that the
-// portal still answers as the same port group, then sends LOGICAL UNIT
+// one ISID, so the login ends the old session there; when that fails other
+// than by a refused connection, the same login through the portals of the
+// other paths to that port group, the gateway's other portals) checks that
+// the portal answers as the same port group, then sends LOGICAL UNIT
 // RESET, and only "function complete" -- or a refused connection there,
 // taken to mean its tgtd has exited -- releases them, in the order they
 // were submitted. Held commands wait at

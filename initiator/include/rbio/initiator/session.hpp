@@ -77,7 +77,8 @@ enum class Transport : uint8_t {
 // the same hung mount.)
 enum class Fence : uint8_t {
     // Hold them until that gateway has ended its copies: a login at the
-    // failed session's portal (the same ISID, so tgtd ends the old session)
+    // failed session's portal (the same ISID, so tgtd ends the old session),
+    // or when that fails through another portal of the same port group,
     // that answers as the same target port group, and a LOGICAL UNIT RESET
     // answered "function complete" (tgtd answers only once the store has
     // finished every command the LU had, on every session); or every
