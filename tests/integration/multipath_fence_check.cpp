@@ -67,12 +67,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rbio/initiator/error.hpp"
@@ -115,9 +117,33 @@ private:
 };
 
 // SIGSTOP to gateway A, continued (SIGCONT) by `stopped`.
+// Every thread of `pid` stopped (state T in /proc/PID/task/*/stat).
+bool all_stopped(pid_t pid) {
+    const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+    std::error_code ec;
+    size_t n = 0;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+        std::ifstream f(t.path() / "stat");
+        std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        // "TID (COMM) STATE ...": COMM may hold spaces and parentheses.
+        const size_t close = stat.rfind(')');
+        if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T') return false;
+        ++n;
+    }
+    return !ec && n > 0;
+}
+
+// kill() returns before the threads have stopped: on a busy host a stopped
+// gateway (or relay) could still pass on what is sent right after.
 void stop_gateway(pid_t pid, std::optional<SignalAtEnd>& stopped) {
     if (::kill(pid, SIGSTOP) != 0) throw SetupError("cannot stop pid " + std::to_string(pid));
     stopped.emplace(pid, SIGCONT);
+    const Clock::time_point until = Clock::now() + 5s;
+    while (!all_stopped(pid)) {
+        if (Clock::now() >= until)
+            throw SetupError("pid " + std::to_string(pid) + " did not stop within 5 s");
+        std::this_thread::sleep_for(1ms);  // polling for the condition, not standing for it
+    }
 }
 
 void run_until(IoSession& s, const std::function<bool()>& done, std::chrono::seconds limit,
@@ -206,7 +232,10 @@ int run_other_portal(const std::string& mode, char** argv) {
         "A's portal cut with W1 sent to it: its path failed; %d of 4 copies of W1 completed, %llu held\n",
         done, (unsigned long long)path(0).held);
     if (path(0).held != (alternate ? 2 : 4)) {
-        std::printf("FAIL: want %d copies of W1 held for A's path\n", alternate ? 2 : 4);
+        std::printf("FAIL: want %d copies of W1 held for A's path (commands sent through A: %llu%s%llu)\n",
+                    alternate ? 2 : 4, (unsigned long long)path(0).commands,
+                    alternate ? ", through A2: " : "",
+                    alternate ? (unsigned long long)path(2).commands : 0ULL);
         return 1;
     }
     std::string why;
