@@ -693,13 +693,16 @@ void MultipathSession::run_login(Login& l, const LoginJob& job) {
     // there (the login, with the path's ISID, has ended the old session
     // first: tgtd matches a session by initiator and ISID, whatever the
     // portal).
-    auto login_at = [&job](const Portal& portal, Identity& identity) -> std::unique_ptr<Session> {
+    auto time_left = [&job] {
+        return std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
+    };
+    auto login_at = [&job, &time_left](const Portal& portal, Identity& identity) -> std::unique_ptr<Session> {
         SessionOptions o = job.options;
         if (!job.fence_luns.empty()) {
             // Each try's connect and login end by the fence's deadline, its
             // resets together too (identify's commands take their usual
             // timeout).
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
+            const auto left = time_left();
             if (left <= std::chrono::milliseconds(0))
                 fail(ErrorKind::Timeout, "no time left to fence through " + portal.to_string());
             o.connect_timeout = std::min(o.connect_timeout, left);
@@ -719,7 +722,7 @@ void MultipathSession::run_login(Login& l, const LoginJob& job) {
                      " that had the held commands: another gateway, whose reset would "
                      "not end them");
         for (uint64_t lu : job.fence_luns) {
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
+            const auto left = time_left();
             if (left <= std::chrono::milliseconds(0))
                 fail(ErrorKind::Timeout, "no time left to fence through " + portal.to_string());
             TmfResponse r = session->lun_reset(lu, std::min(left, job.options.lu_reset_timeout));
@@ -757,8 +760,7 @@ void MultipathSession::run_login(Login& l, const LoginJob& job) {
                 l.fenced = true;
                 l.fenced_through = alt.to_string();
                 l.error = errors;
-                const auto left =
-                    std::chrono::ceil<std::chrono::milliseconds>(job.fence_until - Clock::now());
+                const auto left = time_left();
                 try {
                     // Without time for it, the connection closes with the
                     // session, which ends it at tgtd all the same.

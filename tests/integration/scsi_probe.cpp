@@ -287,6 +287,11 @@ void on_task_management(iscsi_context*, int status, void* command_data, void* pr
     if (status == SCSI_STATUS_GOOD && command_data) t->response = *static_cast<uint32_t*>(command_data);
 }
 
+long long ms_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+        .count();
+}
+
 // The task management request goes out once the command has left (the
 // target reads them in that order, so the command has reached the LU
 // first); how long its answer takes is how long the LU took to end the
@@ -312,11 +317,9 @@ int tmf_during(Session& s, std::vector<unsigned char> cdb, const std::string& fu
     if (queued != 0) die("cannot queue the " + function + ": " + iscsi_get_error(s.ctx));
     while (!tm.done)
         serve(s, short(iscsi_which_events(s.ctx)), ("no answer to the " + function + " within 15 s").c_str());
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
-            .count();
+    const long long ms = ms_since(start);
     if (tm.status != SCSI_STATUS_GOOD) die(function + ": " + iscsi_get_error(s.ctx), 1);
-    std::printf("tmf=%u ms=%lld\n", unsigned(tm.response), (long long)ms);
+    std::printf("tmf=%u ms=%lld\n", unsigned(tm.response), ms);
     return 0;
 }
 
@@ -324,10 +327,8 @@ int tmf_during(Session& s, std::vector<unsigned char> cdb, const std::string& fu
 int timed(Session& s, std::vector<unsigned char> cdb) {
     const auto start = std::chrono::steady_clock::now();
     Result r = run(s, std::move(cdb), SCSI_XFER_NONE);
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
-            .count();
-    std::printf("%s ms=%lld\n", describe(r).c_str(), (long long)ms);
+    const long long ms = ms_since(start);
+    std::printf("%s ms=%lld\n", describe(r).c_str(), ms);
     return 0;
 }
 
