@@ -44,6 +44,11 @@
 //                                        come; exits 1 without one within 15 s
 //   scsi_probe URL cdb-ms HEXBYTES       the command (no data): "RESULT ms=M",
 //                                        M its round trip alone
+//   scsi_probe URL write-after GO_FILE LBA COUNT SEED
+//                                        logs in, says "ready", waits until
+//                                        GO_FILE exists, then writes blocks
+//                                        as `write` does: "LBA RESULT" per
+//                                        command, stopping at a failure
 //   scsi_probe URL reads|writes|fua-writes LBA COUNT
 //                                        COUNT one-block commands at once (the
 //                                        target may merge them); "LBA RESULT"
@@ -348,9 +353,9 @@ std::vector<unsigned char> hex_bytes(const std::string& h) {
 
 }  // namespace
 
-// count-ua: idle, as a host's unused path is, while the test changes
-// things (until `go` exists), then the unit attentions with `asc` pending.
-void count_unit_attentions(Session& s, int asc, const char* go, std::chrono::seconds limit) {
+// Says "ready" (logged in), then idles, as a host's unused path does, while
+// the test changes things, until `go` exists.
+void ready_until(const char* go, std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     std::printf("ready\n");
     std::fflush(stdout);
@@ -358,6 +363,23 @@ void count_unit_attentions(Session& s, int asc, const char* go, std::chrono::sec
         if (std::chrono::steady_clock::now() >= deadline) die(std::string("no ") + go + " in time", 1);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+}
+
+// write-after: COUNT blocks from LBA, one command each, on a session that
+// logged in before the test changed things: "LBA RESULT" per command until
+// the first that is not GOOD.
+int write_blocks(Session& s, uint64_t lba, uint64_t count, uint32_t seed) {
+    for (uint64_t b = lba; b < lba + count; ++b) {
+        Result r = write_block(s, b, seed);
+        std::printf("%llu %s\n", (unsigned long long)b, describe(r).c_str());
+        if (r.status != SCSI_STATUS_GOOD) return 1;
+    }
+    return 0;
+}
+
+// count-ua: the unit attentions with `asc` pending once `go` exists.
+void count_unit_attentions(Session& s, int asc, const char* go, std::chrono::seconds limit) {
+    ready_until(go, limit);
     const std::vector<unsigned char> tur(6, 0);
     int n = 0;
     for (int i = 0; i < 64; ++i) {
@@ -516,6 +538,10 @@ int main(int argc, char** argv) {
     } else if (what == "count-ua") {
         if (argc < 6) die("usage: scsi_probe URL count-ua ASC GO_FILE SECONDS");
         count_unit_attentions(s, int(number(argv[3], 16)), argv[4], std::chrono::seconds(number(argv[5])));
+    } else if (what == "write-after") {
+        if (argc < 7) die("usage: scsi_probe URL write-after GO_FILE LBA COUNT SEED");
+        ready_until(argv[3], std::chrono::seconds(120));
+        return write_blocks(s, number(argv[4]), number(argv[5]), uint32_t(number(argv[6])));
     } else if (what == "write-log") {
         if (argc < 6) die("usage: scsi_probe URL write-log FIRST COUNT FILE");
         const uint64_t first = number(argv[3]), count = number(argv[4]);
