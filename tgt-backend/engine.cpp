@@ -84,6 +84,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         if (opts_.debug_unsafe_fua) warn_unsafe_fua("rbd " + image->name());
         rbd_ = std::move(image);
         was_rbd_ = true;
+        lock_ = opts_.rbd.lock == RbdSettings::Lock::Takeover ? LockState::Wanted : LockState::NotNeeded;
         log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
                                   " bytes, " + std::to_string(rbd_->object_size()) +
                                   "-byte objects; librbd cache off; " + to_string(opts_) + ") as " +
@@ -485,7 +486,8 @@ void Engine::drain() noexcept {
     for (;;) {
         pump(true);
         if (!pending_head_ && !done_head_ && inflight_ == 0) return;
-        if (inflight_ == 0) continue;
+        // (Writes waiting for a lock takeover: its thread signals the eventfd.)
+        if (inflight_ == 0 && lock_ != LockState::Taking) continue;
         if (rbd_) {
             wait_for_completion();
             continue;
@@ -507,8 +509,11 @@ void Engine::wait_for_completion() {
         int rc = ::poll(&p, 1, 1000);
         if (rc > 0 || (rc < 0 && errno != EINTR)) break;
         if (waited_s % 60 == 59)
-            log(RBIO_BS_LOG_ERROR, "still waiting for " + std::to_string(inflight_) +
-                                       " request(s) to rbd image " + rbd_->name());
+            log(RBIO_BS_LOG_ERROR, lock_ == LockState::Taking
+                                       ? "still waiting to take rbd image " + rbd_->name() +
+                                             "'s lock over (the cluster's monitors do not answer?)"
+                                       : "still waiting for " + std::to_string(inflight_) +
+                                             " request(s) to rbd image " + rbd_->name());
     }
     ring_.clear_event();
 }
@@ -541,6 +546,8 @@ void Engine::pump(bool from_event) {
             if (rbd_) {
                 rbd_size_valid_ = false;
                 n += rbd_->poll([this](void* tag, int64_t res) { on_rbd_done(static_cast<Io*>(tag), res); });
+                if (lock_ == LockState::Taking) [[unlikely]]
+                    n += lock_taken();
                 if (parked_rbd_writes_) [[unlikely]] {
                     rbd_size_valid_ = false;        // a size from after their notices' reads
                     resumed = resume_rbd_writes();  // reaped (and counted) before
@@ -595,6 +602,8 @@ Engine::Cmd* Engine::pop_pending() {
 void Engine::fill() {
     while (pending_head_ && !exclusive_) {
         Cmd* c = pending_head_;
+        if (lock_ >= LockState::Wanted && writes(c->kind)) [[unlikely]]
+            if (!lock_for(c)) break;
         if (c->kind != Kind::Done) {
             if (c->barrier ? inflight_ > 0 : free_ios_ == nullptr) break;
         }
@@ -756,6 +765,7 @@ bool Engine::rbd_start(Io* io, int rc) {
         return true;
     }
     if (rc == -ESHUTDOWN) rbd_fenced();
+    else if (rc == -EROFS && lock_ == LockState::Owned) lock_ = LockState::Wanted;
     log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + " refused a request: " + std::strerror(-rc));
     if (!io->step) {
         for (uint32_t i = 0; i < io->n; ++i) {
@@ -782,6 +792,8 @@ void Engine::complete_later(Cmd* c) {
 void Engine::on_rbd_done(Io* io, int64_t res) {
     if (res == -ESHUTDOWN) [[unlikely]]
         rbd_fenced();
+    else if (res == -EROFS && lock_ == LockState::Owned) [[unlikely]]
+        lock_ = LockState::Wanted;  // lost it unfenced (a client that took it on purpose): take it again
     if (io->rbd_fua && res >= 0) {
         io->rbd_fua = false;
         --inflight_;  // the flush takes the write's place
@@ -805,6 +817,53 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
         res = rbd_write_result(io);
     }
     io_done(io, res);
+}
+
+// rbd_lock=takeover, a command that writes and this gateway does not own
+// the image's lock: whether fill() may go on with c. It stops while the
+// takeover runs (every later command waits behind c, so none overtakes
+// it), and then goes on; a takeover that failed fails the writes of the
+// next second as from a port that cannot reach the LU (hosts try another
+// path; rbio's initiator re-sends a second later), then the next tries.
+bool Engine::lock_for(Cmd* c) {
+    if (lock_ == LockState::Taking) return false;
+    if (fenced_) return true;  // librbd refuses it: ESHUTDOWN
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= lock_retry_at_) {
+        try {
+            rbd_->start_lock_takeover();
+            lock_ = LockState::Taking;
+            ++counters_.rbd_lock_takeovers;
+            return false;
+        } catch (const std::exception& e) {
+            log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": starting the lock takeover: " + e.what());
+            lock_retry_at_ = now + std::chrono::seconds(1);
+        }
+    }
+    c->result = check(kNotReady, kAscTargetPortUnavailable);
+    c->kind = Kind::Done;
+    return true;
+}
+
+// The takeover thread signalled: returns 1 once it has finished (fill()
+// then goes on with the writes that waited), else 0.
+unsigned Engine::lock_taken() {
+    RbdImage::LockTakeover t;
+    if (!rbd_->take_lock_takeover(t)) return 0;
+    if (t.rc == 0) {
+        lock_ = LockState::Owned;
+        log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + ": " + t.said + " in " + std::to_string(t.ms) +
+                                  " ms, for a write (rbd_lock=takeover)");
+        return 1;
+    }
+    if (t.rc == -ESHUTDOWN) rbd_fenced();
+    lock_ = LockState::Wanted;
+    lock_retry_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": taking the exclusive lock (rbd_lock=takeover): " +
+                               t.said + " after " + std::to_string(t.ms) +
+                               " ms; writes fail as from an unavailable port (02/04/0C) for a second, "
+                               "then the next one tries again");
+    return 1;
 }
 
 // With ALUA, the glue then reports this LU's port as unavailable, so that
@@ -1396,7 +1455,9 @@ std::string Engine::stats() const {
            " reaped_event=" + std::to_string(k.reaped_event) +
            " event_wakeups=" + std::to_string(k.event_wakeups) +
            " inline_ios=" + std::to_string(k.inline_ios) +
-           (was_rbd_ ? " rbd_writes_held=" + std::to_string(k.rbd_writes_held) : std::string()) +
+           (was_rbd_ ? " rbd_writes_held=" + std::to_string(k.rbd_writes_held) +
+                           " rbd_lock_takeovers=" + std::to_string(k.rbd_lock_takeovers)
+                     : std::string()) +
            " errors=" + std::to_string(k.errors);
 }
 

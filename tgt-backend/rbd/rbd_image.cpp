@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -194,6 +195,7 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     char* addrs = nullptr;
     if (rados_getaddrs(h_->cluster, &addrs) == 0 && addrs) {
         client_ += std::string(" at ") + addrs;
+        addr_ = addrs;
         rados_buffer_free(addrs);
     }
 
@@ -222,6 +224,15 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
     rc = rbd_stat(h_->image, &info, sizeof info);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": stat", rc));
     object_size_ = info.obj_size;
+    if (how.lock == RbdSettings::Lock::Takeover) {
+        uint64_t features = 0;
+        rc = rbd_get_features(h_->image, &features);
+        if (rc < 0) throw Error(rados_error("rbd " + name_ + ": reading the image's features", rc));
+        if ((features & RBD_FEATURE_EXCLUSIVE_LOCK) == 0)
+            throw Error("rbd " + name_ +
+                        ": rbd_lock=takeover needs the image's exclusive-lock feature (rbd " +
+                        "feature enable " + where.describe() + " exclusive-lock)");
+    }
 
     rc = rbd_set_image_notification(h_->image, event_fd_, EVENT_TYPE_EVENTFD);
     if (rc < 0) throw Error(rados_error("rbd " + name_ + ": completion notification", rc));
@@ -285,6 +296,71 @@ void RbdImage::wake_loop() const {
     const uint64_t one = 1;
     ssize_t n = ::write(event_fd_, &one, sizeof one);
     (void)n;  // an eventfd write fails only on counter overflow: already readable
+}
+
+void RbdImage::start_lock_takeover() {
+    if (lock_worker_.joinable()) lock_worker_.join();  // one whose outcome was taken
+    takeover_done_.store(false, std::memory_order_relaxed);
+    lock_worker_ = std::jthread([this] { run_lock_takeover(); });
+}
+
+bool RbdImage::take_lock_takeover(LockTakeover& out) {
+    if (!takeover_done_.exchange(false, std::memory_order_acquire)) return false;
+    out = std::move(takeover_);
+    return true;
+}
+
+// The takeover thread. Breaking first, even an owner that would hand the
+// lock over on request: a gateway that handed it over asks for it back
+// with its next write, and that write may be one a host gave up on and
+// wrote again elsewhere since (a link cut and restored, a stalled loop).
+// Blocklisted, it can write nothing.
+void RbdImage::run_lock_takeover() {
+    const auto t0 = std::chrono::steady_clock::now();
+    LockTakeover r;
+    const auto failed = [&](const std::string& what, int rc) {
+        r.rc = rc;
+        r.said = what + ": " + std::strerror(-rc);
+    };
+    constexpr size_t kMaxOwners = 8;  // an exclusive lock has one
+    char* owners[kMaxOwners] = {};
+    size_t n = kMaxOwners;
+    rbd_lock_mode_t mode{};
+    // Already the owner (librbd took it for a write before): no break,
+    // which could name this client itself, only the managed mode below.
+    int owner = 0;
+    int rc = rbd_is_exclusive_lock_owner(h_->image, &owner);
+    if (rc == 0 && owner) n = 0;
+    else rc = rbd_lock_get_owners(h_->image, &mode, owners, &n);
+    if (rc == -ENOENT) {
+        n = 0;
+        rc = 0;
+    }
+    if (rc < 0) {
+        failed("listing the lock's owners", rc);
+    } else {
+        std::string broken;
+        for (size_t i = 0; i < n && r.rc == 0; ++i) {
+            if (addr_ == owners[i]) continue;
+            rc = rbd_lock_break(h_->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
+            if (rc < 0 && rc != -ENOENT) failed(std::string("breaking the lock of ") + owners[i], rc);
+            else broken += (broken.empty() ? "" : ", ") + std::string(owners[i]);
+        }
+        rbd_lock_get_owners_cleanup(owners, n);
+        if (r.rc == 0) {
+            rc = rbd_lock_acquire(h_->image, RBD_LOCK_MODE_EXCLUSIVE);
+            if (rc < 0)
+                failed("acquiring the lock" + (broken.empty() ? "" : " after breaking " + broken + "'s"), rc);
+            else
+                r.said = broken.empty() ? "took the exclusive lock (no other owner)"
+                                        : "took the exclusive lock over from " + broken + " (blocklisted)";
+        }
+    }
+    r.ms = uint32_t(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    takeover_ = std::move(r);
+    takeover_done_.store(true, std::memory_order_release);
+    wake_loop();
 }
 
 uint64_t RbdImage::size_now() const {

@@ -14,6 +14,7 @@
 // librbd's asynchronous calls and its completions wake the same eventfd.
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -55,13 +56,14 @@ struct Counters {
     uint64_t reaped_inline = 0;  // completions found right after submitting
     uint64_t reaped_event = 0;   // completions found on an eventfd wake-up
     uint64_t event_wakeups = 0;
-    uint64_t inline_ios = 0;       // reads/writes done synchronously in the loop
-    uint64_t errors = 0;           // commands that ended in CHECK CONDITION
-    uint64_t rbd_writes_held = 0;  // RBD writes done during a header notice, held until it was read
-    uint64_t reads = 0;            // READ(6/10/12/16) commands taken
-    uint64_t read_bytes = 0;       // bytes they address
-    uint64_t writes = 0;           // WRITE and WRITE AND VERIFY commands taken
-    uint64_t written_bytes = 0;    // bytes they address
+    uint64_t inline_ios = 0;          // reads/writes done synchronously in the loop
+    uint64_t errors = 0;              // commands that ended in CHECK CONDITION
+    uint64_t rbd_writes_held = 0;     // RBD writes done during a header notice, held until it was read
+    uint64_t rbd_lock_takeovers = 0;  // rbd_lock=takeover: takeovers of the image's lock started
+    uint64_t reads = 0;               // READ(6/10/12/16) commands taken
+    uint64_t read_bytes = 0;          // bytes they address
+    uint64_t writes = 0;              // WRITE and WRITE AND VERIFY commands taken
+    uint64_t written_bytes = 0;       // bytes they address
 };
 
 struct OpenedFile {
@@ -129,6 +131,12 @@ private:
         Done,
     };
 
+    // Commands that change the medium: on RBD they need the image's lock.
+    static constexpr bool writes(Kind k) {
+        return k == Kind::Write || k == Kind::Unmap || k == Kind::WriteSame || k == Kind::CompareAndWrite ||
+               k == Kind::OrWrite || k == Kind::WriteVerify;
+    }
+
     struct Cmd {
         void* handle = nullptr;
         Cmd* next = nullptr;
@@ -178,6 +186,8 @@ private:
     unsigned resume_rbd_writes();
     int64_t rbd_write_result(const Io* io);
     [[gnu::cold]] void rbd_fenced();
+    [[gnu::cold]] bool lock_for(Cmd* c);
+    [[gnu::cold]] unsigned lock_taken();
     int64_t clipped_rbd_write(const Io* io);
     Io* rbd_io_for(Cmd* c);
     bool rbd_write_same(Cmd* c);
@@ -254,8 +264,14 @@ private:
     bool in_submit_ = false;      // inside tgt's submit call: nothing may complete
     bool told_no_punch_ = false;  // logged that UNMAP cannot punch this file
     bool flush_requested_ = false;
-    bool was_rbd_ = false;      // opened on an RBD image (stats() runs after close())
-    bool fenced_ = false;       // see fenced()
+    bool was_rbd_ = false;  // opened on an RBD image (stats() runs after close())
+    bool fenced_ = false;   // see fenced()
+    // rbd_lock=takeover: writes wait in the pending queue until this
+    // gateway's client owns the image's lock (fill, lock_for). Ordered so
+    // that one comparison tells the hot path nothing is to be done.
+    enum class LockState : uint8_t { NotNeeded, Owned, Wanted, Taking };
+    LockState lock_ = LockState::NotNeeded;
+    std::chrono::steady_clock::time_point lock_retry_at_{};  // after a failed takeover
     uint32_t punch_align_ = 1;  // a block device's logical sector, where over 512 bytes
     Counters counters_;
 };

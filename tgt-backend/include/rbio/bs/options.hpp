@@ -8,13 +8,19 @@
 namespace rbio::bs {
 
 // How an LU on "rbd:POOL/IMAGE" reaches its Ceph cluster (bsopts rbd_conf,
-// rbd_id, rbd_keyring, rbd_cluster, rbd_timeout). Ignored for files.
+// rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock). Ignored for files.
 struct RbdSettings {
     std::string conf;          // ceph.conf; empty: librados' own search (/etc/ceph/$cluster.conf)
     std::string id = "admin";  // client id, without "client."
     std::string keyring;       // empty: as ceph.conf says
     std::string cluster = "ceph";
     uint32_t timeout_s = 10;  // connecting and monitor operations; never I/O
+    // Who gets the image's exclusive lock. cooperative: librbd's own way,
+    // the owner hands it over when another client asks. takeover: a write
+    // at a gateway that does not own it breaks the owner's lock, which
+    // blocklists the owner, and takes it for good (see docs/ceph-rbd.md).
+    enum class Lock : uint8_t { Cooperative, Takeover };
+    Lock lock = Lock::Cooperative;
     bool operator==(const RbdSettings&) const = default;
 };
 

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "rbio/bs/options.hpp"
 
@@ -141,6 +142,24 @@ public:
     // notice.
     uint64_t size_read() const { return size_read_.load(std::memory_order_relaxed); }
 
+    // rbd_lock=takeover. Takes the image's exclusive lock on a thread of its
+    // own, because librbd's lock calls wait for the cluster (the monitors,
+    // to blocklist): breaks another owner's lock, which blocklists that
+    // client (rbd_blocklist_on_break_lock), then acquires the lock in
+    // librbd's managed mode, where it is never handed over on request. So
+    // a gateway that lost the lock this way can write nothing more, even
+    // a write that reaches it late. Signals event_fd when done. Throws
+    // std::system_error if no thread can be started; one at a time.
+    void start_lock_takeover();
+    struct LockTakeover {
+        int rc = 0;        // 0: this client owns the lock; else -errno
+        std::string said;  // what was done or what failed, for the log
+        uint32_t ms = 0;   // how long it took
+    };
+    // The finished takeover's outcome, once; false while it runs (or when
+    // none was started). tgtd's loop only.
+    bool take_lock_takeover(LockTakeover& out);
+
 private:
     static constexpr unsigned kPollBatch = 64;
     struct Handles;
@@ -179,10 +198,17 @@ private:
     // signals the eventfd, and poll() takes it. caw_tag_ is tgtd's alone.
     std::atomic<void*> caw_finished_{nullptr};
     void* caw_tag_ = nullptr;
-    // Last, so destroyed first: its destructor ends the header watch, and
-    // librbd may run on_header_change until it has, which uses the members
-    // above (also when the constructor throws after the watch started).
+    void run_lock_takeover();
+    std::string addr_;       // this client's address, as lock owners are named
+    LockTakeover takeover_;  // written by the takeover thread before takeover_done_
+    std::atomic<bool> takeover_done_{false};
+    // After the members above, so destroyed before them: its destructor
+    // ends the header watch, and librbd may run on_header_change until it
+    // has, which uses them (also when the constructor throws after the
+    // watch started).
     std::unique_ptr<Handles> h_;
+    // After h_, so destroyed (joined) before the image it uses is closed.
+    std::jthread lock_worker_;
 };
 
 }  // namespace rbio::bs

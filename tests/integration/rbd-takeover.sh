@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# rbd_lock=takeover: a write that reaches a gateway after hosts have
+# written newer data through another gateway must not land, and a hung
+# owner of the image's lock must not hold writes up until its watch expires.
+#
+# Two tgtd+rbio gateways on one image, a single-node cluster
+# (scripts/ceph-dev.sh, memstore, Ceph's default 30 s watch timeout):
+#  A. the control, librbd's cooperative lock (the default):
+#     1. gateway 1 writes pattern 1 and so owns the lock;
+#     2. a host session to gateway 1 logs in; its write comes late (as one
+#        held in a cut link, or in a stalled loop, does);
+#     3. the host writes pattern 2 through gateway 2 (its retry on the
+#        other path): gateway 1 hands the lock over on request;
+#     4. the late write of pattern 3 reaches gateway 1, which asks for the
+#        lock back and gets it: the write lands over pattern 2. This is the
+#        lost write the cooperative lock allows; the test requires it, so
+#        it is known to detect one.
+#  B. the same with rbd_lock=takeover on both gateways: gateway 2 breaks
+#     gateway 1's lock, which blocklists gateway 1's client, so the late
+#     write fails with NOT READY, target port unavailable (02/04/0C), and
+#     the image keeps pattern 2.
+#  C. gateway 1 restarted (a new client); gateway 2 owns the lock and hangs
+#     (SIGSTOP): a write through gateway 1 takes the lock over at once
+#     (with the cooperative lock, librbd would wait for gateway 2's watch
+#     on the image to expire, 30 s, before breaking the lock).
+#  D. an image without the exclusive-lock feature: rbd_lock=takeover is
+#     refused when the LU is created, with the reason.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 105   # gateways on control ports 5806-5807, portals 13806-13807
+source "$(dirname "$0")/../lib/gateways.sh"
+PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
+CEPH_DEV="$RBIO_SOURCE_DIR/scripts/ceph-dev.sh"
+CEPH_DIR="$WORK/ceph"
+CONF="$CEPH_DIR/ceph.conf"
+CEPH_PORT=$((16960 + TEST_PORT_SHIFT))
+WATCH_TIMEOUT=30   # Ceph's default, which scripts/ceph-dev.sh keeps
+[[ -x $PROBE ]] || { echo "no $PROBE: build first" >&2; exit 2; }
+gateways_init 1M
+
+stopped="" late=""
+takeover_cleanup() {
+  local rc=$?
+  [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  [[ -z $late ]] || { kill "$late" 2>/dev/null; wait "$late"; }
+  gateways_stop "$rc" || rc=1
+  bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
+  tgt_test_cleanup "$rc"
+}
+trap takeover_cleanup EXIT
+
+rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
+bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT"
+rbd_ create --size 16M lun
+set_groups "1 active/optimized" "2 active/non-optimized"
+
+# export_rbd G BSOPTS [IMAGE]: gateway G serving the image with the shared identity.
+export_rbd() {
+  gw_start "$1" &&
+    gw_adm "$1" --op new --mode target --tid 1 -T "$GW_TARGET" &&
+    gw_adm "$1" --op bind --mode target --tid 1 -I ALL &&
+    gw_adm "$1" --op new --mode logicalunit --tid 1 --lun 1 -b "rbd:rbd/${3:-lun}" --bstype rbio \
+      --bsopts "rbd_conf=$CONF${2:+;$2}" &&
+    gw_adm "$1" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
+}
+stop_gw() { "$SANDBOX" stop "$(gw_state "$1")"; }
+# addr_of G: gateway G's Ceph client address, from its log's last open.
+addr_of() { sed -n 's/.*opened rbd image .*) as client\.[0-9]* at \([^ ]*\).*/\1/p' "$(gw_state "$1")/tgtd.log" | tail -1; }
+owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
+blocklisted() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }' | grep -qxF "$1"; }
+
+# start_late G NAME: a session to gateway G that writes pattern 3 at LBAs
+# 0-7 once $WORK/NAME.go exists; its output goes to $WORK/NAME.out.
+start_late() {
+  rm -f "$WORK/$2.go"
+  "$PROBE" "$(gw_url "$1")" write-after "$WORK/$2.go" 0 8 3 > "$WORK/$2.out" 2>&1 &
+  late=$!
+  wait_for 30 grep -qx ready "$WORK/$2.out"
+}
+# finish_late NAME: lets it write; its exit status.
+finish_late() {
+  local rc=0
+  touch "$WORK/$1.go"
+  wait "$late" || rc=$?
+  late=""
+  sed 's/^/  late write: /' "$WORK/$1.out"
+  return "$rc"
+}
+
+# late_write_phase BSOPTS NAME: steps 1-4 with both gateways on BSOPTS.
+late_write_phase() {
+  for g in 1 2; do must_start "gateway $g exports the image ($2)" export_rbd "$g" "$1"; done
+  A1=$(addr_of 1) A2=$(addr_of 2)
+  echo "$2: gateway 1 is $A1, gateway 2 is $A2"
+  check "$2: pattern 1 written through gateway 1" "$PROBE" "$(gw_url 1)" write 0 8 1
+  check "$2: gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
+  must_start "$2: a host session to gateway 1 logs in" start_late 1 "$2"
+  check "$2: pattern 2 written through gateway 2" "$PROBE" "$(gw_url 2)" write 0 8 2
+  check "$2: gateway 2 owns the lock" eval '[[ $(owner) == "$A2" ]]'
+}
+
+# --- A. the control: the cooperative lock loses the late write ----------------------
+late_write_phase "" cooperative
+check "cooperative: the late write through gateway 1 is GOOD" finish_late cooperative
+check "cooperative: it landed over gateway 2's newer data (the lost write)" \
+  "$PROBE" "$(gw_url 2)" verify 0 8 3
+check "cooperative: no gateway was blocklisted" eval '! blocklisted "$A1" && ! blocklisted "$A2"'
+for g in 1 2; do check "cooperative: gateway $g shuts down cleanly" stop_gw "$g"; done
+
+# --- B. rbd_lock=takeover refuses it ----------------------------------------------------
+late_write_phase "rbd_lock=takeover" takeover
+check "takeover: gateway 1's client is blocklisted" blocklisted "$A1"
+check "takeover: gateway 2's log says it took the lock over from gateway 1" \
+  gw_log_has 2 "took the exclusive lock over from $A1 (blocklisted)"
+rc=0; finish_late takeover || rc=$?
+check "takeover: the late write through gateway 1 fails: NOT READY, target port unavailable" \
+  eval '(( rc == 1 )) && [[ $(grep -vx ready "$WORK/takeover.out") == "0 CHECK key=2 asc=040c" ]]'
+check "takeover: the image keeps gateway 2's data" "$PROBE" "$(gw_url 2)" verify 0 8 2
+check "takeover: gateway 1's log says it was fenced" gw_log_has 1 "the cluster fenced this gateway"
+
+# --- C. a hung owner does not hold writes up ------------------------------------------
+check "the fenced gateway 1 shuts down cleanly" stop_gw 1
+must_start "gateway 1 exports the image again (a new client)" export_rbd 1 "rbd_lock=takeover"
+A1=$(addr_of 1)
+stopped=$(gw_pid 2)
+kill -STOP "$stopped"
+t0=$SECONDS
+check "with gateway 2 hung, pattern 4 written through gateway 1" "$PROBE" "$(gw_url 1)" write 0 8 4
+took=$(( SECONDS - t0 ))
+echo "  the write took $took s; gateway 2's watch expires $WATCH_TIMEOUT s after its last ping"
+check "gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
+check "... taken over from gateway 2 by rbio, not by librbd once the watch expired" \
+  gw_log_has 1 "took the exclusive lock over from $A2 (blocklisted)"
+check "... so the write did not wait for the watch to expire" eval '(( took < WATCH_TIMEOUT ))'
+check "gateway 2's client is blocklisted" blocklisted "$A2"
+kill -CONT "$stopped"
+stopped=""
+check "the image holds pattern 4" "$PROBE" "$(gw_url 1)" verify 0 8 4
+for g in 1 2; do check "gateway $g shuts down cleanly" stop_gw "$g"; done
+check "no lock is left" eval '[[ $(rbd_ lock ls --format json lun) == "[]" ]]'
+
+# --- D. an image without the lock -------------------------------------------------------
+rbd_ create --size 16M --image-feature layering plain
+must_start "gateway 1 starts" gw_start 1
+gw_adm 1 --op new --mode target --tid 1 -T "$GW_TARGET"
+out=$(gw_adm 1 --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/plain --bstype rbio \
+  --bsopts "rbd_conf=$CONF;rbd_lock=takeover" 2>&1) && out="created: $out"
+echo "  tgtadm: $out"
+check "rbd_lock=takeover on an image without exclusive-lock is refused" eval '[[ $out != created* ]]'
+check "... and tgtd's log says why" gw_log_has 1 "rbd_lock=takeover needs the image's exclusive-lock feature"
+finish
