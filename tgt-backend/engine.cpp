@@ -63,6 +63,8 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
     // A new open (tgt's path update) may be another store: a new RBD
     // client, another device.
     fenced_ = false;
+    lock_ = LockState::NotNeeded;
+    lock_retry_at_ = {};
     punch_align_ = 1;
     if (is_rbd_path(path)) {
         // librbd signals finished requests on the ring's eventfd too: tgtd
@@ -602,7 +604,7 @@ Engine::Cmd* Engine::pop_pending() {
 void Engine::fill() {
     while (pending_head_ && !exclusive_) {
         Cmd* c = pending_head_;
-        if (lock_ >= LockState::Wanted && writes(c->kind)) [[unlikely]]
+        if (lock_ >= LockState::Wanted) [[unlikely]]
             if (!lock_for(c)) break;
         if (c->kind != Kind::Done) {
             if (c->barrier ? inflight_ > 0 : free_ios_ == nullptr) break;
@@ -819,13 +821,24 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
     io_done(io, res);
 }
 
-// rbd_lock=takeover, a command that writes and this gateway does not own
-// the image's lock: whether fill() may go on with c. It stops while the
-// takeover runs (every later command waits behind c, so none overtakes
-// it), and then goes on; a takeover that failed fails the writes of the
-// next second as from a port that cannot reach the LU (hosts try another
-// path; rbio's initiator re-sends a second later), then the next tries.
+// rbd_lock=takeover and this gateway does not own the image's lock:
+// whether fill() may go on with c. A command that writes starts a
+// takeover; fill() stops while it runs (every later command waits behind
+// c, so none overtakes it), and then goes on; a takeover that failed fails
+// the writes of the next second as from a port that cannot reach the LU
+// (hosts try another path; rbio's initiator re-sends a second later), then
+// the next tries. A flush is GOOD at once: this client has written nothing
+// it could flush (it writes only once it owns the lock, and librbd's cache
+// is off), and librbd would ask the owner for the lock to flush, which a
+// cooperative owner hands over (kernel initiators flush the standby path
+// too, as udev closes its disk).
 bool Engine::lock_for(Cmd* c) {
+    if (c->kind == Kind::Flush) {
+        c->result = good();
+        c->kind = Kind::Done;
+        return true;
+    }
+    if (!writes(c->kind)) return true;
     if (lock_ == LockState::Taking) return false;
     if (fenced_) return true;  // librbd refuses it: ESHUTDOWN
     const auto now = std::chrono::steady_clock::now();

@@ -339,21 +339,29 @@ void RbdImage::run_lock_takeover() {
     if (rc < 0) {
         failed("listing the lock's owners", rc);
     } else {
-        std::string broken;
+        // -ENOENT: the owner released the lock meanwhile (librbd found no
+        // locker to break), so it was not blocklisted.
+        std::string broken, released;
         for (size_t i = 0; i < n && r.rc == 0; ++i) {
             if (addr_ == owners[i]) continue;
             rc = rbd_lock_break(h_->image, RBD_LOCK_MODE_EXCLUSIVE, owners[i]);
-            if (rc < 0 && rc != -ENOENT) failed(std::string("breaking the lock of ") + owners[i], rc);
-            else broken += (broken.empty() ? "" : ", ") + std::string(owners[i]);
+            if (rc < 0 && rc != -ENOENT) {
+                failed(std::string("breaking the lock of ") + owners[i], rc);
+                break;
+            }
+            std::string& list = rc == -ENOENT ? released : broken;
+            list += (list.empty() ? "" : ", ") + std::string(owners[i]);
         }
         rbd_lock_get_owners_cleanup(owners, n);
         if (r.rc == 0) {
             rc = rbd_lock_acquire(h_->image, RBD_LOCK_MODE_EXCLUSIVE);
             if (rc < 0)
                 failed("acquiring the lock" + (broken.empty() ? "" : " after breaking " + broken + "'s"), rc);
-            else
-                r.said = broken.empty() ? "took the exclusive lock (no other owner)"
-                                        : "took the exclusive lock over from " + broken + " (blocklisted)";
+            else if (!broken.empty())
+                r.said = "took the exclusive lock over from " + broken + " (blocklisted)";
+            else if (!released.empty())
+                r.said = "took the exclusive lock (" + released + " released it first: not blocklisted)";
+            else r.said = "took the exclusive lock (no other owner)";
         }
     }
     r.ms = uint32_t(
