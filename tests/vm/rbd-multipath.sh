@@ -26,6 +26,13 @@
 #     ls), gateway 2's is not; no lock and no watcher is left once the
 #     gateways stopped.
 #
+# With RBIO_RBD_LOCK=takeover (ctest: vm.rbd-multipath-takeover) both
+# gateways' LUs have rbd_lock=takeover (docs/ceph-rbd.md): in step 3
+# gateway 2 breaks the dead owner's lock at once (its log says so), so
+# failover takes open-iscsi's replacement_timeout, not the watch timeout;
+# in step 4 gateway 1 takes the lock over from gateway 2 the same way, and
+# on the host both gateway 2's client and the killed one are blocklisted.
+#
 # Run on the host (ctest: vm.rbd-multipath): it starts the cluster, creates
 # the image, runs itself in a guest with a network to the host
 # (scripts/vm/run.sh --net, tests/vm/lib-net.sh) and checks the image
@@ -89,6 +96,7 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
   features=()
   [[ ${RBIO_RBD_EXCLUSIVE_LOCK:-on} == off ]] && features=(--image-feature layering)
   rbd_ create --size "${IMAGE_MIB}M" "${features[@]}" "$IMAGE"
+  echo "lock: ${RBIO_RBD_LOCK:-cooperative}"
   echo "image $IMAGE: $(rbd_ info "$IMAGE" | sed -n 's/^\s*features: //p')"
   echo "osd_client_watch_timeout: $(ceph_ daemon osd.0 config get osd_client_watch_timeout |
                                     sed -n 's/.*: "\(.*\)".*/\1/p') s"
@@ -123,8 +131,13 @@ if [[ -z ${RBIO_VM_GUEST:-} ]]; then
     fi
     check "the killed gateway's client ($fenced) is blocklisted: it can write no more" \
       eval '[[ -n $fenced ]] && blocklisted "$fenced"'
-    check "the gateway that handed the lock over ($released) is not blocklisted" \
-      eval '[[ -n $released ]] && ! blocklisted "$released"'
+    if [[ ${RBIO_RBD_LOCK:-cooperative} == takeover ]]; then
+      check "the gateway whose lock was taken over at failback ($released) is blocklisted" \
+        eval '[[ -n $released ]] && blocklisted "$released"'
+    else
+      check "the gateway that handed the lock over ($released) is not blocklisted" \
+        eval '[[ -n $released ]] && ! blocklisted "$released"'
+    fi
   fi
   check "no exclusive lock is left: the gateways released it when they stopped" \
     eval '[[ $(rbd_ lock ls --format json "$IMAGE") == "[]" ]]'
@@ -149,6 +162,12 @@ done
 [[ -n ${RBIO_CEPH_CONF:-} && -n ${RBIO_RBD_IMAGE:-} && -n ${RBIO_CEPH_PORTS:-} ]] ||
   { echo "run it on the host (it starts the cluster): tests/vm/rbd-multipath.sh" >&2; exit 2; }
 LOCK=${RBIO_RBD_EXCLUSIVE_LOCK:-on}
+TAKEOVER=0
+case ${RBIO_RBD_LOCK:-cooperative} in
+  cooperative) ;;
+  takeover) TAKEOVER=1 ;;
+  *) echo "RBIO_RBD_LOCK=$RBIO_RBD_LOCK: expected cooperative or takeover" >&2; exit 2 ;;
+esac
 t_start=$SECONDS
 phase() { echo "[$(( SECONDS - t_start )) s] $*"; }
 
@@ -163,9 +182,11 @@ LU_ID=0b10da7a2026120000000015 LU_SN=RBIORBD001
 GWS=(1 2)
 GROUPS_FILE="$WORK/alua-groups"
 LU_BACKING="rbd:$RBIO_RBD_IMAGE" LU_BSOPTS="rbd_conf=$RBIO_CEPH_CONF"
+(( TAKEOVER )) && LU_BSOPTS+=":rbd_lock=takeover"
 REPLACEMENT_TIMEOUT=5
 # From the kill to I/O flowing on gateway 2: replacement_timeout, then
-# librbd's wait for the dead owner's watch to expire (30 s by default).
+# librbd's wait for the dead owner's watch to expire (30 s by default; none
+# with rbd_lock=takeover).
 FAILOVER_BOUND=60 FIO_BOUND=180
 source "$HERE/lib-multipath.sh"
 
@@ -235,6 +256,11 @@ gw 2; echo "  gateway 2's log since the start:"; grep -v 'tgtd: rbio: tcp:' "$ST
 if [[ $LOCK == on ]]; then
   check "gateway 2 holds the lock now" owner_is "${ADDR[2]}"
   echo "fenced $FENCED" > "$VM_OUT/lock-moves"
+  if (( TAKEOVER )); then
+    gw 2
+    check "gateway 2 broke the dead gateway's lock itself (rbd_lock=takeover), not after its watch expired" \
+      grep -qF "took the exclusive lock over from $FENCED (blocklisted)" "$STATE/tgtd.log"
+  fi
 fi
 
 # --- failback: gateway 1 comes back --------------------------------------------------
@@ -254,7 +280,13 @@ check "fio verify through the map after the restart" \
 delta; echo "  $(io_split)"
 check "gateway 1's path carried it" only_on 1
 if [[ $LOCK == on ]]; then
-  check "gateway 1 holds the lock again: gateway 2 handed it over" owner_is "${ADDR[1]}"
+  if (( TAKEOVER )); then
+    check "gateway 1 holds the lock again: it took it over from gateway 2" owner_is "${ADDR[1]}"
+    gw 1
+    check "... as its log says" grep -qF "took the exclusive lock over from ${ADDR[2]} (blocklisted)" "$STATE/tgtd.log"
+  else
+    check "gateway 1 holds the lock again: gateway 2 handed it over" owner_is "${ADDR[1]}"
+  fi
   echo "released ${ADDR[2]}" >> "$VM_OUT/lock-moves"
 fi
 
