@@ -91,10 +91,24 @@ void rbio_bs_lu_stats(const rbio_bs_lu* lu, char* buf, size_t len) {
 
 void rbio_bs_lu_counters(const rbio_bs_lu* lu, rbio_bs_counters* out) {
     const rbio::bs::Counters& k = lu->engine.counters();
-    *out = rbio_bs_counters{
-        k.commands,      k.reads,        k.read_bytes,    k.writes,       k.written_bytes,
-        k.ios,           k.merged,       k.inline_ios,    k.submit_calls, k.passes,
-        k.reaped_inline, k.reaped_event, k.event_wakeups, k.errors,       lu->engine.in_flight()};
+    *out = rbio_bs_counters{k.commands,
+                            k.reads,
+                            k.read_bytes,
+                            k.writes,
+                            k.written_bytes,
+                            k.ios,
+                            k.merged,
+                            k.inline_ios,
+                            k.submit_calls,
+                            k.passes,
+                            k.reaped_inline,
+                            k.reaped_event,
+                            k.event_wakeups,
+                            k.errors,
+                            lu->engine.in_flight(),
+                            lu->engine.rbd() ? 1u : 0u,
+                            lu->engine.fenced() ? 1u : 0u,
+                            k.rbd_lock_takeovers};
 }
 
 }  // extern "C"

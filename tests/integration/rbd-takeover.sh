@@ -55,7 +55,7 @@ set_groups "1 active/optimized" "2 active/non-optimized"
 
 # export_rbd G BSOPTS [IMAGE]: gateway G serving the image with the shared identity.
 export_rbd() {
-  gw_start "$1" &&
+  gw_start "$1" RBIO_METRICS_FILE="$WORK/gw$1.prom" &&
     gw_adm "$1" --op new --mode target --tid 1 -T "$GW_TARGET" &&
     gw_adm "$1" --op bind --mode target --tid 1 -I ALL &&
     gw_adm "$1" --op new --mode logicalunit --tid 1 --lun 1 -b "rbd:rbd/${3:-lun}" --bstype rbio \
@@ -63,6 +63,9 @@ export_rbd() {
     gw_adm "$1" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
 }
 stop_gw() { "$SANDBOX" stop "$(gw_state "$1")"; }
+# metric G NAME VALUE: gateway G's metrics file has LUN 1's NAME at VALUE
+# (tgtd rewrites it once a second).
+metric() { grep -qE "^$2\\{.*lun=\"1\"\\} $3\$" "$WORK/gw$1.prom"; }
 # addr_of G: gateway G's Ceph client address, from its log's last open.
 addr_of() { sed -n 's/.*opened rbd image .*) as client\.[0-9]* at \([^ ]*\).*/\1/p' "$(gw_state "$1")/tgtd.log" | tail -1; }
 owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
@@ -104,6 +107,7 @@ check "cooperative: the late write through gateway 1 is GOOD" finish_late cooper
 check "cooperative: it landed over gateway 2's newer data (the lost write)" \
   "$PROBE" "$(gw_url 2)" verify 0 8 3
 check "cooperative: no gateway was blocklisted" eval '! blocklisted "$A1" && ! blocklisted "$A2"'
+check "cooperative: gateway 1's metrics say it is not fenced" wait_for 10 metric 1 rbio_lu_rbd_fenced 0
 for g in 1 2; do check "cooperative: gateway $g shuts down cleanly" stop_gw "$g"; done
 
 # --- B. rbd_lock=takeover refuses it ----------------------------------------------------
@@ -116,6 +120,9 @@ check "takeover: the late write through gateway 1 fails: NOT READY, target port 
   eval '(( rc == 1 )) && [[ $(grep -vx ready "$WORK/takeover.out") == "0 CHECK key=2 asc=040c" ]]'
 check "takeover: the image keeps gateway 2's data" "$PROBE" "$(gw_url 2)" verify 0 8 2
 check "takeover: gateway 1's log says it was fenced" gw_log_has 1 "the cluster fenced this gateway"
+check "takeover: ... and its metrics (rbio_lu_rbd_fenced 1)" wait_for 10 metric 1 rbio_lu_rbd_fenced 1
+check "takeover: gateway 2's metrics count 1 lock takeover, and it is not fenced" \
+  wait_for 10 eval 'metric 2 rbio_lu_rbd_lock_takeovers_total 1 && metric 2 rbio_lu_rbd_fenced 0'
 
 # --- C. a hung owner does not hold writes up ------------------------------------------
 check "the fenced gateway 1 shuts down cleanly" stop_gw 1

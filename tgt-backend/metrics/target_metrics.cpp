@@ -63,6 +63,11 @@ constexpr Family kLuReaped{"rbio_lu_reaped_completions_total", C,
                            "reaped=event: on an eventfd wake-up"};
 constexpr Family kLuWakeups{"rbio_lu_eventfd_wakeups_total", C, "Eventfd wake-ups for completions"};
 constexpr Family kLuInFlight{"rbio_lu_ios_in_flight", G, "I/Os handed to io_uring and not yet complete"};
+constexpr Family kLuRbdFenced{"rbio_lu_rbd_fenced", G,
+                              "1: the Ceph cluster blocklisted this gateway's client for the LU's RBD image "
+                              "(another gateway took its lock over); it serves nothing until reopened"};
+constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
+                                 "Takeovers of the RBD image's exclusive lock (rbd_lock=takeover)"};
 
 // ---- one connection (rbio::iser::Counter)
 
@@ -207,6 +212,10 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     body_.add(kLuReaped, std::span<const Label>(evt), k.reaped_event);
     body_.add(kLuWakeups, l, k.event_wakeups);
     body_.add(kLuInFlight, l, k.ios_in_flight);
+    if (k.rbd) {
+        body_.add(kLuRbdFenced, l, k.rbd_fenced);
+        body_.add(kLuRbdTakeovers, l, k.rbd_lock_takeovers);
+    }
 }
 
 void TargetMetrics::set_alua(const AluaValues& a) {
@@ -255,7 +264,7 @@ std::vector<Family> TargetMetrics::families() {
                             kAluaFileOk,  kLuInfo,      kLuSize,         kLuCommands,    kLuReads,
                             kLuReadBytes, kLuWrites,    kLuWrittenBytes, kLuErrors,      kLuIos,
                             kLuMerged,    kLuInlineIos, kLuSubmitCalls,  kLuPasses,      kLuReaped,
-                            kLuWakeups,   kLuInFlight};
+                            kLuWakeups,   kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

@@ -126,7 +126,10 @@ struct rbio_bs_counters {
     uint64_t commands, reads, read_bytes, writes, written_bytes;
     uint64_t ios, merged, inline_ios, submit_calls, passes;
     uint64_t reaped_inline, reaped_event, event_wakeups, errors;
-    uint32_t ios_in_flight; /* I/Os handed to io_uring (or librbd), not yet complete */
+    uint32_t ios_in_flight;      /* I/Os handed to io_uring (or librbd), not yet complete */
+    uint32_t rbd;                /* 1: the LU is on a Ceph RBD image */
+    uint32_t rbd_fenced;         /* 1: the cluster blocklisted this gateway's client for it */
+    uint64_t rbd_lock_takeovers; /* rbd_lock=takeover: takeovers of the image's lock started */
 };
 void rbio_bs_lu_counters(const struct rbio_bs_lu *lu, struct rbio_bs_counters *out);
 
