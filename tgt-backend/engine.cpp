@@ -64,6 +64,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
     // client, another device.
     fenced_ = false;
     lock_ = LockState::NotNeeded;
+    lock_owned_once_ = false;
     lock_retry_at_ = {};
     punch_align_ = 1;
     if (is_rbd_path(path)) {
@@ -451,6 +452,9 @@ void Engine::on_event() noexcept {
 // know, and the next notice tries again.
 void Engine::check_capacity(int64_t size_or_error) {
     if (size_or_error < 0) {
+        // How a fenced gateway that gets no writes learns it: breaking its
+        // lock ends its watch, and librbd reports the watch re-made.
+        if (size_or_error == -ESHUTDOWN) rbd_fenced();
         log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": reading its size after a header change: " +
                                    std::strerror(int(-size_or_error)) + "; hosts keep " +
                                    std::to_string(size_) + " bytes");
@@ -827,20 +831,23 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
 // c, so none overtakes it), and then goes on; a takeover that failed fails
 // the writes of the next second as from a port that cannot reach the LU
 // (hosts try another path; rbio's initiator re-sends a second later), then
-// the next tries. A flush is GOOD at once: this client has written nothing
-// it could flush (it writes only once it owns the lock, and librbd's cache
-// is off), and librbd would ask the owner for the lock to flush, which a
+// the next tries. A flush before this client ever owned the lock is GOOD
+// at once: it has written nothing it could flush (it writes only once it
+// owns the lock, and librbd's cache is off), and librbd, still in its
+// automatic policy, would ask the owner for the lock to flush, which a
 // cooperative owner hands over (kernel initiators flush the standby path
-// too, as udev closes its disk).
+// too, as udev closes its disk). Once it has owned the lock, librbd's
+// policy is the managed one, which asks nobody: a flush goes to librbd,
+// which orders it after the writes still in flight.
 bool Engine::lock_for(Cmd* c) {
-    if (c->kind == Kind::Flush) {
+    if (fenced_) return true;  // librbd refuses it: ESHUTDOWN
+    if (c->kind == Kind::Flush && !lock_owned_once_) {
         c->result = good();
         c->kind = Kind::Done;
         return true;
     }
     if (!writes(c->kind)) return true;
     if (lock_ == LockState::Taking) return false;
-    if (fenced_) return true;  // librbd refuses it: ESHUTDOWN
     const auto now = std::chrono::steady_clock::now();
     if (now >= lock_retry_at_) {
         try {
@@ -865,6 +872,7 @@ unsigned Engine::lock_taken() {
     if (!rbd_->take_lock_takeover(t)) return 0;
     if (t.rc == 0) {
         lock_ = LockState::Owned;
+        lock_owned_once_ = true;
         log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + ": " + t.said + " in " + std::to_string(t.ms) +
                                   " ms, for a write (rbd_lock=takeover)");
         return 1;

@@ -115,12 +115,19 @@ late_write_phase "rbd_lock=takeover" takeover
 check "takeover: gateway 1's client is blocklisted" blocklisted "$A1"
 check "takeover: gateway 2's log says it took the lock over from gateway 1" \
   gw_log_has 2 "took the exclusive lock over from $A1 (blocklisted)"
+# Before any command reaches gateway 1: the lock's break ended its watch,
+# and librbd's report of that is how it learns (hosts on a standby path
+# send it only TEST UNIT READY and REPORT TARGET PORT GROUPS, which never
+# reach the image).
+check "takeover: gateway 1 learns it was fenced before a command reaches it (its log)" \
+  wait_for 10 gw_log_has 1 "the cluster fenced this gateway"
+check "takeover: ... its metrics say so (rbio_lu_rbd_fenced 1)" wait_for 10 metric 1 rbio_lu_rbd_fenced 1
+check "takeover: ... and its REPORT TARGET PORT GROUPS: its port group unavailable for the LU" \
+  eval '[[ $(timeout 60 "$PROBE" "$(gw_url 1)" rtpg) == "$(printf "group 1 unavailable ports 1\ngroup 2 active/non-optimized ports 2")" ]]'
 rc=0; finish_late takeover || rc=$?
 check "takeover: the late write through gateway 1 fails: NOT READY, target port unavailable" \
   eval '(( rc == 1 )) && [[ $(grep -vx ready "$WORK/takeover.out") == "0 CHECK key=2 asc=040c" ]]'
 check "takeover: the image keeps gateway 2's data" "$PROBE" "$(gw_url 2)" verify 0 8 2
-check "takeover: gateway 1's log says it was fenced" gw_log_has 1 "the cluster fenced this gateway"
-check "takeover: ... and its metrics (rbio_lu_rbd_fenced 1)" wait_for 10 metric 1 rbio_lu_rbd_fenced 1
 check "takeover: gateway 2's metrics count 1 lock takeover, and it is not fenced" \
   wait_for 10 eval 'metric 2 rbio_lu_rbd_lock_takeovers_total 1 && metric 2 rbio_lu_rbd_fenced 0'
 

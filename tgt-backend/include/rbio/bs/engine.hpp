@@ -271,6 +271,7 @@ private:
     // that one comparison tells the hot path nothing is to be done.
     enum class LockState : uint8_t { NotNeeded, Owned, Wanted, Taking };
     LockState lock_ = LockState::NotNeeded;
+    bool lock_owned_once_ = false;  // since open: librbd's policy is then the managed one
     std::chrono::steady_clock::time_point lock_retry_at_{};  // after a failed takeover
     uint32_t punch_align_ = 1;  // a block device's logical sector, where over 512 bytes
     Counters counters_;
