@@ -837,8 +837,9 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
 // automatic policy, would ask the owner for the lock to flush, which a
 // cooperative owner hands over (kernel initiators flush the standby path
 // too, as udev closes its disk). Once it has owned the lock, librbd's
-// policy is the managed one, which asks nobody: a flush goes to librbd,
-// which orders it after the writes still in flight.
+// policy is the managed one, which asks nobody and fails a flush without
+// the lock (EROFS): a flush then takes the lock again as a write does, and
+// librbd orders it after the writes still in flight.
 bool Engine::lock_for(Cmd* c) {
     if (fenced_) return true;  // librbd refuses it: ESHUTDOWN
     if (c->kind == Kind::Flush && !lock_owned_once_) {
@@ -846,7 +847,7 @@ bool Engine::lock_for(Cmd* c) {
         c->kind = Kind::Done;
         return true;
     }
-    if (!writes(c->kind)) return true;
+    if (!writes(c->kind) && c->kind != Kind::Flush) return true;
     if (lock_ == LockState::Taking) return false;
     const auto now = std::chrono::steady_clock::now();
     if (now >= lock_retry_at_) {

@@ -284,13 +284,12 @@ if [[ $LOCK == on ]]; then
     check "gateway 1 holds the lock again: it took it over from gateway 2" owner_is "${ADDR[1]}"
     gw 1
     check "... as its log says" grep -qF "took the exclusive lock over from ${ADDR[2]} (blocklisted)" "$STATE/tgtd.log"
-    # Gateway 2 now gets only multipath's path checks: it learns of the
-    # fence from librbd (its watch ended), and answers them unavailable.
+    # Gateway 2 now gets multipath's path checks (and flushes): it learns
+    # of the fence and answers them unavailable.
     gw 2
-    check "gateway 2 knows it was fenced, with no write sent to it" \
-      wait_for 10 grep -qF "the cluster fenced this gateway" "$STATE/tgtd.log"
+    check "gateway 2 knows it was fenced" wait_for 10 grep -qF "the cluster fenced this gateway" "$STATE/tgtd.log"
     check "multipath marks gateway 2's path failed (its checks answered unavailable)" \
-      wait_for 30 eval '! path_active "${SD[2]}"'
+      wait_for 30 eval 'path_line "${SD[2]}" | grep -q "failed faulty"'
   else
     check "gateway 1 holds the lock again: gateway 2 handed it over" owner_is "${ADDR[1]}"
   fi
