@@ -77,6 +77,8 @@ int rbio_bs_lu_fenced(const rbio_bs_lu* lu) { return lu->engine.fenced() ? 1 : 0
 
 int rbio_bs_submit(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.submit(*cmd); }
 
+int rbio_bs_refuse(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.refuse(*cmd); }
+
 void rbio_bs_flush(rbio_bs_lu* lu) { lu->engine.flush(); }
 
 void rbio_bs_on_event(rbio_bs_lu* lu) { lu->engine.on_event(); }
@@ -108,7 +110,8 @@ void rbio_bs_lu_counters(const rbio_bs_lu* lu, rbio_bs_counters* out) {
                             lu->engine.in_flight(),
                             lu->engine.rbd() ? 1u : 0u,
                             lu->engine.fenced() ? 1u : 0u,
-                            k.rbd_lock_takeovers};
+                            k.rbd_lock_takeovers,
+                            k.rbd_fences};
 }
 
 }  // extern "C"

@@ -63,6 +63,8 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
     // A new open (tgt's path update) may be another store: a new RBD
     // client, another device.
     fenced_ = false;
+    fence_told_ = true;
+    path_ = path;
     lock_ = LockState::NotNeeded;
     lock_owned_once_ = false;
     lock_retry_at_ = {};
@@ -148,6 +150,9 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
 
 void Engine::close() noexcept {
     drain();
+    if (reopen_worker_.joinable()) reopen_worker_.join();
+    reopened_.reset();
+    reopen_done_.store(false, std::memory_order_relaxed);
     rbd_.reset();
     fd_.reset();
 }
@@ -388,6 +393,24 @@ void Engine::decode(const rbio_bs_cmd& c, Cmd& cmd) {
     }
 }
 
+int Engine::refuse(const rbio_bs_cmd& c) noexcept {
+    Cmd* cmd;
+    try {
+        cmd = alloc_cmd();
+    } catch (const std::exception&) {
+        return -1;
+    }
+    cmd->handle = c.cmd;
+    cmd->kind = Kind::Done;
+    cmd->result = check(kNotReady, kAscTargetPortUnavailable);
+    complete_later(cmd);
+    if (!flush_requested_ && hooks_.request_flush) {
+        flush_requested_ = true;
+        hooks_.request_flush(hooks_.ctx);
+    }
+    return 0;
+}
+
 int Engine::submit(const rbio_bs_cmd& c) noexcept {
     Cmd* cmd;
     try {
@@ -432,6 +455,8 @@ int Engine::submit(const rbio_bs_cmd& c) noexcept {
 void Engine::flush() noexcept {
     flush_requested_ = false;
     pump(false);
+    if (!fence_told_) [[unlikely]]
+        tell_fence();
 }
 
 void Engine::on_event() noexcept {
@@ -444,6 +469,8 @@ void Engine::on_event() noexcept {
         if (auto change = rbd_->take_header_change(); change.seen) check_capacity(change.size_or_error);
     }
     pump(true);
+    if (!fence_told_) [[unlikely]]
+        tell_fence();
 }
 
 // An RBD image's header changed: if its size did, tell hosts (the glue
@@ -554,6 +581,8 @@ void Engine::pump(bool from_event) {
                 n += rbd_->poll([this](void* tag, int64_t res) { on_rbd_done(static_cast<Io*>(tag), res); });
                 if (lock_ == LockState::Taking) [[unlikely]]
                     n += lock_taken();
+                if (reopen_done_.load(std::memory_order_acquire)) [[unlikely]]
+                    n += swap_reopened();
                 if (parked_rbd_writes_) [[unlikely]] {
                     rbd_size_valid_ = false;        // a size from after their notices' reads
                     resumed = resume_rbd_writes();  // reaped (and counted) before
@@ -893,10 +922,74 @@ unsigned Engine::lock_taken() {
 void Engine::rbd_fenced() {
     if (fenced_) return;
     fenced_ = true;
+    fence_told_ = false;  // tell_fence() at the end of this event's handling
+    ++counters_.rbd_fences;
     log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() +
                                ": the cluster fenced this gateway (blocklisted: another gateway took the "
-                               "image's lock over); every request fails from now on. Restart tgtd (or "
-                               "delete and add the LU) to serve the image again");
+                               "image's lock over); every request fails from now on. " +
+                               (opts_.rbd.lock == RbdSettings::Lock::Takeover
+                                    ? "The LU's sessions are ended, and a new client opens the image"
+                                    : "Restart tgtd (or delete and add the LU) to serve the image again"));
+}
+
+// The glue ends the sessions that existed at the fence (their late commands
+// are refused from now on), then a new client opens the image on a thread:
+// librbd's open waits for the cluster.
+void Engine::tell_fence() {
+    fence_told_ = true;
+    // Only with rbd_lock=takeover, where a fence is part of every change of
+    // the writing gateway; otherwise a fenced gateway waits for its admin.
+    if (!rbd_ || !hooks_.fenced || opts_.rbd.lock != RbdSettings::Lock::Takeover) return;
+    if (hooks_.fenced(hooks_.ctx) != 0) {
+        log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() +
+                                   ": could not end the sessions of the fenced client; restart tgtd to serve "
+                                   "the image again");
+        return;
+    }
+    if (reopen_worker_.joinable()) reopen_worker_.join();
+    reopen_done_.store(false, std::memory_order_relaxed);
+    try {
+        reopen_worker_ =
+            std::jthread([this, where = parse_rbd_path(path_), how = opts_.rbd, fd = ring_.event_fd()] {
+                try {
+                    reopened_ = std::make_unique<RbdImage>(where, how, fd);
+                } catch (const std::exception& e) {
+                    reopen_error_ = e.what();
+                }
+                reopen_done_.store(true, std::memory_order_release);
+                const uint64_t one = 1;
+                ssize_t n = ::write(fd, &one, sizeof one);
+                (void)n;
+            });
+    } catch (const std::exception& e) {
+        log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": cannot open it again: " + e.what() +
+                                   "; restart tgtd to serve it again");
+    }
+}
+
+// The new client is ready: it takes the old one's place once nothing of the
+// old one is in flight. Returns 1 when it did (or gave up), else 0.
+unsigned Engine::swap_reopened() {
+    if (inflight_ != 0 || parked_rbd_writes_ || lock_ == LockState::Taking) return 0;
+    reopen_done_.store(false, std::memory_order_relaxed);
+    if (reopen_worker_.joinable()) reopen_worker_.join();
+    if (!reopened_) {
+        log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": opening it again with a new client: " +
+                                   reopen_error_ + "; restart tgtd to serve it again");
+        return 1;
+    }
+    std::unique_ptr<RbdImage> old = std::move(rbd_);
+    rbd_ = std::move(reopened_);
+    old.reset();
+    fenced_ = false;
+    lock_ = opts_.rbd.lock == RbdSettings::Lock::Takeover ? LockState::Wanted : LockState::NotNeeded;
+    lock_owned_once_ = false;
+    lock_retry_at_ = {};
+    log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() + ": opened again as " + rbd_->client() +
+                              " after the cluster fenced the old client; the sessions that existed then "
+                              "were ended, and their late commands are refused");
+    check_capacity(int64_t(rbd_->size_read()));
+    return 1;
 }
 
 int64_t Engine::rbd_write_result(const Io* io) {
@@ -1478,7 +1571,8 @@ std::string Engine::stats() const {
            " event_wakeups=" + std::to_string(k.event_wakeups) +
            " inline_ios=" + std::to_string(k.inline_ios) +
            (was_rbd_ ? " rbd_writes_held=" + std::to_string(k.rbd_writes_held) +
-                           " rbd_lock_takeovers=" + std::to_string(k.rbd_lock_takeovers)
+                           " rbd_lock_takeovers=" + std::to_string(k.rbd_lock_takeovers) +
+                           " rbd_fences=" + std::to_string(k.rbd_fences)
                      : std::string()) +
            " errors=" + std::to_string(k.errors);
 }

@@ -284,12 +284,14 @@ if [[ $LOCK == on ]]; then
     check "gateway 1 holds the lock again: it took it over from gateway 2" owner_is "${ADDR[1]}"
     gw 1
     check "... as its log says" grep -qF "took the exclusive lock over from ${ADDR[2]} (blocklisted)" "$STATE/tgtd.log"
-    # Gateway 2 now gets multipath's path checks (and flushes): it learns
-    # of the fence and answers them unavailable.
+    # Gateway 2 learns of the fence, ends its sessions (the host logs in
+    # again) and opens the image with a new client: its path comes back.
     gw 2
     check "gateway 2 knows it was fenced" wait_for 10 grep -qF "the cluster fenced this gateway" "$STATE/tgtd.log"
-    check "multipath marks gateway 2's path failed (its checks answered unavailable)" \
-      wait_for 30 eval 'path_line "${SD[2]}" | grep -q "failed faulty"'
+    check "... ends its sessions and opens the image again with a new client" \
+      wait_for 30 grep -qF "opened again as client" "$STATE/tgtd.log"
+    check "... and its path is up again, without a restart" wait_for 60 path_up "${SD[2]}"
+    echo "  gateway 2's path: $(path_line "${SD[2]}")"
   else
     check "gateway 1 holds the lock again: gateway 2 handed it over" owner_is "${ADDR[1]}"
   fi

@@ -51,7 +51,7 @@ struct Harness {
         if (fd < 0 || ::ftruncate(fd, kLuBytes) != 0) std::abort();
         ::close(fd);
         path = tmpl;
-        rbio_bs_hooks hooks{this, complete, request_flush, log, nullptr, nullptr};
+        rbio_bs_hooks hooks{this, complete, request_flush, log, nullptr, nullptr, nullptr};
         char err[256];
         // Inline I/O: each command finishes within flush(), so one input is
         // one command, whatever its kind.

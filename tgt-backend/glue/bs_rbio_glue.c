@@ -30,6 +30,7 @@
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
+#include "stale_sessions.h"
 
 #define RBIO_EXPORT __attribute__((visibility("default")))
 
@@ -44,7 +45,8 @@ struct rbio_lu_priv {
 	int event_fd;
 	int opened; /* the backing store opened at least once */
 	struct rbio_alua_lu alua;
-	struct list_head siblings; /* rbio_lus, for the metrics */
+	struct list_head siblings;        /* rbio_lus, for the metrics */
+	struct rbio_stale_sessions stale; /* sessions of a fenced RBD client */
 };
 
 static LIST_HEAD(rbio_lus);
@@ -356,6 +358,13 @@ static void rbio_event_handler(int fd, int events, void *data)
 	rbio_bs_on_event(priv->engine);
 }
 
+static int rbio_fenced(void *ctx)
+{
+	struct rbio_lu_priv *priv = ctx;
+
+	return rbio_stale_sessions_take(&priv->stale, priv->lu->tgt);
+}
+
 static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 {
 	struct rbio_lu_priv *priv = rbio_priv(lu);
@@ -371,6 +380,7 @@ static tgtadm_err rbio_init(struct scsi_lu *lu, char *bsopts)
 	hooks.log = rbio_log;
 	hooks.capacity_changed = rbio_capacity_changed;
 	hooks.aborting = rbio_aborting;
+	hooks.fenced = rbio_fenced;
 
 	if (rbio_alua_glue_lu_init(lu, &priv->alua))
 		return TGTADM_INVALID_REQUEST;
@@ -439,6 +449,7 @@ static void rbio_exit(struct scsi_lu *lu)
 	}
 	rbio_bs_lu_destroy(priv->engine);
 	priv->engine = NULL;
+	rbio_stale_sessions_free(&priv->stale);
 }
 
 void rbio_bs_glue_metrics(struct rbio_metrics *m)
@@ -532,6 +543,15 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 	if ((c.in_len && !c.in_buf) || (c.out_len && !c.out_buf))
 		return EIO;
 	set_cmd_async(cmd);
+	if (priv->stale.n && rbio_stale_sessions_has(&priv->stale, lu->tgt->tid, cmd->cmd_itn_id)) {
+		/* A session of a fenced client: a write of it may be one its
+		 * host gave up on and wrote again elsewhere. */
+		if (rbio_bs_refuse(priv->engine, &c)) {
+			clear_cmd_async(cmd);
+			return EIO;
+		}
+		return 0;
+	}
 	if (rbio_bs_submit(priv->engine, &c)) {
 		clear_cmd_async(cmd);
 		/* EIO: tgt fails the command on any nonzero value except in

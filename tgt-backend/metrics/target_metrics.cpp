@@ -66,6 +66,9 @@ constexpr Family kLuInFlight{"rbio_lu_ios_in_flight", G, "I/Os handed to io_urin
 constexpr Family kLuRbdFenced{"rbio_lu_rbd_fenced", G,
                               "1: the Ceph cluster blocklisted this gateway's client for the LU's RBD image "
                               "(another gateway took its lock over); it serves nothing until reopened"};
+constexpr Family kLuRbdFences{"rbio_lu_rbd_fences_total", C,
+                              "Times the Ceph cluster fenced this gateway's client for the LU's RBD image "
+                              "(its sessions were then ended and a new client opened the image)"};
 constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
                                  "Takeovers of the RBD image's exclusive lock (rbd_lock=takeover)"};
 
@@ -215,6 +218,7 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     if (k.rbd) {
         body_.add(kLuRbdFenced, l, k.rbd_fenced);
         body_.add(kLuRbdTakeovers, l, k.rbd_lock_takeovers);
+        body_.add(kLuRbdFences, l, k.rbd_fences);
     }
 }
 
@@ -260,11 +264,11 @@ std::string TargetMetrics::text() const {
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,   kOpen,        kAccepted,       kAluaPortState, kAluaGroupState,
-                            kAluaFileOk,  kLuInfo,      kLuSize,         kLuCommands,    kLuReads,
-                            kLuReadBytes, kLuWrites,    kLuWrittenBytes, kLuErrors,      kLuIos,
-                            kLuMerged,    kLuInlineIos, kLuSubmitCalls,  kLuPasses,      kLuReaped,
-                            kLuWakeups,   kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers};
+    std::vector<Family> all{kBuildInfo,   kOpen,        kAccepted,       kAluaPortState,  kAluaGroupState,
+                            kAluaFileOk,  kLuInfo,      kLuSize,         kLuCommands,     kLuReads,
+                            kLuReadBytes, kLuWrites,    kLuWrittenBytes, kLuErrors,       kLuIos,
+                            kLuMerged,    kLuInlineIos, kLuSubmitCalls,  kLuPasses,       kLuReaped,
+                            kLuWakeups,   kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers, kLuRbdFences};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

@@ -55,6 +55,13 @@ struct rbio_bs_hooks {
      * large range) ask between steps and end with TASK ABORTED, so the
      * reset is answered without reading or writing the rest. May be NULL. */
     int (*aborting)(void *ctx, void *cmd);
+    /* The Ceph cluster fenced the LU's RBD client (blocklisted it). Called
+     * once per fence from an event handler (never inside a submit or a
+     * completion): end the sessions that exist now and refuse their late
+     * commands (rbio_bs_refuse), since the engine then opens the image
+     * again with a new client. Returns 0, or -1 if it could not (the engine
+     * then does not reopen). May be NULL: no reopen, as before. */
+    int (*fenced)(void *ctx);
 };
 
 /* One SCSI command as the engine needs it. Buffers stay valid until
@@ -111,6 +118,9 @@ int rbio_bs_lu_fenced(const struct rbio_bs_lu *lu);
 /* Queues a command; always completes it later through hooks->complete.
  * Returns 0, or -1 if the engine could not take it (tgt then fails it). */
 int rbio_bs_submit(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
+/* Completes cmd later with NOT READY, target port in unavailable state
+ * (02/04/0C) without running it (a late command of a fenced session). */
+int rbio_bs_refuse(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* End of an event-loop pass: submit what was gathered, reap what is done. */
 void rbio_bs_flush(struct rbio_bs_lu *lu);
 /* The eventfd is readable: reset it, then reap completions. */
@@ -130,6 +140,7 @@ struct rbio_bs_counters {
     uint32_t rbd;                /* 1: the LU is on a Ceph RBD image */
     uint32_t rbd_fenced;         /* 1: the cluster blocklisted this gateway's client for it */
     uint64_t rbd_lock_takeovers; /* rbd_lock=takeover: takeovers of the image's lock started */
+    uint64_t rbd_fences;         /* times the cluster fenced the LU's client */
 };
 void rbio_bs_lu_counters(const struct rbio_bs_lu *lu, struct rbio_bs_counters *out);
 

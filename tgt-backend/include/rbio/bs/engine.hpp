@@ -14,12 +14,14 @@
 // librbd's asynchronous calls and its completions wake the same eventfd.
 #include <sys/uio.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rbio/bs/c_api.h"
@@ -60,6 +62,7 @@ struct Counters {
     uint64_t errors = 0;              // commands that ended in CHECK CONDITION
     uint64_t rbd_writes_held = 0;     // RBD writes done during a header notice, held until it was read
     uint64_t rbd_lock_takeovers = 0;  // rbd_lock=takeover: takeovers of the image's lock started
+    uint64_t rbd_fences = 0;          // times the cluster fenced this LU's client
     uint64_t reads = 0;               // READ(6/10/12/16) commands taken
     uint64_t read_bytes = 0;          // bytes they address
     uint64_t writes = 0;              // WRITE and WRITE AND VERIFY commands taken
@@ -91,6 +94,8 @@ public:
     // Queues one command; it always completes later through hooks.complete.
     // Returns -1 only when memory for it could not be had.
     int submit(const rbio_bs_cmd& c) noexcept;
+    // Completes c later with 02/04/0C without running it (see c_api.h).
+    int refuse(const rbio_bs_cmd& c) noexcept;
     // End of an event-loop pass.
     void flush() noexcept;
     // The eventfd is readable: resets it, then reaps (it is watched
@@ -275,6 +280,18 @@ private:
     std::chrono::steady_clock::time_point lock_retry_at_{};  // after a failed takeover
     uint32_t punch_align_ = 1;  // a block device's logical sector, where over 512 bytes
     Counters counters_;
+    // A fenced RBD client is replaced by a new one (reopen): the glue is told
+    // first (hooks.fenced: it closes the sessions that could still bring late
+    // commands), from an event handler of its own, never inside pump().
+    std::string path_;
+    bool fence_told_ = true;              // hooks.fenced called for the current fence
+    std::unique_ptr<RbdImage> reopened_;  // built by reopen_worker_
+    std::string reopen_error_;
+    std::atomic<bool> reopen_done_{false};
+    [[gnu::cold]] void tell_fence();
+    [[gnu::cold]] unsigned swap_reopened();
+    // Last: joined before the ring whose eventfd it signals goes.
+    std::jthread reopen_worker_;
 };
 
 }  // namespace rbio::bs

@@ -1,0 +1,30 @@
+/*
+ * The sessions of an LU whose RBD client the Ceph cluster fenced: ended, and
+ * their late commands refused, so that the LU can be served again by a new
+ * client without a write that a host gave up on landing late.
+ *
+ * One of the few files that include tgt's (version-specific, C) headers.
+ */
+#ifndef RBIO_GLUE_STALE_SESSIONS_H
+#define RBIO_GLUE_STALE_SESSIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct target;
+
+struct rbio_stale_sessions {
+	uint64_t *itn_ids; /* I_T nexus ids (iSCSI: the session's TSIH) */
+	size_t n;
+};
+
+/* Remembers every I_T nexus of target t and asks each of its iSCSI
+ * connections to close (hosts log in again, as a new nexus). Returns 0, or
+ * -1 when memory for the list could not be had (nothing is then closed). */
+int rbio_stale_sessions_take(struct rbio_stale_sessions *s, struct target *t);
+/* Whether a command of nexus itn_id must be refused. Forgets the nexuses
+ * that are gone (all their commands are done by then). */
+int rbio_stale_sessions_has(struct rbio_stale_sessions *s, int tid, uint64_t itn_id);
+void rbio_stale_sessions_free(struct rbio_stale_sessions *s);
+
+#endif
