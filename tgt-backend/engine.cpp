@@ -970,13 +970,21 @@ void Engine::tell_fence() {
 // The new client is ready: it takes the old one's place once nothing of the
 // old one is in flight. Returns 1 when it did (or gave up), else 0.
 unsigned Engine::swap_reopened() {
-    if (inflight_ != 0 || parked_rbd_writes_ || lock_ == LockState::Taking) return 0;
+    if (inflight_ != 0 || parked_rbd_writes_ || lock_ == LockState::Taking || exclusive_) return 0;
     reopen_done_.store(false, std::memory_order_relaxed);
     if (reopen_worker_.joinable()) reopen_worker_.join();
     if (!reopened_) {
         log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": opening it again with a new client: " +
                                    reopen_error_ + "; restart tgtd to serve it again");
         return 1;
+    }
+    // Every command still queued was taken while the old client was fenced,
+    // and may be a late one of an ended session (the glue saw it before the
+    // fence): it fails as it would have there, never on the new client.
+    while (pending_head_) {
+        Cmd* c = pop_pending();
+        c->result = check(kNotReady, kAscTargetPortUnavailable);
+        complete_later(c);
     }
     std::unique_ptr<RbdImage> old = std::move(rbd_);
     rbd_ = std::move(reopened_);

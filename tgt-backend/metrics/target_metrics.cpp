@@ -68,7 +68,7 @@ constexpr Family kLuRbdFenced{"rbio_lu_rbd_fenced", G,
                               "(another gateway took its lock over); it serves nothing until reopened"};
 constexpr Family kLuRbdFences{"rbio_lu_rbd_fences_total", C,
                               "Times the Ceph cluster fenced this gateway's client for the LU's RBD image "
-                              "(its sessions were then ended and a new client opened the image)"};
+                              "(with rbd_lock=takeover its sessions are then ended and it is opened again)"};
 constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
                                  "Takeovers of the RBD image's exclusive lock (rbd_lock=takeover)"};
 
