@@ -150,9 +150,8 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
 
 void Engine::close() noexcept {
     drain();
-    if (reopen_worker_.joinable()) reopen_worker_.join();
+    reopen_.stop();
     reopened_.reset();
-    reopen_done_.store(false, std::memory_order_relaxed);
     rbd_.reset();
     fd_.reset();
 }
@@ -581,7 +580,7 @@ void Engine::pump(bool from_event) {
                 n += rbd_->poll([this](void* tag, int64_t res) { on_rbd_done(static_cast<Io*>(tag), res); });
                 if (lock_ == LockState::Taking) [[unlikely]]
                     n += lock_taken();
-                if (reopen_done_.load(std::memory_order_acquire)) [[unlikely]]
+                if (reopen_.has_news() || reopened_) [[unlikely]]
                     n += swap_reopened();
                 if (parked_rbd_writes_) [[unlikely]] {
                     rbd_size_valid_ = false;        // a size from after their notices' reads
@@ -946,38 +945,32 @@ void Engine::tell_fence() {
                                    "the image again");
         return;
     }
-    if (reopen_worker_.joinable()) reopen_worker_.join();
-    reopen_done_.store(false, std::memory_order_relaxed);
     try {
-        reopen_worker_ =
-            std::jthread([this, where = parse_rbd_path(path_), how = opts_.rbd, fd = ring_.event_fd()] {
-                try {
-                    reopened_ = std::make_unique<RbdImage>(where, how, fd);
-                } catch (const std::exception& e) {
-                    reopen_error_ = e.what();
-                }
-                reopen_done_.store(true, std::memory_order_release);
-                const uint64_t one = 1;
-                ssize_t n = ::write(fd, &one, sizeof one);
-                (void)n;
-            });
+        reopen_.start([where = parse_rbd_path(path_), how = opts_.rbd,
+                       fd = ring_.event_fd()] { return std::make_unique<RbdImage>(where, how, fd); },
+                      [fd = ring_.event_fd()] { signal_event_fd(fd); });
     } catch (const std::exception& e) {
         log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": cannot open it again: " + e.what() +
                                    "; restart tgtd to serve it again");
     }
 }
 
-// The new client is ready: it takes the old one's place once nothing of the
-// old one is in flight. Returns 1 when it did (or gave up), else 0.
+// News from reopen_: each failed attempt is logged (reopen_ tries again
+// by itself); a new client takes the old one's place once nothing of the
+// old one is in flight. Returns 1 when it did, else 0.
 unsigned Engine::swap_reopened() {
-    if (inflight_ != 0 || parked_rbd_writes_ || lock_ == LockState::Taking || exclusive_) return 0;
-    reopen_done_.store(false, std::memory_order_relaxed);
-    if (reopen_worker_.joinable()) reopen_worker_.join();
-    if (!reopened_) {
-        log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() + ": opening it again with a new client: " +
-                                   reopen_error_ + "; restart tgtd to serve it again");
-        return 1;
+    if (reopen_.has_news()) {
+        RbdReopen::News news = reopen_.take();
+        for (const RbdReopen::Failure& f : news.failures)
+            log(RBIO_BS_LOG_ERROR,
+                "rbd image " + rbd_->name() + ": opening it again with a new client (attempt " +
+                    std::to_string(f.attempt) + "): " + f.why + "; trying again in " +
+                    (f.next_in.count() % 1000 == 0 ? std::to_string(f.next_in.count() / 1000) + " s"
+                                                   : std::to_string(f.next_in.count()) + " ms"));
+        if (news.opened) reopened_ = std::move(news.image);
     }
+    if (!reopened_ || inflight_ != 0 || parked_rbd_writes_ || lock_ == LockState::Taking || exclusive_)
+        return 0;
     // Every command still queued was taken while the old client was fenced,
     // and may be a late one of an ended session (the glue saw it before the
     // fence): it fails as it would have there, never on the new client.

@@ -9,6 +9,12 @@
 
 namespace rbio::bs {
 
+void signal_event_fd(int fd) noexcept {
+    const uint64_t one = 1;
+    ssize_t n = ::write(fd, &one, sizeof one);
+    (void)n;  // an eventfd write fails only on counter overflow: already readable
+}
+
 Ring::Ring(uint32_t entries) : entries_(entries) {
     io_uring_params p{};
     p.flags = IORING_SETUP_CQSIZE;

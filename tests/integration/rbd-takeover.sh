@@ -23,6 +23,9 @@
 #     (SIGSTOP): a write through gateway 1 takes the lock over at once
 #     (with the cooperative lock, librbd would wait for gateway 2's watch
 #     on the image to expire, 30 s, before breaking the lock).
+#     Gateway 2 then resumes fenced while its new client cannot reach the
+#     cluster (no ceph.conf): it tries again, 1 s, 2 s, ... later, and
+#     serves again once it can, without a restart.
 #  D. an image without the exclusive-lock feature: rbd_lock=takeover is
 #     refused when the LU is created, with the reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -41,6 +44,7 @@ stopped="" late=""
 takeover_cleanup() {
   local rc=$?
   [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  [[ ! -e $CONF.away ]] || mv "$CONF.away" "$CONF"
   [[ -z $late ]] || { kill "$late" 2>/dev/null; wait "$late"; }
   gateways_stop "$rc" || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
@@ -153,9 +157,23 @@ check "... taken over from gateway 2 by rbio, not by librbd once the watch expir
 # 5 s before it); 10 s leaves room for a slow host and none for that wait.
 check "... so the write did not wait for the watch to expire" eval '(( took < 10 ))'
 check "gateway 2's client is blocklisted" blocklisted "$A2"
+# Gateway 2 resumes fenced, and its new client cannot reach the cluster at
+# first (its ceph.conf gone, as a gateway cut off from the monitors would
+# fail too): it tries again by itself until it can.
+mv "$CONF" "$CONF.away"
 kill -CONT "$stopped"
 stopped=""
-check "the image holds pattern 4" "$PROBE" "$(gw_url 1)" verify 0 8 4
+# A client stopped while it was blocklisted learns of it at its next
+# request (its watch's error comes only once librados talks to the cluster
+# again): a read.
+check "gateway 2 resumes; a read through its old client fails" eval '! "$PROBE" "$(gw_url 2)" verify 0 8 4'
+check "... as the cluster fenced it (its log)" wait_for 20 gw_log_has 2 "the cluster fenced this gateway"
+check "... its new client cannot open the image, and it tries again (its log)" \
+  wait_for 20 gw_log_has 2 "opening it again with a new client (attempt 2): .*ceph.conf.*; trying again in 2 s"
+mv "$CONF.away" "$CONF"
+check "... and opens it once it can, without a restart" wait_for 20 gw_log_has 2 "opened again as client"
+check "the image holds pattern 4, through gateway 1" "$PROBE" "$(gw_url 1)" verify 0 8 4
+check "... and through gateway 2's new client" "$PROBE" "$(gw_url 2)" verify 0 8 4
 for g in 1 2; do check "gateway $g shuts down cleanly" stop_gw "$g"; done
 check "no lock is left" eval '[[ $(rbd_ lock ls --format json lun) == "[]" ]]'
 

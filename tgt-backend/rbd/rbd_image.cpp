@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rbio/bs/error.hpp"
+#include "rbio/bs/ring.hpp"
 
 namespace rbio::bs {
 
@@ -292,11 +293,7 @@ void RbdImage::on_header_change(void* arg) {
     self->wake_loop();
 }
 
-void RbdImage::wake_loop() const {
-    const uint64_t one = 1;
-    ssize_t n = ::write(event_fd_, &one, sizeof one);
-    (void)n;  // an eventfd write fails only on counter overflow: already readable
-}
+void RbdImage::wake_loop() const { signal_event_fd(event_fd_); }
 
 void RbdImage::start_lock_takeover() {
     if (lock_worker_.joinable()) lock_worker_.join();  // one whose outcome was taken

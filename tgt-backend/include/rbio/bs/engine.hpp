@@ -28,6 +28,7 @@
 #include "rbio/bs/coalesce.hpp"
 #include "rbio/bs/options.hpp"
 #include "rbio/bs/rbd_image.hpp"
+#include "rbio/bs/rbd_reopen.hpp"
 #include "rbio/bs/ring.hpp"
 #include "rbio/common/unique_fd.hpp"
 
@@ -285,13 +286,11 @@ private:
     // commands), from an event handler of its own, never inside pump().
     std::string path_;
     bool fence_told_ = true;              // hooks.fenced called for the current fence
-    std::unique_ptr<RbdImage> reopened_;  // built by reopen_worker_
-    std::string reopen_error_;
-    std::atomic<bool> reopen_done_{false};
+    std::unique_ptr<RbdImage> reopened_;  // taken from reopen_, waiting for the old client's I/O
     [[gnu::cold]] void tell_fence();
     [[gnu::cold]] unsigned swap_reopened();
-    // Last: joined before the ring whose eventfd it signals goes.
-    std::jthread reopen_worker_;
+    // Last: stopped before the ring whose eventfd it signals goes.
+    RbdReopen reopen_;
 };
 
 }  // namespace rbio::bs

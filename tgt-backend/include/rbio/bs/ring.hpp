@@ -9,6 +9,10 @@
 
 namespace rbio::bs {
 
+// Makes an eventfd readable, from any thread: how work finished elsewhere
+// (librbd's callbacks, a reopened image) wakes tgtd's loop.
+void signal_event_fd(int fd) noexcept;
+
 class Ring {
 public:
     // entries: SQ size (power of two). The CQ is twice that, so completions
