@@ -151,6 +151,9 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
 void Engine::close() noexcept {
     drain();
     reopen_.stop();
+    // An attempt that ended during the stop left its image or failure: it
+    // was for this LU's old client, and must not reach a later open().
+    (void)reopen_.take();
     reopened_.reset();
     rbd_.reset();
     fd_.reset();

@@ -115,8 +115,8 @@ TEST(RbdReopen, StartAgainBeginsAtTheFirstAttempt) {
     auto failing = []() -> std::unique_ptr<RbdImage> { throw std::runtime_error("refused"); };
     r.start(failing, [&] { wakes(); }, {1ms, 1ms});
     ASSERT_TRUE(wakes.wait_for_count(3, 5s));
+    const unsigned before = wakes.count();           // before: the first attempt wakes at once
     r.start(failing, [&] { wakes(); }, {60s, 60s});  // a later fence
-    const unsigned before = wakes.count();
     ASSERT_TRUE(wakes.wait_for_count(before + 1, 5s));
     r.stop();
     RbdReopen::News news = r.take();

@@ -36,6 +36,7 @@ void RbdReopen::run(const std::stop_token& stop, const Opener& open, const std::
             image = open();
         } catch (const std::exception& e) {
             why = e.what();
+            if (why.empty()) why = "failed (no reason given)";
         }
         const bool opened = why.empty();
         const auto next_in = pause_after(attempt, pauses);

@@ -27,7 +27,9 @@ namespace rbio::bs {
 
 class RbdReopen {
 public:
-    // Builds the new client; throws std::exception with the reason.
+    // Builds the new client; throws std::exception with the reason. What it
+    // returns without throwing counts as opened (the engine's opener never
+    // returns null).
     using Opener = std::function<std::unique_ptr<RbdImage>()>;
     struct Pauses {
         std::chrono::milliseconds first{1000};
@@ -59,7 +61,9 @@ public:
     bool has_news() const noexcept { return news_.load(std::memory_order_acquire); }
     News take();
     // Ends the attempts and waits for the thread: an attempt in progress
-    // first runs to its end (its rbd_timeout bounds it).
+    // first runs to its end (librados cannot be interrupted; rbd_timeout
+    // bounds its connection, as at the LU's creation). Its outcome is left
+    // for take().
     void stop() noexcept;
 
     // The pause after failed attempt `attempt` (1, 2, ...).
