@@ -1,8 +1,6 @@
 #include "lun_io.hpp"
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,16 +29,12 @@ bool overlap(size_t ia, uint64_t a0, uint64_t a1, size_t ib, uint64_t b0, uint64
 
 }  // namespace
 
-initiator::UniqueFd LunIo::make_wake_fd() {
-    int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-    return initiator::UniqueFd(fd);
-}
+initiator::UniqueFd LunIo::make_wake_fd() { return WakeSignal::make_fd(); }
 
 LunIo::LunIo(std::unique_ptr<initiator::IoSession> session, initiator::UniqueFd wake_fd,
              std::vector<LunInfo> luns, std::function<std::vector<std::string>()> describe_paths)
     : session_(std::move(session)),
-      wake_fd_(std::move(wake_fd)),
+      wake_(std::move(wake_fd)),
       describe_paths_(std::move(describe_paths)),
       luns_(std::move(luns)) {
     snapshot_.params = session_->params();
@@ -55,14 +49,7 @@ void LunIo::start() {
     thread_ = std::thread([this] { thread_main(); });
 }
 
-void LunIo::wake() {
-    // One eventfd write per batch of requests: later ones see the flag set.
-    if (!wake_pending_.exchange(true)) {
-        uint64_t one = 1;
-        ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
-        (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
-    }
-}
+void LunIo::wake() { wake_.notify(); }
 
 // ---------------------------------------------------------------- callers' side
 
@@ -147,12 +134,8 @@ void LunIo::thread_main() {
     publish("up");
     for (;;) {
         // Drain the eventfd before taking the queue: a request queued after
-        // the swap sets the flag again and writes, so the poll below wakes.
-        if (wake_pending_.exchange(false)) {
-            uint64_t v;
-            ssize_t n = ::read(wake_fd_.get(), &v, sizeof v);
-            (void)n;
-        }
+        // the swap signals again, so the poll below wakes.
+        wake_.consume();
         std::deque<std::unique_ptr<Op>> batch;
         bool stopping;
         {
@@ -178,7 +161,7 @@ void LunIo::thread_main() {
         } else {
             if (!stopping) try_reconnect();
             if (!session_) {
-                pollfd p{wake_fd_.get(), POLLIN, 0};
+                pollfd p{wake_.fd(), POLLIN, 0};
                 ::poll(&p, 1, int(kIdleWait.count()));
             }
         }

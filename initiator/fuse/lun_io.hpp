@@ -31,6 +31,7 @@
 
 #include "rbio/initiator/session.hpp"
 #include "socket.hpp"  // UniqueFd
+#include "wake_signal.hpp"
 
 namespace rbio::fuse {
 
@@ -147,7 +148,7 @@ private:
     bool enqueue(std::unique_ptr<Op>& op);
 
     std::unique_ptr<initiator::IoSession> session_;
-    initiator::UniqueFd wake_fd_;
+    WakeSignal wake_;
     std::function<std::vector<std::string>()> describe_paths_;
     std::chrono::steady_clock::time_point paths_published_{};
     std::vector<LunInfo> luns_;
@@ -160,7 +161,6 @@ private:
     bool stopped_ = false;
     std::string shutdown_result_;
     IoSnapshot snapshot_;
-    std::atomic<bool> wake_pending_{false};
     uint64_t next_id_ = 1;
 
     // I/O thread only.
