@@ -23,12 +23,12 @@ void WakeSignal::signal() noexcept {
     (void)n;  // EAGAIN: the counter is saturated, the fd is readable anyway
 }
 
-void WakeSignal::consume() noexcept {
-    if (!pending_.exchange(false) && !read_owed_) return;
-    uint64_t v;
-    // Nothing to read: a notify() between its flag and its write, whose
-    // write is still to come (see the header).
-    read_owed_ = ::read(fd_.get(), &v, sizeof v) < 0 && errno == EAGAIN;
+void WakeSignal::drain() noexcept {
+    if (owed_ <= 0) return;
+    uint64_t writes = 0;
+    // EAGAIN: a write still to come after its flag; the poll wakes for it.
+    if (::read(fd_.get(), &writes, sizeof writes) == sizeof writes) owed_ -= int64_t(writes);
+    if (owed_ < 0 && pending_.exchange(false)) ++owed_;
 }
 
 }  // namespace rbio::fuse

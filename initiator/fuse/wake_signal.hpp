@@ -4,13 +4,19 @@
 // eventfd write per batch of requests (later ones see the flag set) and one
 // read per wake-up.
 //
-// notify() sets the flag, then writes; consume() clears the flag, then
-// reads. A read that falls between another thread's flag and its write
-// finds nothing, and that write then leaves the eventfd readable with the
-// flag clear: every poll would return at once, and the session thread spin
-// at full CPU until the next request, which an idle application may never
-// send. So a read that finds nothing is owed, and the next consume() does it.
+// notify() sets the flag and, if it was clear, writes; consume() clears
+// the flag and reads. The two steps on each side interleave: a read can
+// come before the write of a flag it cleared (it finds nothing, and the
+// write then leaves the eventfd readable with the flag clear: every poll
+// returns at once, a spin until the next request), or drain the write of a
+// flag set after it cleared the flag (which then stays set over an empty
+// eventfd: later requests skip their write, and wait for the poll's
+// timeout). So consume() counts the writes it is owed, one per flag it
+// cleared, against the writes it read (the eventfd's counter sums them):
+// it reads while any is owed, and a write read ahead of its flag clears
+// that flag at once.
 #include <atomic>
+#include <cstdint>
 
 #include "rbio/common/unique_fd.hpp"
 
@@ -33,16 +39,26 @@ public:
         if (claim()) signal();
     }
     // The polling thread only, before it takes the queued requests.
-    void consume() noexcept;
+    void consume() noexcept {
+        observe();
+        drain();
+    }
 
-    // notify()'s two steps, apart for the test of their interleaving.
+    // The two steps of each, apart for the test of their interleavings.
     bool claim() noexcept { return !pending_.exchange(true); }
     void signal() noexcept;
+    void observe() noexcept {
+        if (pending_.exchange(false)) ++owed_;
+    }
+    void drain() noexcept;
 
 private:
     UniqueFd fd_;
     std::atomic<bool> pending_{false};
-    bool read_owed_ = false;  // the polling thread's
+    // The polling thread's: flags cleared minus writes read. -1 when a
+    // write was read before its flag was cleared (one at most: no other
+    // flag is set until it is).
+    int64_t owed_ = 0;
 };
 
 }  // namespace rbio::fuse

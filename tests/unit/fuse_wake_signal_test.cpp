@@ -35,20 +35,40 @@ TEST(WakeSignal, OneWakeUpPerBatchConsumedOnce) {
     EXPECT_FALSE(readable(w));
 }
 
-// The race: the session thread consumes between a request's flag and its
-// write. Its read finds nothing; the write then makes the eventfd readable
-// with the flag clear. The next consume() must still read it.
-TEST(WakeSignal, AWriteAfterAnEmptyReadIsConsumedNextTime) {
+// A requester's write comes after the thread consumed its flag, and another
+// requester's whole wake-up lands before it. The late write must still be
+// read: a readable eventfd left over makes every poll return at once.
+TEST(WakeSignal, AWriteThatComesAfterItsFlagWasConsumedIsRead) {
     WakeSignal w;
-    ASSERT_TRUE(w.claim());  // a requester set the flag...
-    w.consume();             // ...the thread consumes before its write
+    ASSERT_TRUE(w.claim());  // requester A sets the flag...
+    w.consume();             // ...the thread consumes before A's write
     EXPECT_FALSE(readable(w));
-    w.signal();  // the write lands
+    w.notify();  // requester B: flag and write
+    EXPECT_TRUE(readable(w));
+    w.consume();
+    w.signal();  // A's write lands
     EXPECT_TRUE(readable(w)) << "the thread's poll must wake for it";
     w.consume();
     EXPECT_FALSE(readable(w)) << "the eventfd stays readable: every poll returns at once (a spin)";
     w.notify();
     EXPECT_TRUE(readable(w)) << "a later request must wake the thread again";
+    w.consume();
+    EXPECT_FALSE(readable(w));
+}
+
+// A requester's whole wake-up lands between the thread's clearing of the
+// flag and its read, which drains both writes. The flag that requester set
+// must not stay set over an empty eventfd: the next request would skip its
+// write and wait for the poll's timeout.
+TEST(WakeSignal, AWriteReadBeforeItsFlagWasClearedDoesNotSilenceTheNextRequest) {
+    WakeSignal w;
+    w.notify();   // requester A
+    w.observe();  // the thread clears A's flag...
+    w.notify();   // ...requester B sets it again and writes
+    w.drain();    // the thread reads both writes
+    EXPECT_FALSE(readable(w));
+    w.notify();  // requester C
+    EXPECT_TRUE(readable(w)) << "a request after the consume must wake the thread";
     w.consume();
     EXPECT_FALSE(readable(w));
 }
