@@ -55,9 +55,9 @@ public:
 private:
     UniqueFd fd_;
     std::atomic<bool> pending_{false};
-    // The polling thread's: flags cleared minus writes read. -1 when a
-    // write was read before its flag was cleared (one at most: no other
-    // flag is set until it is).
+    // The polling thread's: flags cleared minus writes read; never below 0
+    // after consume() (within drain() -1 when a write was read before its
+    // flag was cleared, which drain() then clears).
     int64_t owed_ = 0;
 };
 

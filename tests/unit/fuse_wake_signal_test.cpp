@@ -72,3 +72,26 @@ TEST(WakeSignal, AWriteReadBeforeItsFlagWasClearedDoesNotSilenceTheNextRequest) 
     w.consume();
     EXPECT_FALSE(readable(w));
 }
+
+// Two requesters have set their flags and neither has written when the
+// thread consumes: both writes are owed, and each is read once it lands.
+TEST(WakeSignal, TwoWritesOwedAreBothRead) {
+    WakeSignal w;
+    ASSERT_TRUE(w.claim());  // requester A
+    w.consume();             // owes A's write (the read finds nothing)
+    ASSERT_TRUE(w.claim());  // requester B
+    w.consume();             // owes B's too
+    EXPECT_FALSE(readable(w));
+    w.signal();  // A's write
+    EXPECT_TRUE(readable(w));
+    w.consume();
+    EXPECT_FALSE(readable(w));
+    w.signal();  // B's write
+    EXPECT_TRUE(readable(w)) << "the thread's poll must wake for the second late write";
+    w.consume();
+    EXPECT_FALSE(readable(w));
+    w.notify();
+    EXPECT_TRUE(readable(w));
+    w.consume();
+    EXPECT_FALSE(readable(w));
+}
