@@ -155,6 +155,32 @@ std::string read_request(int fd) {
     return line.substr(0, line.find('\n'));
 }
 
+// On every way out that end_session() has not taken: FUSE's loop ends
+// first (nothing calls into io from then on), then io answers what is
+// in flight, flushes and logs out (also a session whose set-up failed
+// after login), and only then does the FUSE session go, which those
+// answers are sent through.
+struct Teardown {
+    std::unique_ptr<fuse::LunIo>& io;
+    std::optional<fuse::FuseExport>& fx;
+    ~Teardown() {
+        try {
+            if (fx) {
+                fx->unmount(true);
+                fx->join();
+            }
+            if (io && !io->ended()) {
+                if (!io->started()) io->start();  // to log out
+                std::string err = io->shutdown();
+                if (!err.empty()) RBIO_LOG(Warning, "logout: " << err);
+            }
+        } catch (const std::exception& e) {
+            RBIO_LOG(Error, "ending the session: " << e.what());
+        }
+        fx.reset();
+    }
+};
+
 }  // namespace
 
 int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
@@ -186,6 +212,7 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
 
     std::unique_ptr<fuse::LunIo> io;
     std::optional<fuse::FuseExport> fx;
+    Teardown teardown{io, fx};
     UniqueFd listen_fd, sig_fd, end_fd;
     try {
         UniqueFd wake = fuse::LunIo::make_wake_fd();
@@ -271,9 +298,13 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
                                                      " is in use (a file is open, e.g. by a loop device: "
                                                      "losetup -d it first)");
             if (err) return std::make_pair(kExitMount, "umount " + c.mount + ": " + std::strerror(err));
-            if (!lazy) fx->stop();
+            if (!lazy) fx->join();
         }
         std::string err = io->shutdown();
+        // Every request is answered: the FUSE session can go. (Lazily
+        // detached, its loop may still be blocked in /dev/fuse: the caller
+        // ends the process instead.)
+        if (fx && !lazy) fx->close();
         remove_record(c.state_dir, c.key);
         if (!err.empty()) return std::make_pair(int(initiator::ErrorKind::ConnectionLost), "logout: " + err);
         return std::nullopt;

@@ -241,8 +241,20 @@ int FuseExport::unmount(bool lazy) {
     return 0;
 }
 
-void FuseExport::stop() {
+void FuseExport::join() {
     if (loop_.joinable()) loop_.join();
+}
+
+void FuseExport::close() {
+    join();
+    if (se_ && io_.answering()) {
+        // An answer still to come would be sent through the freed session:
+        // it stays (the process is ending), and the caller's order is wrong.
+        RBIO_LOG(Error, "internal error: the FUSE session on "
+                            << mountpoint_
+                            << " was to be released while requests could still be answered; kept");
+        return;
+    }
     if (se_) {
         // unmount() uses umount2 itself (to see EBUSY), so libfuse's own
         // unmount never ran and its copy of the mount point (strdup'ed by

@@ -44,8 +44,16 @@ public:
     // here, the connection is ended, also for copies of the mount in other
     // mount namespaces.
     int unmount(bool lazy);
-    // Waits for the loop to end (after unmount) and releases the session.
-    void stop();
+    // Waits for the loop to end (after unmount): from then on nothing calls
+    // into the LunIo. Requests it holds may still be answered.
+    void join();
+    // Releases the FUSE session, which answers use: only once the LunIo has
+    // answered every request (LunIo::shutdown).
+    void close();
+    void stop() {
+        join();
+        close();
+    }
     const std::string& mountpoint() const { return mountpoint_; }
 
     // Called by the FUSE operations (fuse_export.cpp).

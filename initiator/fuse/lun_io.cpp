@@ -92,6 +92,16 @@ void LunIo::sync(size_t index, Done done) {
     if (!enqueue(op)) op->done(ESHUTDOWN);
 }
 
+bool LunIo::answering() const {
+    std::lock_guard lock(mu_);
+    return thread_.joinable() && !stopped_;
+}
+
+bool LunIo::ended() const {
+    std::lock_guard lock(mu_);
+    return stopped_;
+}
+
 std::string LunIo::shutdown() {
     {
         std::lock_guard lock(mu_);

@@ -99,6 +99,11 @@ public:
     void set_reconnect(Reconnect reconnect, std::chrono::milliseconds interval);
 
     void start();
+    bool started() const { return thread_.joinable(); }
+    // Started and not yet through shutdown(): it may still answer requests.
+    bool answering() const;
+    // Its thread has flushed, logged out and ended.
+    bool ended() const;
     const std::vector<LunInfo>& luns() const { return luns_; }
 
     // Reads up to `size` bytes at `offset` of LU `index` (short at the end of

@@ -36,6 +36,7 @@ fuse_cleanup() {
   losetup -l -n -O NAME,BACK-FILE 2>/dev/null | awk -v m="$MNT/" 'index($2, m) == 1 {print $1}' |
     while read -r dev; do losetup -d "$dev" || true; done
   [[ -n ${holder:-} ]] && kill "$holder" 2>/dev/null
+  [[ -f $STATE/tgtd.pid ]] && kill -CONT "$(tgtd_pid)" 2>/dev/null  # stopped by a test step
   [[ -x $RBIO ]] && "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
   tgt_test_cleanup "$rc"
@@ -231,23 +232,61 @@ check "the session comes back by itself, and the pattern reads back" wait_for 30
 check "... rbio session says up" eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
 check "logout (exit 0)" logout
 
+# A process in a mount namespace made after the mount, so with a copy of
+# it (as a service started later with PrivateTmp has).
+start_holder() {
+  unshare -m sleep 300 & holder=$!
+  check "a namespace made after the mount (pid $holder) has a copy" \
+    wait_for 5 eval 'grep -q " rbio:$IQN " "/proc/$holder/mountinfo"'
+}
+stop_holder() {
+  kill "$holder"
+  wait "$holder" 2>/dev/null || :
+  holder=
+}
+
 echo "== logout while another mount namespace holds a copy of the mount"
 # A service started after the login with PrivateTmp or another sandbox
 # copies the mount; the kernel keeps a FUSE connection while any copy
 # lives, so logout has to end it itself.
 check "login --mount (exit 0)" login -p "$P"
-unshare -m sleep 300 & holder=$!
-check "a namespace made after the mount (pid $holder) has a copy" \
-  wait_for 5 eval 'grep -q " rbio:$IQN " "/proc/$holder/mountinfo"'
+start_holder
 check "... which reads the LU" nsenter -t "$holder" -m dd if="$MNT/lun1" of=/dev/null bs=4k count=1 iflag=direct status=none
 pid=$(session_pid)
 check "logout (exit 0), not held up by the copy" rc_is 0 timeout 30 "$RBIO" logout --state-dir "$SD"
 check "no session process left (pid $pid)" wait_for 5 no_process "$pid"
 check "the copy answers ENOTCONN" \
   eval '! nsenter -t "$holder" -m stat "$MNT/lun1" 2> "$WORK/err" && grep -q "not connected" "$WORK/err"'
-kill "$holder"
-wait "$holder" 2>/dev/null || :
-holder=
+stop_holder
+
+echo "== logout while a read through a copy of the mount is in flight"
+# The copy's open file does not hold up the unmount in the session's own
+# namespace, so the FUSE loop ends while the read is still at the target
+# (stopped here): its answer must still find the FUSE session, which goes
+# only after the last answer (under ASan, scripts/sanitize.sh, a use after
+# free otherwise).
+check "login --mount (exit 0)" login -p "$P"
+start_holder
+pid=$(session_pid)
+slog=$(sed -n 's/^log=//p' "$SD"/*.state | head -1)
+kill -STOP "$(tgtd_pid)"
+nsenter -t "$holder" -m dd if="$MNT/lun1" of=/dev/null bs=4k count=1 iflag=direct status=none & reader=$!
+check "a read through the copy is in flight (tgtd stopped)" \
+  wait_for 10 eval '"$RBIO" session --state-dir "$SD" > "$WORK/out" && out_has "in_flight=1"'
+timeout 60 "$RBIO" logout --state-dir "$SD" > "$WORK/logout.out" 2>&1 & logout=$!
+# Unmounted in the session's namespace and the connection ended (the copy
+# answers ENOTCONN): the FUSE loop ends with it.
+check "logout unmounts and ends the FUSE connection while the read is in flight" \
+  wait_for 10 eval '! mountpoint -q "$MNT" && ! nsenter -t "$holder" -m stat "$MNT/lun2" 2> "$WORK/err" &&
+    grep -q "not connected" "$WORK/err"'
+kill -CONT "$(tgtd_pid)"
+check "logout (exit 0) once the read is answered" wait "$logout"
+check "... the read was answered (its process ended)" wait_for 10 no_process "$reader"
+wait "$reader" 2>/dev/null || :
+check "no session process left (pid $pid)" wait_for 5 no_process "$pid"
+check "... whose log ($slog) says the FUSE session outlived the answers" \
+  eval '[[ -s $slog ]] && ! grep -q "released while requests could still be answered" "$slog"'
+stop_holder
 
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
