@@ -155,6 +155,23 @@ std::string read_request(int fd) {
     return line.substr(0, line.find('\n'));
 }
 
+// Runs fn on a session just logged in; if it throws, the session logs out
+// before the exception goes on (a Session's destructor only closes its
+// connection).
+template <class Fn>
+auto logged_out_on_throw(initiator::IoSession& session, Fn&& fn) {
+    try {
+        return fn();
+    } catch (...) {
+        try {
+            session.logout();
+        } catch (const std::exception& e) {
+            RBIO_LOG(Warning, "logout after a failed set-up: " << e.what());
+        }
+        throw;
+    }
+}
+
 // On every way out that end_session() has not taken: FUSE's loop ends
 // first (nothing calls into io from then on), then io answers what is
 // in flight, flushes and logs out (also a session whose set-up failed
@@ -212,8 +229,8 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
 
     std::unique_ptr<fuse::LunIo> io;
     std::optional<fuse::FuseExport> fx;
-    Teardown teardown{io, fx};
     UniqueFd listen_fd, sig_fd, end_fd;
+    Teardown teardown{io, fx};  // after the fds: FUSE's loop may write end_fd until joined
     try {
         UniqueFd wake = fuse::LunIo::make_wake_fd();
         initiator::SessionOptions opts = c.options;
@@ -234,9 +251,13 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
             return n;
         };
         fuse::LunIo::NewSession first = open_session();
-        std::vector<fuse::LunInfo> luns = disk_luns(*first.session);
-        if (luns.empty() && !c.mount.empty())
-            initiator::fail(initiator::ErrorKind::Io, "target " + rec.target + " has no disk LUs to export");
+        std::vector<fuse::LunInfo> luns = logged_out_on_throw(*first.session, [&] {
+            std::vector<fuse::LunInfo> found = disk_luns(*first.session);
+            if (found.empty() && !c.mount.empty())
+                initiator::fail(initiator::ErrorKind::Io,
+                                "target " + rec.target + " has no disk LUs to export");
+            return found;
+        });
         io = std::make_unique<fuse::LunIo>(std::move(first.session), std::move(wake), luns,
                                            std::move(first.describe_paths));
         // A session lost for good is logged in again, for the same LUs: the
@@ -245,14 +266,18 @@ int run_session_daemon(const DaemonConfig& c, UniqueFd ready) {
         io->set_reconnect(
             [open_session, luns] {
                 fuse::LunIo::NewSession n = open_session();
-                std::vector<fuse::LunInfo> now = disk_luns(*n.session);
-                for (const fuse::LunInfo& was : luns) {
-                    auto it = std::find_if(now.begin(), now.end(),
-                                           [&](const fuse::LunInfo& l) { return l.lun == was.lun; });
-                    if (it == now.end() || it->block_size != was.block_size || it->blocks < was.blocks)
-                        throw std::runtime_error("LUN " + std::to_string(was.lun) +
-                                                 " is gone or smaller than at login: not serving it again");
-                }
+                logged_out_on_throw(*n.session, [&] {
+                    std::vector<fuse::LunInfo> now = disk_luns(*n.session);
+                    for (const fuse::LunInfo& was : luns) {
+                        auto it = std::find_if(now.begin(), now.end(),
+                                               [&](const fuse::LunInfo& l) { return l.lun == was.lun; });
+                        if (it == now.end() || it->block_size != was.block_size || it->blocks < was.blocks)
+                            throw std::runtime_error(
+                                "LUN " + std::to_string(was.lun) +
+                                " is gone or smaller than at login: not serving it again");
+                    }
+                    return 0;
+                });
                 return n;
             },
             kReconnectInterval);
