@@ -406,10 +406,7 @@ int Engine::refuse(const rbio_bs_cmd& c) noexcept {
     cmd->kind = Kind::Done;
     cmd->result = check(kNotReady, kAscTargetPortUnavailable);
     complete_later(cmd);
-    if (!flush_requested_ && hooks_.request_flush) {
-        flush_requested_ = true;
-        hooks_.request_flush(hooks_.ctx);
-    }
+    want_flush();
     return 0;
 }
 
@@ -447,10 +444,7 @@ int Engine::submit(const rbio_bs_cmd& c) noexcept {
             ++counters_.submit_calls;
         }
     }
-    if (!flush_requested_ && hooks_.request_flush) {
-        flush_requested_ = true;
-        hooks_.request_flush(hooks_.ctx);
-    }
+    want_flush();
     return 0;
 }
 

@@ -16,7 +16,6 @@
 // never lands before an earlier one.
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>

@@ -14,14 +14,12 @@
 // librbd's asynchronous calls and its completions wake the same eventfd.
 #include <sys/uio.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "rbio/bs/c_api.h"
@@ -288,6 +286,13 @@ private:
     bool fence_told_ = true;              // hooks.fenced called for the current fence
     std::unique_ptr<RbdImage> reopened_;  // taken from reopen_, waiting for the old client's I/O
     [[gnu::cold]] void tell_fence();
+    // Asks tgt for flush() at the end of this event-loop pass, once per pass.
+    void want_flush() noexcept {
+        if (!flush_requested_ && hooks_.request_flush) {
+            flush_requested_ = true;
+            hooks_.request_flush(hooks_.ctx);
+        }
+    }
     [[gnu::cold]] unsigned swap_reopened();
     // Last: stopped before the ring whose eventfd it signals goes.
     RbdReopen reopen_;
