@@ -79,6 +79,15 @@ int rbio_bs_submit(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.s
 
 int rbio_bs_refuse(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.refuse(*cmd); }
 
+int rbio_bs_would_take_lock(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) {
+    return lu->engine.would_take_lock(*cmd) ? 1 : 0;
+}
+
+uint32_t rbio_bs_lu_rbd_quiet_s(const rbio_bs_lu* lu) {
+    const auto& r = lu->engine.options().rbd;
+    return lu->engine.rbd() && r.lock == rbio::bs::RbdSettings::Lock::Takeover ? r.quiet_s : 0;
+}
+
 void rbio_bs_flush(rbio_bs_lu* lu) { lu->engine.flush(); }
 
 void rbio_bs_on_event(rbio_bs_lu* lu) { lu->engine.on_event(); }

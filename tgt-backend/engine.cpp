@@ -410,6 +410,13 @@ int Engine::refuse(const rbio_bs_cmd& c) noexcept {
     return 0;
 }
 
+bool Engine::would_take_lock(const rbio_bs_cmd& c) noexcept {
+    if (!rbd_ || fenced_ || lock_ == LockState::NotNeeded || lock_ == LockState::Owned) return false;
+    Cmd probe;
+    decode(c, probe);
+    return writes(probe.kind) || (probe.kind == Kind::Flush && lock_owned_once_);
+}
+
 int Engine::submit(const rbio_bs_cmd& c) noexcept {
     Cmd* cmd;
     try {

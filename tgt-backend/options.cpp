@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kKnownKeys =
     "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin, "
-    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock, debug_unsafe_fua";
+    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock, rbd_quiet_s, debug_unsafe_fua";
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -114,6 +114,8 @@ Options parse_options(std::string_view bsopts) {
             if (val == "cooperative") o.rbd.lock = RbdSettings::Lock::Cooperative;
             else if (val == "takeover") o.rbd.lock = RbdSettings::Lock::Takeover;
             else throw Error("bsopts: rbd_lock=" + std::string(val) + ": expected cooperative or takeover");
+        } else if (key == "rbd_quiet_s") {
+            o.rbd.quiet_s = parse_uint(key, val, 0, 3600);
         } else if (key == "debug_unsafe_fua") {
             o.debug_unsafe_fua = parse_bool(key, val);
         } else {
@@ -134,6 +136,7 @@ std::string rbd_to_string(const RbdSettings& r) {
     if (r.cluster != d.cluster) out += ":rbd_cluster=" + r.cluster;
     if (r.timeout_s != d.timeout_s) out += ":rbd_timeout=" + std::to_string(r.timeout_s);
     if (r.lock != d.lock) out += ":rbd_lock=takeover";
+    if (r.quiet_s != d.quiet_s) out += ":rbd_quiet_s=" + std::to_string(r.quiet_s);
     return out;
 }
 

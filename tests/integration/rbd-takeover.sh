@@ -26,7 +26,15 @@
 #     Gateway 2 then resumes fenced while its new client cannot reach the
 #     cluster (no ceph.conf): it tries again, 1 s, 2 s, ... later, and
 #     serves again once it can, without a restart.
-#  D. an image without the exclusive-lock feature: rbd_lock=takeover is
+#  D. a late write at a gateway that does not own the lock: gateway 2
+#     owns it; a host session to gateway 1 goes silent (as one whose link
+#     was cut does) while the host writes newer data through gateway 2;
+#     then its write reaches gateway 1.
+#     1. the control, rbd_quiet_s=0: gateway 1 takes the lock over for it
+#        and it lands over the newer data (the lost write);
+#     2. rbd_quiet_s=3: gateway 1 ends that session instead, the image
+#        keeps the newer data, and a new session writes at once.
+#  E. an image without the exclusive-lock feature: rbd_lock=takeover is
 #     refused when the LU is created, with the reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 105   # gateways on control ports 5806-5807, portals 13806-13807
@@ -84,7 +92,7 @@ start_late() {
   rm -f "$WORK/$2.go"
   "$PROBE" "$(gw_url "$1")" write-after "$WORK/$2.go" 0 8 3 > "$WORK/$2.out" 2>&1 &
   late=$!
-  wait_for 30 grep -qx ready "$WORK/$2.out"
+  wait_for 30 grep -sqx ready "$WORK/$2.out"
 }
 # finish_late NAME: lets it write; its exit status.
 finish_late() {
@@ -177,7 +185,42 @@ check "... and through gateway 2's new client" "$PROBE" "$(gw_url 2)" verify 0 8
 for g in 1 2; do check "gateway $g shuts down cleanly" stop_gw "$g"; done
 check "no lock is left" eval '[[ $(rbd_ lock ls --format json lun) == "[]" ]]'
 
-# --- D. an image without the lock -------------------------------------------------------
+# --- D. a late write at a gateway that does not own the lock ---------------------------
+# quiet_phase BSOPTS NAME: both gateways on rbd_lock=takeover;BSOPTS;
+# gateway 2 owns the lock, a host session to gateway 1 is silent for
+# longer than the rbd_quiet_s=3 of step 2 while newer data is written
+# through gateway 2; then finish_late NAME sends its write.
+quiet_phase() {
+  for g in 1 2; do must_start "gateway $g exports the image ($2)" export_rbd "$g" "rbd_lock=takeover;$1"; done
+  A1=$(addr_of 1) A2=$(addr_of 2)
+  check "$2: pattern 5 written through gateway 2" "$PROBE" "$(gw_url 2)" write 0 8 5
+  check "$2: gateway 2 owns the lock" eval '[[ $(owner) == "$A2" ]]'
+  must_start "$2: a host session to gateway 1 logs in" start_late 1 "$2"
+  sleep 4   # the stimulus, not a wait: the session's silence
+  check "$2: newer data (pattern 6) written through gateway 2" "$PROBE" "$(gw_url 2)" write 0 8 6
+}
+quiet_phase "rbd_quiet_s=0" quiet-off
+check "quiet-off: the late write through gateway 1 is GOOD" finish_late quiet-off
+check "quiet-off: it took the lock over and landed over the newer data (the lost write)" \
+  "$PROBE" "$(gw_url 1)" verify 0 8 3
+for g in 1 2; do check "quiet-off: gateway $g shuts down cleanly" stop_gw "$g"; done
+
+quiet_phase "rbd_quiet_s=3" quiet
+rc=0; finish_late quiet || rc=$?
+check "quiet: the late write through gateway 1 does not land (its session was ended)" \
+  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/quiet.out"'
+check "quiet: gateway 1's log says why" \
+  gw_log_has 1 "heard nothing from its host for [0-9]* s (rbd_quiet_s=3): ending its session"
+check "quiet: the image keeps the newer data" "$PROBE" "$(gw_url 2)" verify 0 8 6
+check "quiet: gateway 2 still owns the lock, and was not blocklisted" \
+  eval '[[ $(owner) == "$A2" ]] && ! blocklisted "$A2"'
+check "quiet: a new session to gateway 1 writes at once (it takes the lock over)" \
+  "$PROBE" "$(gw_url 1)" write 0 8 7
+check "quiet: ... and reads it back" "$PROBE" "$(gw_url 1)" verify 0 8 7
+check "quiet: gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
+for g in 1 2; do check "quiet: gateway $g shuts down cleanly" stop_gw "$g"; done
+
+# --- E. an image without the lock -------------------------------------------------------
 rbd_ create --size 16M --image-feature layering plain
 must_start "gateway 1 starts" gw_start 1
 gw_adm 1 --op new --mode target --tid 1 -T "$GW_TARGET"

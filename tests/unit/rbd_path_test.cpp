@@ -68,6 +68,7 @@ TEST(RbdOptions, Defaults) {
     EXPECT_EQ(o.rbd.keyring, "");
     EXPECT_EQ(o.rbd.timeout_s, 10u);
     EXPECT_EQ(o.rbd.lock, rbio::bs::RbdSettings::Lock::Cooperative);
+    EXPECT_EQ(o.rbd.quiet_s, 10u);
     // File LUs show no Ceph settings in their canonical options.
     EXPECT_EQ(rbio::bs::to_string(o).find("rbd_"), std::string::npos);
 }
@@ -75,13 +76,14 @@ TEST(RbdOptions, Defaults) {
 TEST(RbdOptions, AllKeys) {
     auto o = parse_options(
         "rbd_conf=/etc/ceph/b.conf:rbd_id=iscsi-gw1:rbd_keyring=/etc/ceph/gw.keyring:"
-        "rbd_cluster=b:rbd_timeout=30:rbd_lock=takeover:queue_depth=64");
+        "rbd_cluster=b:rbd_timeout=30:rbd_lock=takeover:rbd_quiet_s=0:queue_depth=64");
     EXPECT_EQ(o.rbd.conf, "/etc/ceph/b.conf");
     EXPECT_EQ(o.rbd.id, "iscsi-gw1");
     EXPECT_EQ(o.rbd.keyring, "/etc/ceph/gw.keyring");
     EXPECT_EQ(o.rbd.cluster, "b");
     EXPECT_EQ(o.rbd.timeout_s, 30u);
     EXPECT_EQ(o.rbd.lock, rbio::bs::RbdSettings::Lock::Takeover);
+    EXPECT_EQ(o.rbd.quiet_s, 0u);
     EXPECT_EQ(o.queue_depth, 64u);
     EXPECT_EQ(parse_options("rbd_lock=cooperative").rbd.lock, rbio::bs::RbdSettings::Lock::Cooperative);
     EXPECT_EQ(parse_options(rbio::bs::to_string(o)).rbd, o.rbd);
@@ -102,5 +104,7 @@ TEST(RbdOptions, BadValuesSayWhy) {
     EXPECT_NE(msg("rbd_cluster=").find("letters, digits"), std::string::npos);
     EXPECT_NE(msg("rbd_timeout=0").find("1 to 300"), std::string::npos);
     EXPECT_NE(msg("rbd_timeout=301").find("1 to 300"), std::string::npos);
+    EXPECT_NE(msg("rbd_quiet_s=3601").find("0 to 3600"), std::string::npos);
+    EXPECT_NE(msg("rbd_quiet_s=ten").find("rbd_quiet_s"), std::string::npos);
     EXPECT_NE(msg("rbd_lock=managed").find("expected cooperative or takeover"), std::string::npos);
 }

@@ -30,6 +30,7 @@
 #include "iscsi_iser_glue.h"
 #include "iscsi_tcp_glue.h"
 #include "metrics_glue.h"
+#include "rx_quiet.h"
 #include "stale_sessions.h"
 
 #define RBIO_EXPORT __attribute__((visibility("default")))
@@ -47,6 +48,7 @@ struct rbio_lu_priv {
 	struct rbio_alua_lu alua;
 	struct list_head siblings;        /* rbio_lus, for the metrics */
 	struct rbio_stale_sessions stale; /* sessions of a fenced RBD client */
+	uint32_t quiet_limit_s;           /* rbd_quiet_s of an RBD takeover LU, or 0 */
 };
 
 static LIST_HEAD(rbio_lus);
@@ -489,6 +491,7 @@ static int rbio_open(struct scsi_lu *lu, char *path, int *fd, uint64_t *size)
 	if (*fd >= 0 && rbio_alua_glue_check_backing(lu, *fd))
 		return -1;
 	priv->opened = 1;
+	priv->quiet_limit_s = rbio_bs_lu_rbd_quiet_s(priv->engine);
 	priv->alua.atomic_caw = rbio_bs_lu_rbd(priv->engine);
 	rbio_settle_compare_and_write(lu, priv);
 	rbio_refresh_vpd(lu, 0xb0); /* COMPARE AND WRITE's length, now the store is known */
@@ -505,6 +508,35 @@ static void rbio_close(struct scsi_lu *lu)
 
 	if (priv->engine)
 		rbio_bs_lu_close(priv->engine);
+}
+
+/*
+ * rbd_quiet_s (rx_quiet.h): a command that would take the image's lock
+ * over, from a connection silent that long and not heard from since, may
+ * be a write its host gave up on and wrote through another gateway: its
+ * session is ended instead (a live host logs in again and sends it again),
+ * and its later commands are refused as a fenced client's are. 1 when cmd
+ * is to be refused.
+ */
+static int ends_quiet_session(struct rbio_lu_priv *priv, struct scsi_cmd *cmd,
+			      const struct rbio_bs_cmd *c)
+{
+	struct scsi_lu *lu = priv->lu;
+	uint32_t quiet = rbio_rx_quiet_of_cmd(cmd);
+
+	if (quiet < priv->quiet_limit_s || !rbio_bs_would_take_lock(priv->engine, c))
+		return 0;
+	log_error("rbio: tid:%d lun:%" PRIu64 ": a command (opcode 0x%02x) that would take the RBD "
+		  "image's lock over came on a connection that had heard nothing from its host for "
+		  "%" PRIu32 " s (rbd_quiet_s=%" PRIu32 "): ending its session (I_T nexus %" PRIu64
+		  "), since its host may have given the command up and written through another "
+		  "gateway since\n",
+		  lu->tgt->tid, lu->lun, cmd->scb[0], quiet, priv->quiet_limit_s, cmd->cmd_itn_id);
+	if (rbio_stale_sessions_add(&priv->stale, cmd->cmd_itn_id))
+		log_error("rbio: tid:%d lun:%" PRIu64 ": no memory to end I_T nexus %" PRIu64
+			  "; its command is refused\n",
+			  lu->tgt->tid, lu->lun, cmd->cmd_itn_id);
+	return 1;
 }
 
 static int rbio_cmd_submit(struct scsi_cmd *cmd)
@@ -543,9 +575,12 @@ static int rbio_cmd_submit(struct scsi_cmd *cmd)
 	if ((c.in_len && !c.in_buf) || (c.out_len && !c.out_buf))
 		return EIO;
 	set_cmd_async(cmd);
-	if (priv->stale.n && rbio_stale_sessions_has(&priv->stale, lu->tgt->tid, cmd->cmd_itn_id)) {
-		/* A session of a fenced client: a write of it may be one its
-		 * host gave up on and wrote again elsewhere. */
+	if ((priv->stale.n &&
+	     rbio_stale_sessions_has(&priv->stale, lu->tgt->tid, cmd->cmd_itn_id)) ||
+	    (priv->quiet_limit_s && ends_quiet_session(priv, cmd, &c))) {
+		/* A session of a fenced client, or one heard from after a long
+		 * silence: a write of it may be one its host gave up on and
+		 * wrote again elsewhere. */
 		if (rbio_bs_refuse(priv->engine, &c)) {
 			clear_cmd_async(cmd);
 			return EIO;

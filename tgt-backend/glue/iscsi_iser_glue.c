@@ -60,6 +60,7 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "rx_quiet.h"
 #include "pdu_bounds.h"
 #include "direct_commands.h"
 #include "wire_bytes.h"
@@ -106,6 +107,8 @@ struct rbio_iser_conn {
 	struct list_head siblings;
 	struct rbio_pass pass;
 	struct rbio_ping ping;
+	struct rbio_rx_quiet quiet;
+	int heard; /* this pass has received a PDU (and told quiet) */
 	int passes_since_tick;
 	int reap_due; /* the tick wants the CQ reaped in the next scheduled pass */
 	/* the core set the connection closing with sends not yet complete:
@@ -143,6 +146,11 @@ static struct iser_task_prefix *prefix_of(struct iscsi_task *task)
 }
 
 static struct iscsi_transport rbio_iser;
+
+struct rbio_rx_quiet *rbio_iser_rx_quiet(struct iscsi_connection *conn)
+{
+	return conn->tp == &rbio_iser ? &RC(conn)->quiet : NULL;
+}
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_iser_conns);
 static struct rdma_event_channel *cm_channel;
@@ -374,6 +382,10 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 
 	if (conn->state == STATE_CLOSE || conn->closed)
 		return;
+	if (!rc->heard) {
+		rc->heard = 1;
+		rbio_rx_quiet_heard(&rc->quiet, conn);
+	}
 	rc->adv = *rx;
 	rc->rx_bhs = rx->bhs;
 	rc->rx_rest = rx->rest;
@@ -629,6 +641,7 @@ static void conn_pass(void *ctx)
 	rc->pass.in_pass = 1;
 	if (rc->reap_due) {
 		rc->reap_due = 0;
+		rc->heard = 0;
 		if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
 			conn_fail(rc, why);
 	}
@@ -648,6 +661,7 @@ static void cq_event_handler(int fd, int events, void *data)
 		return;
 	rc->pass.in_pass = 1;
 	rc->passes_since_tick++;
+	rc->heard = 0;
 	if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
 		conn_fail(rc, why);
 	run_tx(rc);
@@ -924,6 +938,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 		goto fail;
 	rc->iscsi_conn.tp = &rbio_iser;
 	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
+	rbio_rx_quiet_start(&rc->quiet);
 	rc->pass.may_close = may_close;
 	conn_read_pdu(&rc->iscsi_conn);
 	if (rbio_iser_ep_accept(rc->ep, ev->param.conn.responder_resources,

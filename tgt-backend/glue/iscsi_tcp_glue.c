@@ -61,6 +61,7 @@
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
+#include "rx_quiet.h"
 #include "pdu_bounds.h"
 #include "direct_commands.h"
 #include "glue_settings.h"
@@ -106,6 +107,7 @@ struct rbio_conn {
 	char peer[RBIO_PEER_LEN];
 	char portal[RBIO_PEER_LEN]; /* the local address it came in on */
 	struct rbio_ping ping;
+	struct rbio_rx_quiet quiet;
 
 	struct iscsi_connection iscsi_conn;
 };
@@ -118,6 +120,11 @@ static struct rbio_conn *RC(struct iscsi_connection *conn)
 static struct iscsi_transport rbio_tcp;
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_conns);
+
+struct rbio_rx_quiet *rbio_tcp_rx_quiet(struct iscsi_connection *conn)
+{
+	return conn->tp == &rbio_tcp ? &RC(conn)->quiet : NULL;
+}
 
 static void conn_log_close(struct rbio_conn *rc, const char *why)
 {
@@ -262,6 +269,8 @@ static void conn_event_handler(int fd, int events, void *data)
 
 		rbio_tcp_conn_take_event(rc->engine);
 		n = rbio_tcp_conn_fill(rc->engine);
+		if (n > 0)
+			rbio_rx_quiet_heard(&rc->quiet, conn);
 		if (n < 0 && n != -EAGAIN && conn->state != STATE_CLOSE) {
 			char why[128];
 
@@ -902,6 +911,7 @@ static void accept_handler(int lfd, int events, void *data)
 	}
 	rc->iscsi_conn.tp = &rbio_tcp;
 	rbio_pass_init(&rc->pass, &rc->iscsi_conn, conn_pass, rc);
+	rbio_rx_quiet_start(&rc->quiet);
 	conn_read_pdu(&rc->iscsi_conn);
 	if (tgt_event_add(fd, EPOLLIN, conn_event_handler, rc)) {
 		conn_exit(&rc->iscsi_conn);

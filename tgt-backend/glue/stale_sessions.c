@@ -54,6 +54,23 @@ int rbio_stale_sessions_take(struct rbio_stale_sessions *s, struct target *t)
 	return 0;
 }
 
+int rbio_stale_sessions_add(struct rbio_stale_sessions *s, uint64_t itn_id)
+{
+	uint64_t *ids;
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (s->itn_ids[i] == itn_id)
+			return 0; /* closing already */
+	ids = realloc(s->itn_ids, (s->n + 1) * sizeof(*ids));
+	if (!ids)
+		return -1;
+	s->itn_ids = ids;
+	s->itn_ids[s->n++] = itn_id;
+	close_session(itn_id);
+	return 0;
+}
+
 int rbio_stale_sessions_has(struct rbio_stale_sessions *s, int tid, uint64_t itn_id)
 {
 	size_t i = 0;

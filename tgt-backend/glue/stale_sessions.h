@@ -1,7 +1,8 @@
 /*
  * The sessions of an LU whose RBD client the Ceph cluster fenced: ended, and
  * their late commands refused, so that the LU can be served again by a new
- * client without a write that a host gave up on landing late.
+ * client without a write that a host gave up on landing late. Also single
+ * sessions whose write came after a long silence (rbd_quiet_s).
  *
  * One of the few files that include tgt's (version-specific, C) headers.
  */
@@ -22,6 +23,9 @@ struct rbio_stale_sessions {
  * connections to close (hosts log in again, as a new nexus). Returns 0, or
  * -1 when memory for the list could not be had (nothing is then closed). */
 int rbio_stale_sessions_take(struct rbio_stale_sessions *s, struct target *t);
+/* The same for the one nexus itn_id (rbd_quiet_s: a session whose late
+ * write would take the lock over). Returns 0, or -1 without memory. */
+int rbio_stale_sessions_add(struct rbio_stale_sessions *s, uint64_t itn_id);
 /* Whether a command of nexus itn_id must be refused. Forgets the nexuses
  * that are gone (all their commands are done by then). */
 int rbio_stale_sessions_has(struct rbio_stale_sessions *s, int tid, uint64_t itn_id);

@@ -121,6 +121,12 @@ int rbio_bs_submit(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* Completes cmd later with NOT READY, target port in unavailable state
  * (02/04/0C) without running it (a late command of a fenced session). */
 int rbio_bs_refuse(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
+/* rbd_lock=takeover: 1 when cmd, submitted now, would make this gateway
+ * take the image's lock over (it writes, or flushes after writes, and the
+ * lock is another client's), else 0. */
+int rbio_bs_would_take_lock(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
+/* rbd_quiet_s of an RBD LU with rbd_lock=takeover; 0 for any other LU. */
+uint32_t rbio_bs_lu_rbd_quiet_s(const struct rbio_bs_lu *lu);
 /* End of an event-loop pass: submit what was gathered, reap what is done. */
 void rbio_bs_flush(struct rbio_bs_lu *lu);
 /* The eventfd is readable: reset it, then reap completions. */

@@ -95,6 +95,10 @@ public:
     int submit(const rbio_bs_cmd& c) noexcept;
     // Completes c later with 02/04/0C without running it (see c_api.h).
     int refuse(const rbio_bs_cmd& c) noexcept;
+    // rbd_lock=takeover: whether c, submitted now, would make this gateway
+    // take the image's lock over (it writes, or flushes after writes, and
+    // the lock is not this gateway's).
+    bool would_take_lock(const rbio_bs_cmd& c) noexcept;
     // End of an event-loop pass.
     void flush() noexcept;
     // The eventfd is readable: resets it, then reaps (it is watched
