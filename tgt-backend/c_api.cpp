@@ -79,8 +79,8 @@ int rbio_bs_submit(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.s
 
 int rbio_bs_refuse(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) { return lu->engine.refuse(*cmd); }
 
-int rbio_bs_would_take_lock(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) {
-    return lu->engine.would_take_lock(*cmd) ? 1 : 0;
+int rbio_bs_ends_quiet_session(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) {
+    return lu->engine.ends_quiet_session(*cmd) ? 1 : 0;
 }
 
 uint32_t rbio_bs_lu_rbd_quiet_s(const rbio_bs_lu* lu) {
@@ -120,7 +120,8 @@ void rbio_bs_lu_counters(const rbio_bs_lu* lu, rbio_bs_counters* out) {
                             lu->engine.rbd() ? 1u : 0u,
                             lu->engine.fenced() ? 1u : 0u,
                             k.rbd_lock_takeovers,
-                            k.rbd_fences};
+                            k.rbd_fences,
+                            k.rbd_quiet_ends};
 }
 
 }  // extern "C"

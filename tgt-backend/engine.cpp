@@ -410,11 +410,13 @@ int Engine::refuse(const rbio_bs_cmd& c) noexcept {
     return 0;
 }
 
-bool Engine::would_take_lock(const rbio_bs_cmd& c) noexcept {
+bool Engine::ends_quiet_session(const rbio_bs_cmd& c) noexcept {
     if (!rbd_ || fenced_ || lock_ == LockState::NotNeeded || lock_ == LockState::Owned) return false;
     Cmd probe;
     decode(c, probe);
-    return writes(probe.kind) || (probe.kind == Kind::Flush && lock_owned_once_);
+    if (!writes(probe.kind) && !(probe.kind == Kind::Flush && lock_owned_once_)) return false;
+    ++counters_.rbd_quiet_ends;
+    return true;
 }
 
 int Engine::submit(const rbio_bs_cmd& c) noexcept {
@@ -1577,7 +1579,8 @@ std::string Engine::stats() const {
            " inline_ios=" + std::to_string(k.inline_ios) +
            (was_rbd_ ? " rbd_writes_held=" + std::to_string(k.rbd_writes_held) +
                            " rbd_lock_takeovers=" + std::to_string(k.rbd_lock_takeovers) +
-                           " rbd_fences=" + std::to_string(k.rbd_fences)
+                           " rbd_fences=" + std::to_string(k.rbd_fences) +
+                           " rbd_quiet_ends=" + std::to_string(k.rbd_quiet_ends)
                      : std::string()) +
            " errors=" + std::to_string(k.errors);
 }

@@ -203,6 +203,8 @@ quiet_phase "rbd_quiet_s=0" quiet-off
 check "quiet-off: the late write through gateway 1 is GOOD" finish_late quiet-off
 check "quiet-off: it took the lock over and landed over the newer data (the lost write)" \
   "$PROBE" "$(gw_url 1)" verify 0 8 3
+check "quiet-off: gateway 1's metrics count no session ended for a silence" \
+  wait_for 10 metric 1 rbio_lu_rbd_quiet_sessions_ended_total 0
 for g in 1 2; do check "quiet-off: gateway $g shuts down cleanly" stop_gw "$g"; done
 
 quiet_phase "rbd_quiet_s=3" quiet
@@ -211,6 +213,8 @@ check "quiet: the late write through gateway 1 does not land (its session was en
   eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/quiet.out"'
 check "quiet: gateway 1's log says why" \
   gw_log_has 1 "heard nothing from its host for [0-9]* s (rbd_quiet_s=3): ending its session"
+check "quiet: ... and its metrics count it (rbio_lu_rbd_quiet_sessions_ended_total 1)" \
+  wait_for 10 metric 1 rbio_lu_rbd_quiet_sessions_ended_total 1
 check "quiet: the image keeps the newer data" "$PROBE" "$(gw_url 2)" verify 0 8 6
 check "quiet: gateway 2 still owns the lock, and was not blocklisted" \
   eval '[[ $(owner) == "$A2" ]] && ! blocklisted "$A2"'

@@ -31,7 +31,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 25 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 26 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -48,6 +48,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     k.rbd = 1;
     k.rbd_fenced = 1;
     k.rbd_lock_takeovers = 3;
+    k.rbd_quiet_ends = 2;
     t.add_lu({"iqn.2026-11.io.rbio:disk", 1, "rbio_rbd", "rbd:pool/im\"age", 1 << 20, k});
     rbio_bs_counters file{};  // a file LU: no RBD series
     t.add_lu({"iqn.2026-11.io.rbio:disk", 2, "rbio", "/srv/lu2", 1 << 20, file});
@@ -81,6 +82,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_lu_ios_in_flight" + lu + " 2\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_rbd_fenced" + lu + " 1\n"), std::string::npos) << x;
     EXPECT_NE(x.find("rbio_lu_rbd_lock_takeovers_total" + lu + " 3\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_rbd_quiet_sessions_ended_total" + lu + " 2\n"), std::string::npos);
     EXPECT_EQ(x.find("rbio_lu_rbd_fenced{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"2\"}"),
               std::string::npos);
     EXPECT_NE(x.find("rbio_lu_reaped_completions_total{control_port=\"0\",target=\"iqn.2026-11.io.rbio:"

@@ -524,7 +524,7 @@ static int ends_quiet_session(struct rbio_lu_priv *priv, struct scsi_cmd *cmd,
 	struct scsi_lu *lu = priv->lu;
 	uint32_t quiet = rbio_rx_quiet_of_cmd(cmd);
 
-	if (quiet < priv->quiet_limit_s || !rbio_bs_would_take_lock(priv->engine, c))
+	if (quiet < priv->quiet_limit_s || !rbio_bs_ends_quiet_session(priv->engine, c))
 		return 0;
 	log_error("rbio: tid:%d lun:%" PRIu64 ": a command (opcode 0x%02x) that would take the RBD "
 		  "image's lock over came on a connection that had heard nothing from its host for "

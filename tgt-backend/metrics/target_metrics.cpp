@@ -69,6 +69,10 @@ constexpr Family kLuRbdFenced{"rbio_lu_rbd_fenced", G,
 constexpr Family kLuRbdFences{"rbio_lu_rbd_fences_total", C,
                               "Times the Ceph cluster fenced this gateway's client for the LU's RBD image "
                               "(with rbd_lock=takeover its sessions are then ended and it is opened again)"};
+constexpr Family kLuRbdQuietEnds{
+    "rbio_lu_rbd_quiet_sessions_ended_total", C,
+    "Sessions ended because a command that would take the RBD image's lock over "
+    "came after its connection had been silent for rbd_quiet_s (rbd_lock=takeover)"};
 constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
                                  "Takeovers of the RBD image's exclusive lock (rbd_lock=takeover)"};
 
@@ -219,6 +223,7 @@ void TargetMetrics::add_lu(const LuValues& lu) {
         body_.add(kLuRbdFenced, l, k.rbd_fenced);
         body_.add(kLuRbdTakeovers, l, k.rbd_lock_takeovers);
         body_.add(kLuRbdFences, l, k.rbd_fences);
+        body_.add(kLuRbdQuietEnds, l, k.rbd_quiet_ends);
     }
 }
 
@@ -264,11 +269,12 @@ std::string TargetMetrics::text() const {
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,   kOpen,        kAccepted,       kAluaPortState,  kAluaGroupState,
-                            kAluaFileOk,  kLuInfo,      kLuSize,         kLuCommands,     kLuReads,
-                            kLuReadBytes, kLuWrites,    kLuWrittenBytes, kLuErrors,       kLuIos,
-                            kLuMerged,    kLuInlineIos, kLuSubmitCalls,  kLuPasses,       kLuReaped,
-                            kLuWakeups,   kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers, kLuRbdFences};
+    std::vector<Family> all{kBuildInfo,     kOpen,        kAccepted,       kAluaPortState,  kAluaGroupState,
+                            kAluaFileOk,    kLuInfo,      kLuSize,         kLuCommands,     kLuReads,
+                            kLuReadBytes,   kLuWrites,    kLuWrittenBytes, kLuErrors,       kLuIos,
+                            kLuMerged,      kLuInlineIos, kLuSubmitCalls,  kLuPasses,       kLuReaped,
+                            kLuWakeups,     kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers, kLuRbdFences,
+                            kLuRbdQuietEnds};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

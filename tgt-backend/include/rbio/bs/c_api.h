@@ -121,10 +121,11 @@ int rbio_bs_submit(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* Completes cmd later with NOT READY, target port in unavailable state
  * (02/04/0C) without running it (a late command of a fenced session). */
 int rbio_bs_refuse(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
-/* rbd_lock=takeover: 1 when cmd, submitted now, would make this gateway
- * take the image's lock over (it writes, or flushes after writes, and the
- * lock is another client's), else 0. */
-int rbio_bs_would_take_lock(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
+/* rbd_lock=takeover, cmd came after its connection's silence of
+ * rbd_quiet_s: 1 when cmd, submitted now, would make this gateway take the
+ * image's lock over (it writes, or flushes after writes, and the lock is
+ * another client's), so that its session is to end (counted), else 0. */
+int rbio_bs_ends_quiet_session(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* rbd_quiet_s of an RBD LU with rbd_lock=takeover; 0 for any other LU. */
 uint32_t rbio_bs_lu_rbd_quiet_s(const struct rbio_bs_lu *lu);
 /* End of an event-loop pass: submit what was gathered, reap what is done. */
@@ -147,6 +148,7 @@ struct rbio_bs_counters {
     uint32_t rbd_fenced;         /* 1: the cluster blocklisted this gateway's client for it */
     uint64_t rbd_lock_takeovers; /* rbd_lock=takeover: takeovers of the image's lock started */
     uint64_t rbd_fences;         /* times the cluster fenced the LU's client */
+    uint64_t rbd_quiet_ends;     /* sessions ended for a write after a silence (rbd_quiet_s) */
 };
 void rbio_bs_lu_counters(const struct rbio_bs_lu *lu, struct rbio_bs_counters *out);
 

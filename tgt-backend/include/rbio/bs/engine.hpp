@@ -62,6 +62,7 @@ struct Counters {
     uint64_t rbd_writes_held = 0;     // RBD writes done during a header notice, held until it was read
     uint64_t rbd_lock_takeovers = 0;  // rbd_lock=takeover: takeovers of the image's lock started
     uint64_t rbd_fences = 0;          // times the cluster fenced this LU's client
+    uint64_t rbd_quiet_ends = 0;      // sessions ended for a write after a silence (rbd_quiet_s)
     uint64_t reads = 0;               // READ(6/10/12/16) commands taken
     uint64_t read_bytes = 0;          // bytes they address
     uint64_t writes = 0;              // WRITE and WRITE AND VERIFY commands taken
@@ -95,10 +96,11 @@ public:
     int submit(const rbio_bs_cmd& c) noexcept;
     // Completes c later with 02/04/0C without running it (see c_api.h).
     int refuse(const rbio_bs_cmd& c) noexcept;
-    // rbd_lock=takeover: whether c, submitted now, would make this gateway
-    // take the image's lock over (it writes, or flushes after writes, and
-    // the lock is not this gateway's).
-    bool would_take_lock(const rbio_bs_cmd& c) noexcept;
+    // rbd_lock=takeover, c came after its connection's silence of
+    // rbd_quiet_s: whether c, submitted now, would make this gateway take
+    // the image's lock over (it writes, or flushes after writes, and the
+    // lock is not this gateway's), so that its session is to end; counted.
+    bool ends_quiet_session(const rbio_bs_cmd& c) noexcept;
     // End of an event-loop pass.
     void flush() noexcept;
     // The eventfd is readable: resets it, then reaps (it is watched
