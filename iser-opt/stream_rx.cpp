@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,9 +13,20 @@
 #include <string>
 
 namespace rbio::iser {
+namespace {
+
+// Coarse: a tick's resolution is plenty for seconds, and it is the cheapest
+// clock there is (no counter read).
+uint64_t coarse_ms() noexcept {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return uint64_t(t.tv_sec) * 1000 + uint64_t(t.tv_nsec) / 1000000;
+}
+
+}  // namespace
 
 StreamRx::StreamRx(int fd, const StreamRxConfig& config, ConnectionCounters& counters)
-    : fd_(fd), config_(config), counters_(counters) {
+    : fd_(fd), config_(config), counters_(counters), last_rx_ms_(coarse_ms()) {
     if (config_.capacity < 4096)
         throw std::invalid_argument("stream rx capacity " + std::to_string(config_.capacity) +
                                     " is below 4096");
@@ -35,8 +47,16 @@ ssize_t StreamRx::receive(iovec* iov, int n) {
     may_receive_ = false;
     if (got < 0) return -errno;
     if (got == 0) eof_ = true;
+    else heard();
     counters_[Counter::BytesIn] += uint64_t(got);
     return got;
+}
+
+void StreamRx::heard() noexcept {
+    const uint64_t now = coarse_ms();
+    const uint64_t gap_s = (now - last_rx_ms_) / 1000;
+    last_rx_ms_ = now;
+    if (gap_s > silence_s_) silence_s_ = uint32_t(std::min<uint64_t>(gap_s, UINT32_MAX));
 }
 
 void StreamRx::make_room() {
@@ -132,6 +152,7 @@ ssize_t StreamRx::unbatched_read(std::span<uint8_t> dst) {
     } while (got < 0 && errno == EINTR);
     if (got < 0) return -errno;
     if (got == 0) eof_ = true;
+    else heard();
     counters_[Counter::BytesIn] += uint64_t(got);
     return got;
 }

@@ -411,10 +411,10 @@ int Engine::refuse(const rbio_bs_cmd& c) noexcept {
 }
 
 bool Engine::ends_quiet_session(const rbio_bs_cmd& c) noexcept {
-    if (!rbd_ || fenced_ || lock_ == LockState::NotNeeded || lock_ == LockState::Owned) return false;
+    if (!rbd_) return false;
     Cmd probe;
     decode(c, probe);
-    if (!writes(probe.kind) && !(probe.kind == Kind::Flush && lock_owned_once_)) return false;
+    if (!writes(probe.kind)) return false;
     ++counters_.rbd_quiet_ends;
     return true;
 }

@@ -86,11 +86,12 @@ addr_of() {
 owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
 blocklisted() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }' | grep -qxF "$1"; }
 
-# start_late G NAME: a session to gateway G that writes pattern 3 at LBAs
-# 0-7 once $WORK/NAME.go exists; its output goes to $WORK/NAME.out.
+# start_late G NAME [--tur-first]: a session to gateway G that writes
+# pattern 3 at LBAs 0-7 once $WORK/NAME.go exists; its output goes to
+# $WORK/NAME.out.
 start_late() {
   rm -f "$WORK/$2.go"
-  "$PROBE" "$(gw_url "$1")" write-after "$WORK/$2.go" 0 8 3 > "$WORK/$2.out" 2>&1 &
+  "$PROBE" "$(gw_url "$1")" write-after "$WORK/$2.go" 0 8 3 ${3:+"$3"} > "$WORK/$2.out" 2>&1 &
   late=$!
   wait_for 30 grep -sqx ready "$WORK/$2.out"
 }
@@ -222,6 +223,23 @@ check "quiet: a new session to gateway 1 writes at once (it takes the lock over)
   "$PROBE" "$(gw_url 1)" write 0 8 7
 check "quiet: ... and reads it back" "$PROBE" "$(gw_url 1)" verify 0 8 7
 check "quiet: gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
+# The gateway that owns the lock: a write after a silence must not land
+# there either (its host may have written elsewhere since, and this
+# gateway taken the lock back for another session).
+must_start "quiet: a host session to gateway 1, the owner, logs in" start_late 1 quiet-owner
+sleep 4   # the stimulus, not a wait: the session's silence
+rc=0; finish_late quiet-owner || rc=$?
+check "quiet: its write after the silence does not land either" \
+  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/quiet-owner.out"'
+check "quiet: ... the image keeps pattern 7" "$PROBE" "$(gw_url 1)" verify 0 8 7
+# A live host reads a response after the silence before it writes.
+must_start "quiet: a host session to gateway 1 logs in, and will read a response first" \
+  start_late 1 quiet-live --tur-first
+sleep 4   # the stimulus, not a wait: the session's silence
+check "quiet: after the silence, its TEST UNIT READY answered, its write lands" finish_late quiet-live
+check "quiet: ... the image holds it" "$PROBE" "$(gw_url 1)" verify 0 8 3
+check "quiet: gateway 1's metrics count 2 sessions ended for a silence" \
+  wait_for 10 metric 1 rbio_lu_rbd_quiet_sessions_ended_total 2
 for g in 1 2; do check "quiet: gateway $g shuts down cleanly" stop_gw "$g"; done
 
 # --- E. an image without the lock -------------------------------------------------------

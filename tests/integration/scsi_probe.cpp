@@ -44,11 +44,13 @@
 //                                        come; exits 1 without one within 15 s
 //   scsi_probe URL cdb-ms HEXBYTES       the command (no data): "RESULT ms=M",
 //                                        M its round trip alone
-//   scsi_probe URL write-after GO_FILE LBA COUNT SEED
+//   scsi_probe URL write-after GO_FILE LBA COUNT SEED [--tur-first]
 //                                        logs in, says "ready", waits until
 //                                        GO_FILE exists, then writes blocks
 //                                        as `write` does: "LBA RESULT" per
-//                                        command, stopping at a failure
+//                                        command, stopping at a failure;
+//                                        --tur-first: a TEST UNIT READY
+//                                        before them (a response read)
 //   scsi_probe URL reads|writes|fua-writes LBA COUNT
 //                                        COUNT one-block commands at once (the
 //                                        target may merge them); "LBA RESULT"
@@ -377,6 +379,20 @@ int write_blocks(Session& s, uint64_t lba, uint64_t count, uint32_t seed) {
     return 0;
 }
 
+// `write-after GO_FILE LBA COUNT SEED [--tur-first]`: see the top.
+int write_after(Session& s, int argc, char** argv) {
+    if (argc < 7) die("usage: scsi_probe URL write-after GO_FILE LBA COUNT SEED [--tur-first]");
+    if (argc > 7 && std::string(argv[7]) != "--tur-first")
+        die(std::string("write-after: unknown option ") + argv[7]);
+    ready_until(argv[3], std::chrono::seconds(120));
+    if (argc > 7) {
+        Result r = run(s, std::vector<unsigned char>(6, 0), SCSI_XFER_NONE);
+        std::printf("TEST UNIT READY %s\n", describe(r).c_str());
+        if (r.status != SCSI_STATUS_GOOD) return 1;
+    }
+    return write_blocks(s, number(argv[4]), number(argv[5]), uint32_t(number(argv[6])));
+}
+
 // count-ua: the unit attentions with `asc` pending once `go` exists.
 void count_unit_attentions(Session& s, int asc, const char* go, std::chrono::seconds limit) {
     ready_until(go, limit);
@@ -539,9 +555,7 @@ int main(int argc, char** argv) {
         if (argc < 6) die("usage: scsi_probe URL count-ua ASC GO_FILE SECONDS");
         count_unit_attentions(s, int(number(argv[3], 16)), argv[4], std::chrono::seconds(number(argv[5])));
     } else if (what == "write-after") {
-        if (argc < 7) die("usage: scsi_probe URL write-after GO_FILE LBA COUNT SEED");
-        ready_until(argv[3], std::chrono::seconds(120));
-        return write_blocks(s, number(argv[4]), number(argv[5]), uint32_t(number(argv[6])));
+        return write_after(s, argc, argv);
     } else if (what == "write-log") {
         if (argc < 6) die("usage: scsi_probe URL write-log FIRST COUNT FILE");
         const uint64_t first = number(argv[3]), count = number(argv[4]);

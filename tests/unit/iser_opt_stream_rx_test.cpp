@@ -319,3 +319,36 @@ TEST(StreamRx, RejectsATinyBuffer) {
 }
 
 }  // namespace
+
+// The silence a receive ends, for rbd_quiet_s: whole seconds, taken once,
+// on every receive path. The second of silence is real time.
+TEST(StreamRx, NotesTheSilenceAReceiveEnds) {
+    for (bool batched : {true, false}) {
+        SCOPED_TRACE(batched ? "batched" : "batch_reads off");
+        SocketPair sp;
+        ASSERT_GE(sp.fd[0], 0);
+        ConnectionCounters c;
+        StreamRxConfig config;
+        config.batch_reads = batched;
+        StreamRx rx(sp.fd[0], config, c);
+        auto receive = [&](uint8_t byte) {
+            send_all(sp.fd[1], &byte, 1);
+            rx.take_event();
+            if (batched) {
+                ASSERT_EQ(rx.fill(), 1);
+            }
+            uint8_t got = 0;
+            ASSERT_EQ(rx.read(std::span<uint8_t>(&got, 1)), 1);
+            EXPECT_EQ(got, byte);
+        };
+        receive(1);
+        EXPECT_EQ(rx.take_silence_s(), 0u);
+        ::usleep(1'100'000);  // the stimulus: a silence of over a second
+        EXPECT_EQ(rx.take_silence_s(), 0u) << "noted before a receive ended it";
+        receive(2);
+        EXPECT_EQ(rx.take_silence_s(), 1u);
+        EXPECT_EQ(rx.take_silence_s(), 0u) << "taken once";
+        receive(3);
+        EXPECT_EQ(rx.take_silence_s(), 0u);
+    }
+}

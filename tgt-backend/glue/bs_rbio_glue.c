@@ -511,12 +511,13 @@ static void rbio_close(struct scsi_lu *lu)
 }
 
 /*
- * rbd_quiet_s (rx_quiet.h): a command that would take the image's lock
- * over, from a connection silent that long and not heard from since, may
- * be a write its host gave up on and wrote through another gateway: its
- * session is ended instead (a live host logs in again and sends it again),
- * and its later commands are refused as a fenced client's are. 1 when cmd
- * is to be refused.
+ * rbd_quiet_s (rx_quiet.h): a write on a connection that was silent that
+ * long and not heard from since may be one its host gave up on and wrote
+ * through another gateway, with newer data after it: it must not land,
+ * whether this gateway owns the image's lock now or would take it over for
+ * it. Its session is ended instead (a live host logs in again and sends it
+ * again), and its later commands are refused as a fenced client's are.
+ * 1 when cmd is to be refused.
  */
 static int ends_quiet_session(struct rbio_lu_priv *priv, struct scsi_cmd *cmd,
 			      const struct rbio_bs_cmd *c)
@@ -526,10 +527,11 @@ static int ends_quiet_session(struct rbio_lu_priv *priv, struct scsi_cmd *cmd,
 
 	if (quiet < priv->quiet_limit_s || !rbio_bs_ends_quiet_session(priv->engine, c))
 		return 0;
-	log_error("rbio: tid:%d lun:%" PRIu64 ": a command (opcode 0x%02x) that would take the RBD "
-		  "image's lock over came on a connection that had heard nothing from its host for "
-		  "%" PRIu32 " s (rbd_quiet_s=%" PRIu32 "): ending its session (I_T nexus %" PRIu64
-		  "), since its host may have given the command up and written through another "
+	log_error("rbio: tid:%d lun:%" PRIu64
+		  ": a write (opcode 0x%02x) to the RBD image came on a "
+		  "connection that had heard nothing from its host for %" PRIu32
+		  " s (rbd_quiet_s=%" PRIu32 "): ending its session (I_T nexus %" PRIu64
+		  "), since its host may have given the write up and written through another "
 		  "gateway since\n",
 		  lu->tgt->tid, lu->lun, cmd->scb[0], quiet, priv->quiet_limit_s, cmd->cmd_itn_id);
 	if (rbio_stale_sessions_add(&priv->stale, cmd->cmd_itn_id))

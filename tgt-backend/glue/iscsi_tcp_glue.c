@@ -123,7 +123,19 @@ static LIST_HEAD(rbio_conns);
 
 struct rbio_rx_quiet *rbio_tcp_rx_quiet(struct iscsi_connection *conn)
 {
-	return conn->tp == &rbio_tcp ? &RC(conn)->quiet : NULL;
+	struct rbio_conn *rc;
+
+	if (conn->tp != &rbio_tcp)
+		return NULL;
+	rc = RC(conn);
+	/* Every receive path notes its silences; the event handler takes
+	 * those of its fill, and these are the pass's own (a direct read
+	 * into a data buffer, batch_reads off), taken before the command is
+	 * judged. Numbered from the StatSN of now, perhaps later than the
+	 * silence's end: that only makes them harder to clear. */
+	rbio_rx_silences_push(&rc->quiet.silences, rbio_tcp_conn_take_silence(rc->engine),
+			      conn->stat_sn);
+	return &rc->quiet;
 }
 
 static void conn_log_close(struct rbio_conn *rc, const char *why)
@@ -269,8 +281,9 @@ static void conn_event_handler(int fd, int events, void *data)
 
 		rbio_tcp_conn_take_event(rc->engine);
 		n = rbio_tcp_conn_fill(rc->engine);
-		if (n > 0)
-			rbio_rx_quiet_heard(&rc->quiet, conn);
+		/* (and rbio_tcp_rx_quiet() for receives inside the pass) */
+		rbio_rx_silences_push(&rc->quiet.silences, rbio_tcp_conn_take_silence(rc->engine),
+				      conn->stat_sn);
 		if (n < 0 && n != -EAGAIN && conn->state != STATE_CLOSE) {
 			char why[128];
 

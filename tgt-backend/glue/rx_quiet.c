@@ -25,8 +25,7 @@ static uint64_t now_ms(void)
 void rbio_rx_quiet_start(struct rbio_rx_quiet *q)
 {
 	q->last_ms = now_ms();
-	q->quiet_s = 0;
-	q->since_statsn = 0;
+	q->silences.n = 0;
 }
 
 void rbio_rx_quiet_heard(struct rbio_rx_quiet *q, const struct iscsi_connection *conn)
@@ -35,35 +34,36 @@ void rbio_rx_quiet_heard(struct rbio_rx_quiet *q, const struct iscsi_connection 
 	uint64_t gap_s = (now - q->last_ms) / 1000;
 
 	q->last_ms = now;
-	if (gap_s == 0)
-		return;
-	if (gap_s > q->quiet_s)
-		q->quiet_s = gap_s > UINT32_MAX ? UINT32_MAX : (uint32_t)gap_s;
-	/* The next response's StatSN: the host shows it reads again once it
-	 * acknowledges that one. */
-	q->since_statsn = conn->stat_sn;
+	rbio_rx_silences_push(&q->silences, gap_s > UINT32_MAX ? UINT32_MAX : (uint32_t)gap_s,
+			      conn->stat_sn);
 }
 
-/* tgt's iSCSI driver, which both rbio transports serve: only its commands
- * live in a struct iscsi_task. */
+/* Whether cmd lives in a struct iscsi_task: tgt's iSCSI driver ends its
+ * commands as such (cmd_end_notify), and so does the iSER driver once
+ * rbio's iSER transport serves it (iscsi_iser_glue.c takes the iSCSI
+ * driver's callbacks for it); stock iSER's commands are not. */
 static int iscsi_command(const struct scsi_cmd *cmd)
 {
 	static struct tgt_driver *iscsi;
 	struct tgt_driver *d;
 
+	if (!iscsi) {
+		int i = get_driver_index((char *)"iscsi");
+
+		if (i < 0 || !tgt_drivers[i])
+			return 0;
+		iscsi = tgt_drivers[i];
+	}
 	if (!cmd->c_target || cmd->c_target->lid < 0)
 		return 0;
 	d = tgt_drivers[cmd->c_target->lid];
-	if (!iscsi && d && strcmp(d->name, "iscsi") == 0)
-		iscsi = d;
-	return d && d == iscsi;
+	return d && d->cmd_end_notify == iscsi->cmd_end_notify;
 }
 
 uint32_t rbio_rx_quiet_of_cmd(struct scsi_cmd *cmd)
 {
 	struct iscsi_task *task;
 	struct rbio_rx_quiet *q;
-	uint32_t exp_statsn;
 
 	if (!iscsi_command(cmd))
 		return 0;
@@ -73,12 +73,8 @@ uint32_t rbio_rx_quiet_of_cmd(struct scsi_cmd *cmd)
 	q = rbio_tcp_rx_quiet(task->conn);
 	if (!q)
 		q = rbio_iser_rx_quiet(task->conn);
-	if (!q || !q->quiet_s)
+	if (!q)
 		return 0;
-	/* Serial number arithmetic (RFC 7143 4.2.2.1): ExpStatSN past the
-	 * first response after the silence. */
-	exp_statsn = be32_to_cpu(((const struct iscsi_cmd *)&task->req)->exp_statsn);
-	if ((int32_t)(exp_statsn - q->since_statsn) > 0)
-		q->quiet_s = 0;
-	return q->quiet_s;
+	return rbio_rx_silences_ack(
+		&q->silences, be32_to_cpu(((const struct iscsi_cmd *)&task->req)->exp_statsn));
 }

@@ -13,9 +13,9 @@
  * target, and answers the target's NOP-In pings.
  *
  * A silence stays on record until the host shows that it reads this
- * connection now: a command whose ExpStatSN acknowledges a response sent
- * after the silence ended. Requests its host sent before giving up (all of
- * a late burst) cannot.
+ * connection now (rbio/bs/rx_silences.h): a command whose ExpStatSN
+ * acknowledges a response sent after the silence ended. Requests its host
+ * sent before giving up (all of a late burst) cannot.
  *
  * One of the few files that include tgt's (version-specific, C) headers.
  */
@@ -26,24 +26,27 @@
 #include <stdio.h> /* before tgt's log.h, whose dprintf macro clashes with it */
 
 #include "iscsid.h"
+#include "rbio/bs/rx_silences.h"
 
 struct rbio_rx_quiet {
-	uint64_t last_ms;      /* CLOCK_MONOTONIC_COARSE ms of the last receive */
-	uint32_t quiet_s;      /* the longest silence not acknowledged since, s */
-	uint32_t since_statsn; /* the StatSN of the first response after it */
+	uint64_t last_ms; /* CLOCK_MONOTONIC_COARSE ms of the last receive (iSER) */
+	struct rbio_rx_silences silences;
 };
 
 /* At the connection's set-up: silent from now. */
 void rbio_rx_quiet_start(struct rbio_rx_quiet *q);
-/* Bytes came from the initiator (once per receive call or pass, before the
- * core sees them). */
+/* iSER: the pass received a PDU (before the core sees it). TCP's socket
+ * receives note their silences themselves (rbio_tcp_conn_take_silence),
+ * and rbio_tcp_rx_quiet() records them. */
 void rbio_rx_quiet_heard(struct rbio_rx_quiet *q, const struct iscsi_connection *conn);
-/* Seconds of silence on record for the connection of SCSI command cmd,
- * after cmd's ExpStatSN has cleared what its host acknowledges; 0 when the
- * command did not come through one of rbio's transports. */
+/* The longest silence (seconds) on record for the connection of SCSI
+ * command cmd, once cmd's ExpStatSN has cleared what its host shows it
+ * read past; 0 when the command did not come through one of rbio's
+ * transports. */
 uint32_t rbio_rx_quiet_of_cmd(struct scsi_cmd *cmd);
 
-/* Each transport's record of a connection, NULL if it is not its own. */
+/* Each transport's record of a connection, up to date; NULL if the
+ * connection is not its own. */
 struct rbio_rx_quiet *rbio_tcp_rx_quiet(struct iscsi_connection *conn);
 struct rbio_rx_quiet *rbio_iser_rx_quiet(struct iscsi_connection *conn);
 

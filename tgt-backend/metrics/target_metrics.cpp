@@ -71,8 +71,8 @@ constexpr Family kLuRbdFences{"rbio_lu_rbd_fences_total", C,
                               "(with rbd_lock=takeover its sessions are then ended and it is opened again)"};
 constexpr Family kLuRbdQuietEnds{
     "rbio_lu_rbd_quiet_sessions_ended_total", C,
-    "Sessions ended because a command that would take the RBD image's lock over "
-    "came after its connection had been silent for rbd_quiet_s (rbd_lock=takeover)"};
+    "Sessions ended because a write to the RBD image came after its connection had been "
+    "silent for rbd_quiet_s (rbd_lock=takeover)"};
 constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
                                  "Takeovers of the RBD image's exclusive lock (rbd_lock=takeover)"};
 

@@ -54,6 +54,8 @@ void rbio_tcp_conn_take_event(rbio_tcp_conn* c) { c->conn.rx().take_event(); }
 
 long rbio_tcp_conn_fill(rbio_tcp_conn* c) { return c->conn.rx().fill(); }
 
+uint32_t rbio_tcp_conn_take_silence(rbio_tcp_conn* c) { return c->conn.rx().take_silence_s(); }
+
 long rbio_tcp_conn_read(rbio_tcp_conn* c, void* buf, size_t n) {
     return c->conn.rx().read(std::span<uint8_t>(static_cast<uint8_t*>(buf), n));
 }

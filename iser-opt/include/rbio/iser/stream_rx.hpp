@@ -93,9 +93,20 @@ public:
     // The peer closed its side; bytes may still be buffered.
     bool at_eof() const { return eof_; }
     const StreamRxConfig& config() const { return config_; }
+    // The longest time without a byte from the peer that a receive ended
+    // since the last call, in whole seconds (0: none of a second or more).
+    // A write that comes after a long silence may be one its host gave up
+    // on (tgt-backend/glue/rx_quiet.h).
+    uint32_t take_silence_s() noexcept {
+        const uint32_t s = silence_s_;
+        silence_s_ = 0;
+        return s;
+    }
 
 private:
     ssize_t receive(iovec* iov, int n);
+    // A receive brought bytes: one coarse clock read per receive call.
+    void heard() noexcept;
     ssize_t unbatched_read(std::span<uint8_t> dst);
     // lend()'s refusal: counted, nullptr.
     uint8_t* refuse() noexcept;
@@ -123,6 +134,8 @@ private:
     bool may_receive_ = false;
     bool direct_pending_ = false;
     bool eof_ = false;
+    uint64_t last_rx_ms_;     // CLOCK_MONOTONIC_COARSE; set at construction
+    uint32_t silence_s_ = 0;  // see take_silence_s()
 };
 
 }  // namespace rbio::iser

@@ -122,9 +122,8 @@ int rbio_bs_submit(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
  * (02/04/0C) without running it (a late command of a fenced session). */
 int rbio_bs_refuse(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* rbd_lock=takeover, cmd came after its connection's silence of
- * rbd_quiet_s: 1 when cmd, submitted now, would make this gateway take the
- * image's lock over (it writes, or flushes after writes, and the lock is
- * another client's), so that its session is to end (counted), else 0. */
+ * rbd_quiet_s: 1 when cmd writes data to the image, so that its session is
+ * to end (counted), else 0. */
 int rbio_bs_ends_quiet_session(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
 /* rbd_quiet_s of an RBD LU with rbd_lock=takeover; 0 for any other LU. */
 uint32_t rbio_bs_lu_rbd_quiet_s(const struct rbio_bs_lu *lu);

@@ -97,9 +97,9 @@ public:
     // Completes c later with 02/04/0C without running it (see c_api.h).
     int refuse(const rbio_bs_cmd& c) noexcept;
     // rbd_lock=takeover, c came after its connection's silence of
-    // rbd_quiet_s: whether c, submitted now, would make this gateway take
-    // the image's lock over (it writes, or flushes after writes, and the
-    // lock is not this gateway's), so that its session is to end; counted.
+    // rbd_quiet_s: whether it writes data to the image (whoever owns the
+    // lock: a late write must not land anywhere), so that its session is
+    // to end; counted.
     bool ends_quiet_session(const rbio_bs_cmd& c) noexcept;
     // End of an event-loop pass.
     void flush() noexcept;

@@ -21,11 +21,11 @@ struct RbdSettings {
     // blocklists the owner, and takes it for good (see docs/ceph-rbd.md).
     enum class Lock : uint8_t { Cooperative, Takeover };
     Lock lock = Lock::Cooperative;
-    // takeover: a write that would take the lock over, from a connection
-    // that had heard nothing from its host for at least this many seconds
-    // (and whose host has not seen a response since), ends its session
-    // instead: its host may have given it up and written it through
-    // another gateway since (docs/ceph-rbd.md). 0: off.
+    // takeover: a write from a connection that had heard nothing from its
+    // host for at least this many seconds (and whose host has not read a
+    // response since) ends its session instead: its host may have given it
+    // up and written through another gateway since (docs/ceph-rbd.md).
+    // 0: off.
     uint32_t quiet_s = 10;
     bool operator==(const RbdSettings&) const = default;
 };

@@ -66,6 +66,9 @@ void rbio_tcp_conn_free(struct rbio_tcp_conn *c);
 void rbio_tcp_conn_take_event(struct rbio_tcp_conn *c);
 /* The event's receive into the buffer: bytes, 0 at end of stream, -errno. */
 long rbio_tcp_conn_fill(struct rbio_tcp_conn *c);
+/* The longest silence of the peer (no byte received) that a receive ended
+ * since the last call, in whole seconds; 0: none of a second or more. */
+uint32_t rbio_tcp_conn_take_silence(struct rbio_tcp_conn *c);
 /* Bytes for the core: > 0, 0 at end of stream, -EAGAIN, -errno. */
 long rbio_tcp_conn_read(struct rbio_tcp_conn *c, void *buf, size_t n);
 /* The buffered bytes [offset, offset + len) after those read so far, lent
