@@ -108,7 +108,7 @@ struct rbio_iser_conn {
 	struct rbio_pass pass;
 	struct rbio_ping ping;
 	struct rbio_rx_quiet quiet;
-	int heard; /* this pass has received a PDU (and told quiet) */
+	int heard; /* this pass has received a PDU or READ data (and told quiet) */
 	int passes_since_tick;
 	int reap_due; /* the tick wants the CQ reaped in the next scheduled pass */
 	/* the core set the connection closing with sends not yet complete:
@@ -456,6 +456,13 @@ static void on_done(void *ctx, uint64_t token, int status)
 	if (rbio_pdu_itt_reused(conn, op->task, why, sizeof(why))) {
 		conn_fail(rc, why);
 		return;
+	}
+	/* The write's data came in: a silence up to now (this tgtd stalled
+	 * with the READ complete) is on record before the write is judged,
+	 * as one before a received PDU is (rx_quiet.h). */
+	if (!rc->heard) {
+		rc->heard = 1;
+		rbio_rx_quiet_heard(&rc->quiet, conn);
 	}
 	memset(b, 0, BHS_SIZE);
 	b[0] = ISCSI_OP_SCSI_DATA_OUT;
