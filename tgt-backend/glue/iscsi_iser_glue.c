@@ -151,6 +151,15 @@ struct rbio_rx_quiet *rbio_iser_rx_quiet(struct iscsi_connection *conn)
 {
 	return conn->tp == &rbio_iser ? &RC(conn)->quiet : NULL;
 }
+
+/* Once per pass, before the core sees what came (rx_quiet.h). */
+static void note_heard(struct rbio_iser_conn *rc)
+{
+	if (!rc->heard) {
+		rc->heard = 1;
+		rbio_rx_quiet_heard(&rc->quiet, &rc->iscsi_conn);
+	}
+}
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_iser_conns);
 static struct rdma_event_channel *cm_channel;
@@ -382,10 +391,7 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 
 	if (conn->state == STATE_CLOSE || conn->closed)
 		return;
-	if (!rc->heard) {
-		rc->heard = 1;
-		rbio_rx_quiet_heard(&rc->quiet, conn);
-	}
+	note_heard(rc);
 	rc->adv = *rx;
 	rc->rx_bhs = rx->bhs;
 	rc->rx_rest = rx->rest;
@@ -460,10 +466,7 @@ static void on_done(void *ctx, uint64_t token, int status)
 	/* The write's data came in: a silence up to now (this tgtd stalled
 	 * with the READ complete) is on record before the write is judged,
 	 * as one before a received PDU is (rx_quiet.h). */
-	if (!rc->heard) {
-		rc->heard = 1;
-		rbio_rx_quiet_heard(&rc->quiet, conn);
-	}
+	note_heard(rc);
 	memset(b, 0, BHS_SIZE);
 	b[0] = ISCSI_OP_SCSI_DATA_OUT;
 	b[1] = ISCSI_FLAG_CMD_FINAL;

@@ -121,6 +121,13 @@ static struct iscsi_transport rbio_tcp;
 static struct rbio_tp_settings settings;
 static LIST_HEAD(rbio_conns);
 
+/* The silence the socket's receives ended since last asked (rx_quiet.h). */
+static void note_silence(struct rbio_conn *rc)
+{
+	rbio_rx_silences_push(&rc->quiet.silences, rbio_tcp_conn_take_silence(rc->engine),
+			      rc->iscsi_conn.stat_sn);
+}
+
 struct rbio_rx_quiet *rbio_tcp_rx_quiet(struct iscsi_connection *conn)
 {
 	struct rbio_conn *rc;
@@ -133,8 +140,7 @@ struct rbio_rx_quiet *rbio_tcp_rx_quiet(struct iscsi_connection *conn)
 	 * into a data buffer, batch_reads off), taken before the command is
 	 * judged. Numbered from the StatSN of now, perhaps later than the
 	 * silence's end: that only makes them harder to clear. */
-	rbio_rx_silences_push(&rc->quiet.silences, rbio_tcp_conn_take_silence(rc->engine),
-			      conn->stat_sn);
+	note_silence(rc);
 	return &rc->quiet;
 }
 
@@ -282,8 +288,7 @@ static void conn_event_handler(int fd, int events, void *data)
 		rbio_tcp_conn_take_event(rc->engine);
 		n = rbio_tcp_conn_fill(rc->engine);
 		/* (and rbio_tcp_rx_quiet() for receives inside the pass) */
-		rbio_rx_silences_push(&rc->quiet.silences, rbio_tcp_conn_take_silence(rc->engine),
-				      conn->stat_sn);
+		note_silence(rc);
 		if (n < 0 && n != -EAGAIN && conn->state != STATE_CLOSE) {
 			char why[128];
 

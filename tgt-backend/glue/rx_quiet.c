@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include "rx_quiet.h"
 
-#include <string.h>
 #include <time.h>
 
 #include "driver.h"
