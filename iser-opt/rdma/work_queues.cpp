@@ -66,10 +66,11 @@ int SendQueue::flush() {
         if (prev) prev->next = &wr;
         prev = &wr;
         // Signalled: every request when selective signalling is off, an
-        // RDMA READ (its data is awaited), one in signal_every, and one
-        // before the unsignalled stretch grows past half the queue.
+        // RDMA READ (its data is awaited), one in signal_every, one before
+        // the unsignalled stretch grows past half the queue, and the last
+        // one after signal_next_flush().
         if (signal_all || wr.opcode == IBV_WR_RDMA_READ || unsignaled_run_ + 1 >= config_.signal_every ||
-            s + 1 - std::max(covered, completed_) >= unsignaled_max_) {
+            s + 1 - std::max(covered, completed_) >= unsignaled_max_ || (signal_last_ && s + 1 == next_)) {
             wr.send_flags |= IBV_SEND_SIGNALED;
             unsignaled_run_ = 0;
             covered = s + 1;
@@ -80,6 +81,7 @@ int SendQueue::flush() {
         }
     }
     prev->next = nullptr;
+    signal_last_ = false;
     ibv_send_wr* bad = nullptr;
     const uint64_t first = posted_;
     int rc = poster_.post(&at(first).wr, &bad);

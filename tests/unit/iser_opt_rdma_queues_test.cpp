@@ -135,6 +135,23 @@ TEST(RdmaSendQueue, AQuietTailIsCoveredByOneZeroLengthWrite) {
     EXPECT_FALSE(f.q.needs_cover());
 }
 
+// A large data buffer freed while its response is queued asks for the
+// next flush's last send to be signalled: it comes back with that
+// completion, not up to signal_every sends later.
+TEST(RdmaSendQueue, SignalNextFlushSignalsItsLastSendOnce) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    f.q.signal_next_flush();
+    ASSERT_EQ(f.q.flush(), 0);  // nothing queued: the request waits
+    f.push_sends(3);
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_EQ(f.poster.signaled_ids(), (std::vector<uint64_t>{2}));
+    f.push_sends(3, 10);
+    ASSERT_EQ(f.q.flush(), 0);  // back to one in 16
+    EXPECT_EQ(f.poster.signaled_ids(), (std::vector<uint64_t>{2}));
+    f.complete_signaled();
+    EXPECT_EQ(f.released.size(), 3u);
+}
+
 TEST(RdmaSendQueue, AProbeGoesOutOnlyWhenNothingIsQueuedOrInFlight) {
     Fixture f(SendConfig{.depth = 256, .signal_every = 16});
     f.push_sends(3);

@@ -205,6 +205,8 @@ public:
     bool failed() const { return failed_; }
     const std::string& error() const { return error_; }
     uint64_t sends_queued_total() const { return sq_.queued_total(); }
+    // The next flush's last send is signalled (SendQueue::signal_next_flush).
+    void signal_next_flush() { sq_.signal_next_flush(); }
     uint64_t sends_done_total() const { return sq_.done_total(); }
     // Releases every token still held (the QP is destroyed first, so no
     // device access can follow): for teardown.

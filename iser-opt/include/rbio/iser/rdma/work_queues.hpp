@@ -119,6 +119,11 @@ public:
         }
         return true;
     }
+    // The last request of the next flush() that posts any asks for a
+    // completion, whatever the signalled run: memory waiting for the sends
+    // queued so far (a large data buffer, counted against its connection's
+    // budget) then comes back with it, not signal_every sends later.
+    void signal_next_flush() { signal_last_ = true; }
     // Unsignalled requests were posted after the newest signalled one: their
     // tokens wait for a completion that no posted request will bring.
     bool needs_cover() const { return queued() == 0 && last_signaled_ < posted_; }
@@ -185,7 +190,8 @@ private:
     uint64_t next_ = 0;
     uint64_t last_signaled_ = 0;  // sequence of the newest signalled request + 1
     uint32_t unsignaled_run_ = 0;
-    int post_error_ = 0;  // sticky: a refused post ends the connection
+    bool signal_last_ = false;  // signal_next_flush()
+    int post_error_ = 0;        // sticky: a refused post ends the connection
 };
 
 // The kernel boundary of the receive side: a QP's receive queue or an SRQ.
