@@ -40,7 +40,7 @@ ASAN_INTEGRATION=(data-integrity faults targets-conf transport-takeover hostile-
                   write-cache unmap-unsupported)
 
 # Control ports and portals of a tree's tests, moved clear of the main
-# tree's (5700-5791, 13700-13791) and of each other; on top of the caller's
+# tree's (5700-5810, 13700-13810) and of each other; on top of the caller's
 # own RBIO_TEST_PORT_SHIFT, if any.
 BASE_SHIFT=${RBIO_TEST_PORT_SHIFT:-0}
 [[ $BASE_SHIFT =~ ^[0-9]+$ ]] || die "RBIO_TEST_PORT_SHIFT must be a number"

@@ -74,8 +74,9 @@
 //                   the target removes a closed connection's fd from its
 //                   event loop many times while other initiators' I/O is
 //                   in flight
-//   flood           log in, send --count READ(10) of --kib KiB each, never
-//                   read the responses; hold the connection
+//   flood           log in, send --count READ(10) of --kib KiB each (READ(16)
+//                   from 32 MiB up), never read the responses; hold the
+//                   connection
 //   lone-after-burst  log in; three times: 8 TEST UNIT READY one by one
 //                   (each answered before the next: the passes of an
 //                   initiator that sends one PDU per call), --count in one
@@ -551,6 +552,14 @@ std::array<uint8_t, 10> cdb10(uint8_t op, uint32_t lba, uint16_t blocks) {
             uint8_t(lba), 0, uint8_t(blocks >> 8), uint8_t(blocks),    0};
 }
 
+std::array<uint8_t, 16> cdb16(uint8_t op, uint64_t lba, uint32_t blocks) {
+    std::array<uint8_t, 16> c{};
+    c[0] = op;
+    for (size_t i = 0; i < 8; ++i) c[2 + i] = uint8_t(lba >> (56 - 8 * i));
+    for (size_t i = 0; i < 4; ++i) c[10 + i] = uint8_t(blocks >> (24 - 8 * i));
+    return c;
+}
+
 Bytes pattern(size_t n) {
     Bytes b(n);
     for (size_t i = 0; i < n; ++i) b[i] = uint8_t(i * 7 + 3);
@@ -1003,20 +1012,23 @@ int case_churn(const Options& o) {
 int case_flood(const Options& o) {
     Session s = ready_session(o);
     const uint32_t blocks = o.kib * 2;  // 512-byte blocks
-    if (blocks == 0 || blocks > 0xffff) throw SetupError("--kib must be 1..32767 for READ(10)");
+    if (o.kib == 0 || o.kib > 2097151) throw SetupError("--kib must be 1..2097151 (under 2 GiB)");
+    const bool read10 = blocks <= 0xffff;
     const uint32_t window = s.max_cmd_sn - s.cmd_sn + 1;
     const unsigned n = std::min<uint32_t>(o.count, window);
     Bytes burst;
     for (unsigned i = 0; i < n; ++i) {
-        const auto cdb = cdb10(0x28, i * blocks, uint16_t(blocks));  // READ(10)
-        Bytes pdu = encode(scsi_command(s, o, cdb, true, false, blocks * 512, 0));
+        Bytes pdu = read10 ? encode(scsi_command(s, o, cdb10(0x28, i * blocks, uint16_t(blocks)), true, false,
+                                                 blocks * 512, 0))
+                           : encode(scsi_command(s, o, cdb16(0x88, uint64_t(i) * blocks, blocks), true, false,
+                                                 blocks * 512, 0));
         burst.insert(burst.end(), pdu.begin(), pdu.end());
     }
-    s.conn.send_or_throw(burst, "the READ(10) burst");
+    const char* read = read10 ? "READ(10)" : "READ(16)";
+    s.conn.send_or_throw(burst, std::string("the ") + read + " burst");
     const auto t0 = Clock::now();
-    std::printf(
-        "flood: %u READ(10) of %u KiB sent (the target's window allowed %u), reading nothing; holding\n", n,
-        o.kib, window);
+    std::printf("flood: %u %s of %u KiB sent (the target's window allowed %u), reading nothing; holding\n", n,
+                read, o.kib, window);
     std::fflush(stdout);
     hold(o);
     const int unread = s.conn.unread_bytes();

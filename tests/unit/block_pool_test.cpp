@@ -1,7 +1,8 @@
 // The block pools both transports hand to tgt's core: size classes, reuse
 // without a new block, alignment, the pooled-bytes cap, the hooks (memory
 // registration for iSER), and the queue that holds blocks back until their
-// send is done; plus the C ABI the glue calls.
+// send is done; plus the C ABI the glue calls, and the data budget that
+// counts a connection's blocks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "rbio/bs/block_pool.h"
 #include "rbio/bs/block_pool.hpp"
+#include "rbio/bs/data_budget.h"
 
 using rbio::tp::Block;
 using rbio::tp::BlockPool;
@@ -234,6 +236,62 @@ TEST(BlockPoolCApi, ReportsAnImpossibleConfig) {
     char err[128] = "";
     EXPECT_EQ(rbio_pool_new(&c, err, sizeof err), nullptr);
     EXPECT_NE(std::strstr(err, "size classes"), nullptr) << err;
+}
+
+// A connection's data buffers are counted until they are released, directly
+// or once the send that holds them is done; a block used again is not
+// counted unless charged again.
+TEST(BlockPool, ChargedBlocksAreCountedUntilReleased) {
+    BlockPool p(data_config());
+    size_t held = 0;
+    void* a = p.alloc(5000);      // the 8 KiB class
+    void* b = p.alloc(100);       // 4 KiB
+    void* big = p.alloc(100000);  // past the classes: its own size, page rounded
+    BlockPool::charge(a, &held);
+    BlockPool::charge(b, &held);
+    rbio_pool_charge(big, &held);
+    EXPECT_EQ(held, 8192u + 4096u + 102400u);
+
+    BlockPool::release(b);
+    EXPECT_EQ(held, 8192u + 102400u);
+    rbio_pool_release(big);
+    EXPECT_EQ(held, 8192u);
+
+    ReleaseQueue q;
+    q.release_after(Block::of(a), 3, 1);  // its send not done yet: still held
+    EXPECT_EQ(held, 8192u);
+    q.release_done(3);
+    EXPECT_EQ(held, 0u);
+
+    void* again = p.alloc(5000);  // the same block, from the free stack
+    EXPECT_EQ(again, a);
+    BlockPool::release(again);
+    EXPECT_EQ(held, 0u);
+}
+
+TEST(DataBudget, AdmitsWithinTheLimitAndAnythingAlone) {
+    rbio_data_budget none = rbio_data_budget_of_mib(0);
+    none.held = size_t(1) << 40;
+    EXPECT_TRUE(rbio_data_budget_admits(&none, size_t(1) << 31));
+
+    rbio_data_budget b = rbio_data_budget_of_mib(64);
+    EXPECT_EQ(b.limit, size_t(64) << 20);
+    EXPECT_TRUE(rbio_data_budget_admits(&b, size_t(2) << 30));  // nothing held: any one command
+    b.held = size_t(48) << 20;
+    EXPECT_TRUE(rbio_data_budget_admits(&b, size_t(16) << 20));  // up to the limit exactly
+    EXPECT_FALSE(rbio_data_budget_admits(&b, (size_t(16) << 20) + 1));
+    b.held = size_t(2) << 30;  // over it after a large command alone: nothing more
+    EXPECT_FALSE(rbio_data_budget_admits(&b, 1));
+    EXPECT_FALSE(rbio_data_budget_admits(&b, SIZE_MAX));
+    b.held = 1;
+    EXPECT_FALSE(rbio_data_budget_admits(&b, SIZE_MAX));  // no wrap
+
+    b.held = (size_t(63) << 20) + 1;
+    char why[256];
+    rbio_data_budget_why(&b, size_t(2) << 20, why, sizeof why);
+    EXPECT_STREQ(why,
+                 "a command wants 2 MiB of data buffers while the connection holds 64 MiB, over "
+                 "data_budget_mib=64 (a host that does not read its responses keeps their buffers held)");
 }
 
 }  // namespace

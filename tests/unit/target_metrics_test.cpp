@@ -31,7 +31,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 26 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 27 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -59,6 +59,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     t.add_connection({Transport::Iser, "iqn.t", "iqn.i", "10.0.0.1:3260", "10.0.0.2:40000",
                       std::span<const uint64_t>(c.data(), 2)});  // shorter: the rest are 0
     t.set_connections_accepted(5);
+    t.set_connections_over_data_budget(2);
     const std::string x = t.text();
 
     EXPECT_EQ(x.rfind("# HELP rbio_build_info ", 0), 0u) << "process families come first";
@@ -68,6 +69,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"tcp\"} 1\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"iser\"} 1\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connections_accepted_total{control_port=\"0\"} 5\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connections_over_data_budget_total{control_port=\"0\"} 2\n"), std::string::npos);
 
     const std::string lu = "{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\"}";
     EXPECT_NE(x.find("rbio_lu_info{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\",backing_"
@@ -138,6 +140,7 @@ TEST(TargetMetrics, NothingServedStillSaysSo) {
     const std::string x = TargetMetrics("v", 0).text();
     EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"tcp\"} 0\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connections_accepted_total{control_port=\"0\"} 0\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connections_over_data_budget_total{control_port=\"0\"} 0\n"), std::string::npos);
     EXPECT_EQ(x.find("rbio_lu_"), std::string::npos);
     EXPECT_EQ(x.find("rbio_alua_"), std::string::npos);  // ALUA off
 }

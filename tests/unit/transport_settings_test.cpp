@@ -46,6 +46,7 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_EQ(s.rx_wait_pdus, 16u);
     EXPECT_EQ(s.rx_wait_us, 300u);
     EXPECT_EQ(s.iser_receive_kib, 64u);
+    EXPECT_EQ(s.data_budget_mib, 2048u);
 }
 
 TEST(TransportSettings, FileThenEnvironment) {
@@ -53,7 +54,8 @@ TEST(TransportSettings, FileThenEnvironment) {
     auto path = write_config(
         "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
         "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n"
-        "rx_wait_pdus = 0\nrx_wait_us = 2000\ndirect_commands = off\niser_receive_kib = 256\n");
+        "rx_wait_pdus = 0\nrx_wait_us = 2000\ndirect_commands = off\niser_receive_kib = 256\n"
+        "data_budget_mib = 0\n");
     ::setenv("RBIO_CONFIG", path.c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
@@ -66,6 +68,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     EXPECT_EQ(s.rx_wait_pdus, 0u);
     EXPECT_EQ(s.rx_wait_us, 2000u);
     EXPECT_EQ(s.iser_receive_kib, 256u);
+    EXPECT_EQ(s.data_budget_mib, 0u);
     EXPECT_STREQ(s.stats_file, "");
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "127.0.0.1", 3260));
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "::1", 3261));
@@ -115,6 +118,21 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
         EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
         EXPECT_NE(std::string(err).find(path + ":1: rx_wait_"), std::string::npos) << err;
     }
+
+    // 0 is no budget; a small one would close connections of hosts at
+    // their default I/O size.
+    for (const char* bad : {"data_budget_mib = 1\n", "data_budget_mib = 63\n", "data_budget_mib = 1048577\n",
+                            "data_budget_mib = -1\n", "data_budget_mib = off\n"}) {
+        std::ofstream(path) << bad;
+        EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
+        EXPECT_NE(std::string(err).find(path + ":1: data_budget_mib: "), std::string::npos) << err;
+        EXPECT_NE(std::string(err).find("not 0 (no budget) or a number from 64 to 1048576"),
+                  std::string::npos)
+            << err;
+    }
+    std::ofstream(path) << "data_budget_mib = 64\n";
+    ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.data_budget_mib, 64u);
 
     std::ofstream(path) << "rx_wait_us = 500\n# again:\nrx_wait_us = 800\n";
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);

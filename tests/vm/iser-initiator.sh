@@ -10,7 +10,8 @@
 # connections with their counters, its metrics file the logged-in one.
 # Refusals that must happen: a login to
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
-# port nobody listens on.
+# port nobody listens on. Last under rbio's transport, data_budget_mib = 64:
+# I/O within it runs, 16 MiB reads x 8 close their connection.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
@@ -118,6 +119,32 @@ check "coalesce = off: 4 KiB random reads, 32 in flight, verified" \
 check "coalesce = off: its connection ended with counters" conn_line off-r4k "$before"
 check "coalesce = off: below $MIN_WRS_PER_POST work requests per post ($(wpp_of off-r4k))" \
   wpp off-r4k "<" "$MIN_WRS_PER_POST"
+tgtd_stop
+
+# data_budget_mib over iSER (tests/integration/data-budget.sh has the TCP
+# flood and its control): 8 MiB writes, read back, 4 in flight (32 MiB at
+# once) fit a budget of 64 MiB run after run, since a buffer's bytes come
+# back once its work requests are done; 16 MiB reads 8 in flight (128 MiB)
+# go over it, and tgtd closes that connection with the budget's log line.
+printf 'data_budget_mib = 64\n' > "$WORK/rbio-budget.conf"
+truncate -s 256M "$BACKING" # room for 2 x 8 reads of 16 MiB
+: > "$STATE/tgtd.log"
+RBIO_CONFIG="$WORK/rbio-budget.conf" start_tgtd_rbio_iser
+must "the target again, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
+check "data_budget_mib = 64: the log shows it" log_has "data_budget_mib=64 "
+check "data_budget_mib = 64: 8 MiB writes, 4 in flight, read back and verified" \
+  eval 'bench budget-w8m --rw write --bs 8M --iodepth 4 --size 64M --verify && verified budget-w8m'
+check "data_budget_mib = 64: that connection was never closed for it" \
+  eval '! log_has "over data_budget_mib"'
+over_budget() {
+  local rc=0
+  bench budget-r16m --rw read --bs 16M --iodepth 8 --size 256M --replacement-timeout 0 --timeout 20 || rc=$?
+  (( rc != 0 )) || return 1
+  wait_for 10 log_has "rbio: iser: .*closing connection: a command wants 16 MiB of data buffers while the connection holds [0-9]* MiB, over data_budget_mib=64"
+  grep "rbio: iser: .*closing connection" "$STATE/tgtd.log"
+}
+check "data_budget_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the budget" over_budget
+check "data_budget_mib = 64: tgtd is alive" tgtd_alive
 tgtd_stop
 fi
 

@@ -56,6 +56,7 @@
 #include "work.h"
 
 #include "rbio/bs/block_pool.h"
+#include "rbio/bs/data_budget.h"
 #include "rbio/bs/iser_transport.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
@@ -129,6 +130,7 @@ struct rbio_iser_conn {
 	struct read_op reads[RBIO_ISER_MAX_READS];
 	int reads_in_use;
 	uint16_t free_reads[RBIO_ISER_MAX_READS]; /* a stack of free indexes */
+	struct rbio_data_budget budget;           /* its data buffers, until released */
 	char peer[INET6_ADDRSTRLEN + 16];
 	char portal[INET6_ADDRSTRLEN + 16]; /* the local address it came in on */
 
@@ -181,6 +183,60 @@ __attribute__((noinline, cold)) static void conn_fail(struct rbio_iser_conn *rc,
 		conn_log_close(rc, why);
 		rc->iscsi_conn.state = STATE_CLOSE;
 	}
+}
+
+/* ---- data buffers within data_budget_mib (data_budget.h) */
+
+/* Going over data_budget_mib closes the connection: logged and counted once. */
+__attribute__((noinline, cold)) static void over_budget(struct rbio_iser_conn *rc, size_t size)
+{
+	char why[256];
+
+	if (rc->iscsi_conn.state == STATE_CLOSE)
+		return;
+	rbio_data_budget_why(&rc->budget, size, why, sizeof(why));
+	conn_fail(rc, why);
+	rbio_tp_stats_over_budget();
+}
+
+/* A registered data buffer charged to the connection's budget; NULL, with
+ * the connection failed, when it would go over it or none is left. */
+static void *budgeted_data_buf(struct rbio_iser_conn *rc, size_t size)
+{
+	void *buf;
+
+	if (!rbio_data_budget_admits(&rc->budget, size)) {
+		over_budget(rc, size);
+		return NULL;
+	}
+	buf = rbio_iser_data_alloc(rc->ep, size);
+	if (!buf) {
+		conn_fail(rc, "no registered data buffer left");
+		return NULL;
+	}
+	rbio_pool_charge(buf, &rc->budget.held);
+	return buf;
+}
+
+/* The current receive's block, its immediate data in place, taken as the
+ * command's data buffer (rbio_iser_ep_take_rx) and charged like any: the
+ * receive is reposted with a fresh block, so taken ones are bounded only
+ * by the budget. NULL: not taken (the caller copies), or over the budget
+ * (*over set, the connection failed). */
+static void *budgeted_rx_data(struct rbio_iser_conn *rc, size_t size, int *over)
+{
+	void *buf;
+
+	*over = 0;
+	if (!rbio_data_budget_admits(&rc->budget, size)) {
+		over_budget(rc, size);
+		*over = 1;
+		return NULL;
+	}
+	buf = rbio_iser_ep_take_rx(rc->ep, size);
+	if (buf)
+		rbio_pool_charge(buf, &rc->budget.held);
+	return buf;
 }
 
 /* ---- the receive side: one whole PDU per receive */
@@ -355,20 +411,19 @@ static int direct_command(struct rbio_iser_conn *rc, const struct rbio_iser_rx *
 	uint32_t edtl;
 	struct iscsi_task *task;
 	void *data;
+	int over;
 
 	if (!rbio_direct_cmd_eligible(conn, rx->bhs))
 		return 0;
 	edtl = rbio_get_be32(rx->bhs + 20); /* Expected Data Transfer Length */
 	if (rx->bhs[1] & ISCSI_FLAG_CMD_WRITE) {
-		data = rbio_iser_ep_take_rx(rc->ep, edtl);
+		data = budgeted_rx_data(rc, edtl, &over);
 		if (!data)
-			return 0;
+			return over; /* not taken: the core reads it, and copies */
 	} else {
-		data = rbio_iser_data_alloc(rc->ep, edtl);
-		if (!data) {
-			conn_fail(rc, "no data buffer for a READ");
+		data = budgeted_data_buf(rc, edtl);
+		if (!data)
 			return 1;
-		}
 	}
 	task = tp_alloc_task(conn, 0); /* the prefix from rc->adv */
 	if (!task) {
@@ -848,12 +903,13 @@ static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 
 	if (rc->rx_len > BHS_SIZE && rc->rx_off == BHS_SIZE && rc->rx_bhs != rc->synth_bhs &&
 	    (rc->rx_bhs[0] & 0x3f) == ISCSI_OP_SCSI_CMD && rc->rx_bhs[4] == 0) {
-		void *buf = rbio_iser_ep_take_rx(rc->ep, size);
+		int over;
+		void *buf = budgeted_rx_data(rc, size, &over);
 
-		if (buf)
+		if (buf || over)
 			return buf;
 	}
-	return rbio_iser_data_alloc(rc->ep, size);
+	return budgeted_data_buf(rc, size);
 }
 
 static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
@@ -936,6 +992,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 	for (i = 0; i < RBIO_ISER_MAX_READS; i++)
 		rc->free_reads[i] = (uint16_t)(RBIO_ISER_MAX_READS - 1 - i);
 	rc->id = id;
+	rc->budget = rbio_data_budget_of_mib(settings.data_budget_mib);
 	rc->ep = rbio_iser_ep_new(id, &settings, on_done, rc, err, sizeof(err));
 	if (!rc->ep) {
 		log_error("rbio: iser: %s: refused: %s\n", rc->peer, err);

@@ -58,6 +58,7 @@
 #include "target.h"
 
 #include "rbio/bs/block_pool.h"
+#include "rbio/bs/data_budget.h"
 #include "rbio/bs/tcp_transport.h"
 #include "conn_pass.h"
 #include "conn_ping.h"
@@ -104,6 +105,7 @@ struct rbio_conn {
 	unsigned lent;                       /* data buffers lent from the receive buffer */
 	int any_buffer;                      /* this pass: target_takes_any_buffer(), or -1 */
 	struct rbio_release_queue *releases; /* freed by the core, still being sent */
+	struct rbio_data_budget budget;      /* its data buffers, until released */
 	char peer[RBIO_PEER_LEN];
 	char portal[RBIO_PEER_LEN]; /* the local address it came in on */
 	struct rbio_ping ping;
@@ -616,11 +618,47 @@ static void *write_in_place(struct rbio_conn *rc, size_t size)
 	return lend_write_data(rc, offset, size);
 }
 
+/* Going over data_budget_mib closes the connection (data_budget.h): logged
+ * and counted once. */
+__attribute__((noinline, cold)) static void over_budget(struct rbio_conn *rc, size_t size)
+{
+	char why[256];
+
+	if (rc->iscsi_conn.state == STATE_CLOSE)
+		return;
+	rbio_data_budget_why(&rc->budget, size, why, sizeof(why));
+	conn_log_close(rc, why);
+	rbio_tp_stats_over_budget();
+}
+
+/* A data buffer from the pool, charged to the connection's budget; NULL,
+ * with the connection closing, when it would go over it or memory is
+ * short. Closed here: the core drops the error of a bidirectional
+ * command's read buffer, and would leave the connection open. */
+static void *budgeted_data_buf(struct rbio_conn *rc, size_t size)
+{
+	void *buf;
+
+	if (!rbio_data_budget_admits(&rc->budget, size)) {
+		over_budget(rc, size);
+		rc->iscsi_conn.state = STATE_CLOSE;
+		return NULL;
+	}
+	buf = rbio_pool_alloc(data_pool, size);
+	if (!buf) {
+		conn_log_close(rc, "out of memory for a data buffer");
+		rc->iscsi_conn.state = STATE_CLOSE;
+		return NULL;
+	}
+	rbio_pool_charge(buf, &rc->budget.held);
+	return buf;
+}
+
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
 {
 	void *lent = write_in_place(RC(conn), size);
 
-	return lent ? lent : rbio_pool_alloc(data_pool, size);
+	return lent ? lent : budgeted_data_buf(RC(conn), size);
 }
 
 static void tp_free_data_buf(struct iscsi_connection *conn, void *buf)
@@ -697,10 +735,9 @@ static int direct_command(struct rbio_conn *rc)
 	}
 	data = write ? lend_write_data(rc, 0, size) : NULL;
 	if (!data)
-		data = rbio_pool_alloc(data_pool, size);
+		data = budgeted_data_buf(rc, size);
 	if (!data) {
 		tp_free_task(task);
-		conn_log_close(rc, "out of memory for a data buffer");
 		conn->state = STATE_CLOSE;
 		return 1;
 	}
@@ -907,6 +944,7 @@ static void accept_handler(int lfd, int events, void *data)
 		goto refuse;
 	rc->fd = fd;
 	rc->tx_open = 1;
+	rc->budget = rbio_data_budget_of_mib(settings.data_budget_mib);
 	memcpy(rc->peer, peer, sizeof(rc->peer));
 	memcpy(rc->portal, portal, sizeof(rc->portal));
 	rc->releases = rbio_release_queue_new();

@@ -79,6 +79,7 @@ static int gather_and_write(char *err, size_t errlen)
 	rbio_iscsi_tcp_metrics(m);
 	rbio_iscsi_iser_metrics(m);
 	rbio_metrics_set_accepted(m, rbio_tp_stats_accepted());
+	rbio_metrics_set_over_data_budget(m, rbio_tp_stats_over_budget_total());
 	rbio_alua_glue_metrics(m);
 	rc = rbio_metrics_write(m, metrics_path, err, errlen);
 	rbio_metrics_free(m);

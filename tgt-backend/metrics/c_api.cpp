@@ -125,6 +125,10 @@ void rbio_metrics_set_accepted(rbio_metrics* m, uint64_t connections_accepted) {
     m->target.set_connections_accepted(connections_accepted);
 }
 
+void rbio_metrics_set_over_data_budget(rbio_metrics* m, uint64_t connections_closed) {
+    m->target.set_connections_over_data_budget(connections_closed);
+}
+
 void rbio_metrics_set_alua(rbio_metrics* m, const rbio_metrics_alua* a) {
     guarded(m, [&] {
         std::vector<rbio::bs::metrics::AluaGroupValues> groups;

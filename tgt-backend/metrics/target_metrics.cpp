@@ -23,6 +23,9 @@ constexpr Family kBuildInfo{
 constexpr Family kOpen{"rbio_open_connections", G, "Connections open now on rbio's transport, per transport"};
 constexpr Family kAccepted{"rbio_connections_accepted_total", C,
                            "Connections accepted by rbio's transports since tgtd started"};
+constexpr Family kOverBudget{"rbio_connections_over_data_budget_total", C,
+                             "Connections closed since tgtd started because their commands wanted more "
+                             "data buffers than data_budget_mib"};
 
 // ---- ALUA (rbio::bs::alua::Gateway)
 
@@ -265,16 +268,17 @@ std::string TargetMetrics::text() const {
         head.add(kOpen, l, open_[t == Transport::Tcp ? 0 : 1]);
     }
     head.add(kAccepted, accepted_);
+    head.add(kOverBudget, over_budget_);
     return head.text() + alua_.text() + body_.text();
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,     kOpen,        kAccepted,       kAluaPortState,  kAluaGroupState,
-                            kAluaFileOk,    kLuInfo,      kLuSize,         kLuCommands,     kLuReads,
-                            kLuReadBytes,   kLuWrites,    kLuWrittenBytes, kLuErrors,       kLuIos,
-                            kLuMerged,      kLuInlineIos, kLuSubmitCalls,  kLuPasses,       kLuReaped,
-                            kLuWakeups,     kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers, kLuRbdFences,
-                            kLuRbdQuietEnds};
+    std::vector<Family> all{kBuildInfo,      kOpen,          kAccepted,    kOverBudget,     kAluaPortState,
+                            kAluaGroupState, kAluaFileOk,    kLuInfo,      kLuSize,         kLuCommands,
+                            kLuReads,        kLuReadBytes,   kLuWrites,    kLuWrittenBytes, kLuErrors,
+                            kLuIos,          kLuMerged,      kLuInlineIos, kLuSubmitCalls,  kLuPasses,
+                            kLuReaped,       kLuWakeups,     kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers,
+                            kLuRbdFences,    kLuRbdQuietEnds};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

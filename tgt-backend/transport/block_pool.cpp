@@ -85,7 +85,7 @@ Block* BlockPool::make(int cls, size_t size) noexcept {
         b = static_cast<Block*>(std::malloc(allocated));  // 16-aligned on this ABI
         if (!b) return nullptr;
     }
-    *b = Block{nullptr, 0, this, nullptr, size, allocated, cls, kMagic};
+    *b = Block{nullptr, 0, this, nullptr, size, allocated, cls, kMagic, nullptr};
     if (c_.on_make && !c_.on_make(c_.ctx, *b)) {
         free_memory(b);  // not made: nothing for on_destroy to undo
         return nullptr;
@@ -116,7 +116,19 @@ void BlockPool::put_back(Block* b) noexcept {
     destroy(b);
 }
 
-void BlockPool::release(Block* b) noexcept { b->pool->put_back(b); }
+void BlockPool::charge(void* payload, size_t* held) noexcept {
+    Block* b = Block::of(payload);
+    b->charged = held;
+    *held += b->size;
+}
+
+void BlockPool::release(Block* b) noexcept {
+    if (b->charged) {
+        *b->charged -= b->size;
+        b->charged = nullptr;
+    }
+    b->pool->put_back(b);
+}
 
 bool BlockPool::owns(void* payload) const noexcept {
     const Block* b = Block::of(payload);

@@ -48,6 +48,8 @@ void rbio_pool_release(void* payload) {
     if (payload) BlockPool::release(payload);
 }
 
+void rbio_pool_charge(void* payload, size_t* held) { BlockPool::charge(payload, held); }
+
 void rbio_pool_trim(rbio_pool* p) { p->pool.trim(); }
 
 rbio_release_queue* rbio_release_queue_new(void) {

@@ -33,6 +33,9 @@ namespace {
 // kept) still registered.
 
 constexpr size_t kPage = 4096;
+// A charged data buffer at least this large asks for a signalled send when
+// it is freed with sends outstanding (rbio_iser_data_free).
+constexpr size_t kSignalledReleaseBytes = size_t(1) << 20;
 // An int, not the enum: verbs.h's ibv_reg_mr macro ORs the access flags with
 // another enum's, which clang refuses (-Wdeprecated-enum-enum-conversion).
 constexpr int kBlockAccess = IBV_ACCESS_LOCAL_WRITE;
@@ -401,7 +404,16 @@ void rbio_iser_data_free(rbio_iser_ep* e, void* buf) {
         BlockPool::release(buf);
         return;
     }
-    e->releases.release_after(Block::of(buf), e->ep.sends_queued_total(), e->ep.sends_done_total());
+    Block* b = Block::of(buf);
+    const uint64_t queued = e->ep.sends_queued_total();
+    const uint64_t done = e->ep.sends_done_total();
+    // A large buffer counted against its connection's data_budget_mib waits
+    // for a signalled completion, not for up to signal_every more sends:
+    // 16 responses of 8 MiB I/Os held 128 MiB after their commands had
+    // ended, and closed a connection that had 32 MiB in flight. One more
+    // completion per MiB moved costs nothing measurable.
+    if (b->charged && b->size >= kSignalledReleaseBytes && done < queued) e->ep.signal_next_flush();
+    e->releases.release_after(b, queued, done);
 }
 
 }  // extern "C"

@@ -50,6 +50,18 @@ uint32_t parse_power_of_two(std::string_view v, uint32_t min, uint32_t max, cons
     return n;
 }
 
+// 0 (no budget), or 64 MiB to 1 TiB: below 64 a host at its default I/O
+// size and queue depth (32 x 1280 KiB) would lose its connection.
+uint32_t parse_budget_mib(std::string_view v, const std::string& where) {
+    if (v == "0") return 0;
+    try {
+        return parse_uint(v, 64, 1048576, where);
+    } catch (const SettingsError&) {
+        throw SettingsError(where + ": '" + std::string(v) +
+                            "' is not 0 (no budget) or a number from 64 to 1048576");
+    }
+}
+
 void copy_to(char* dst, size_t len, std::string_view v, const std::string& where) {
     if (v.size() >= len) throw SettingsError(where + ": value too long");
     std::memcpy(dst, v.data(), v.size());
@@ -141,6 +153,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
     else if (key == "iser_srq_depth") s.iser_srq_depth = parse_uint(value, 0, 16384, w);
     else if (key == "iser_receive_kib") s.iser_receive_kib = parse_power_of_two(value, 16, 1024, w);
     else if (key == "direct_commands") s.direct_commands = parse_switch(value, w);
+    else if (key == "data_budget_mib") s.data_budget_mib = parse_budget_mib(value, w);
     else if (rbio::bs::alua::is_setting(key) || rbio::bs::metrics::is_setting(key))
         ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
            // and metrics/settings.cpp
@@ -149,7 +162,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
                             "send_inline, write_in_place, direct_read_kib, rx_buffer_kib, max_queued_kib, "
                             "rx_wait_pdus, rx_wait_us, iser_spin_us, iser_srq_depth, iser_receive_kib, "
-                            "direct_commands, "
+                            "direct_commands, data_budget_mib, "
                             "port_group, alua_groups_file, metrics_file)");
 }
 
@@ -178,6 +191,7 @@ void load(rbio_tp_settings& s) {
     s.iser_srq_depth = 1024;
     s.iser_receive_kib = 64;
     s.direct_commands = 1;
+    s.data_budget_mib = 2048;
     std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");
     std::snprintf(s.source, sizeof(s.source), "defaults");
 
@@ -214,16 +228,17 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 }
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
-    std::snprintf(
-        out, len,
-        "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
-        "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
-        "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u iser_receive_kib=%u direct_commands=%s (from %s)",
-        s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
-        s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off", s->coalesce ? "on" : "off",
-        s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
-        s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us, s->iser_spin_us, s->iser_srq_depth,
-        s->iser_receive_kib, s->direct_commands ? "on" : "off", s->source);
+    std::snprintf(out, len,
+                  "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
+                  "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
+                  "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u iser_receive_kib=%u direct_commands=%s "
+                  "data_budget_mib=%u (from %s)",
+                  s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
+                  s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
+                  s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off",
+                  s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us,
+                  s->iser_spin_us, s->iser_srq_depth, s->iser_receive_kib, s->direct_commands ? "on" : "off",
+                  s->data_budget_mib, s->source);
 }
 
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {

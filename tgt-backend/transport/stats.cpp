@@ -17,6 +17,7 @@ namespace {
 
 std::atomic<uint64_t> g_open{0};
 std::atomic<uint64_t> g_total{0};
+std::atomic<uint64_t> g_over_budget{0};
 
 // The file is rewritten every second for tgtd's whole life: its text and
 // names live here and keep their capacity, so from the second write on it
@@ -57,6 +58,10 @@ void rbio_tp_stats_connection(int opened) {
 
 uint64_t rbio_tp_stats_accepted(void) { return g_total.load(std::memory_order_relaxed); }
 
+void rbio_tp_stats_over_budget(void) { g_over_budget.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t rbio_tp_stats_over_budget_total(void) { return g_over_budget.load(std::memory_order_relaxed); }
+
 int rbio_tp_stats_write(const char* pattern, const char* connections, char* err, size_t errlen) {
     using rbio::iser::Counter;
     try {
@@ -73,6 +78,7 @@ int rbio_tp_stats_write(const char* pattern, const char* connections, char* err,
         };
         line("connections_open", g_open.load());
         line("connections_total", g_total.load());
+        line("connections_over_data_budget", g_over_budget.load());
         for (size_t i = 0; i < rbio::iser::kCounterCount; ++i)
             line(rbio::iser::counter_name(Counter(i)), c.values[i]);
         line("syscalls",

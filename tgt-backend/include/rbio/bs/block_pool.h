@@ -33,8 +33,13 @@ void rbio_pool_free(struct rbio_pool *p);
 /* At least `size` usable bytes, or NULL. No system call when a block of
  * its size class is free. */
 void *rbio_pool_alloc(struct rbio_pool *p, size_t size);
-/* Back to the pool it came from (payload from rbio_pool_alloc). */
+/* Back to the pool it came from (payload from rbio_pool_alloc); its size
+ * comes off the count it was charged to. */
 void rbio_pool_release(void *payload);
+/* Adds the block's usable size to *held, and takes it off again when the
+ * block is released, directly or from a release queue (a connection's
+ * data buffers, rbio/bs/data_budget.h). *held must outlive the block's use. */
+void rbio_pool_charge(void *payload, size_t *held);
 /* Gives the blocks kept for reuse back to the system (tgtd exiting); blocks
  * in use stay valid and come back to the pool as usual. */
 void rbio_pool_trim(struct rbio_pool *p);

@@ -30,6 +30,10 @@ struct alignas(16) Block {
     size_t allocated;  // bytes from the system, header included
     int cls;           // size class, or -1: not pooled
     uint32_t magic;
+    // A connection's count of data-buffer bytes (data_budget_mib) that
+    // holds `size` for this block until it is released, wherever that
+    // happens (the core's free, or a send's completion); nullptr: none.
+    size_t* charged;
 
     void* payload() { return reinterpret_cast<unsigned char*>(this) + sizeof(Block); }
     static Block* of(void* payload) {
@@ -64,8 +68,11 @@ public:
     // At least `size` usable bytes; nullptr when out of memory or on_make
     // refused. From a free stack when one has a block: no system call.
     void* alloc(size_t size) noexcept;
+    // Counts b->size in *held until the block is released.
+    static void charge(void* payload, size_t* held) noexcept;
     // Back to its pool's free stack, or to the system when the pool holds
-    // pooled_max bytes already or the block is not of a size class.
+    // pooled_max bytes already or the block is not of a size class; takes
+    // its size off the count it was charged to.
     static void release(Block* b) noexcept;
     static void release(void* payload) noexcept { release(Block::of(payload)); }
     // payload came from this pool's alloc() (and is not released).

@@ -63,6 +63,7 @@ struct rbio_metrics_conn {
 void rbio_metrics_add_connection(struct rbio_metrics *m, const struct rbio_metrics_conn *conn,
                                  const uint64_t *counters, size_t n);
 void rbio_metrics_set_accepted(struct rbio_metrics *m, uint64_t connections_accepted);
+void rbio_metrics_set_over_data_budget(struct rbio_metrics *m, uint64_t connections_closed);
 
 /* This gateway's ALUA view (alua/c_api.cpp fills it in); NULL strings
  * count as "". Not called: ALUA is off, and no ALUA family is written. */

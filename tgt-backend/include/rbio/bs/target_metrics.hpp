@@ -64,6 +64,8 @@ public:
     void add_connection(const ConnectionValues& conn);
     // Connections accepted by rbio's transports since tgtd started.
     void set_connections_accepted(uint64_t n) { accepted_ = n; }
+    // Connections closed for going over data_budget_mib since tgtd started.
+    void set_connections_over_data_budget(uint64_t n) { over_budget_ = n; }
     // At most once; without it (ALUA off) no ALUA family is written.
     void set_alua(const AluaValues& alua);
 
@@ -78,6 +80,7 @@ private:
     std::string tgt_version_;
     std::string control_port_;
     uint64_t accepted_ = 0;
+    uint64_t over_budget_ = 0;
     uint64_t open_[2] = {0, 0};  // per Transport
     Exposition alua_;
     Exposition body_;

@@ -39,6 +39,7 @@ struct rbio_tp_settings {
     uint32_t iser_srq_depth;   /* iSER: receives shared by a device's connections; 0: per connection */
     uint32_t iser_receive_kib; /* iSER: each receive's data buffer; writes up to it use it in place */
     int direct_commands;       /* READ/WRITE past the core's byte-stream reader and writer */
+    uint32_t data_budget_mib;  /* data buffers one connection may hold (data_budget.h); 0: any */
     char source[4200];         /* where the settings came from, for the log */
 };
 
@@ -137,6 +138,10 @@ size_t rbio_tcp_conn_counters(const struct rbio_tcp_conn *c, uint64_t *out, size
 void rbio_tp_stats_connection(int opened); /* 1 opened, 0 closed */
 /* Connections opened since tgtd started (TCP and iSER). */
 uint64_t rbio_tp_stats_accepted(void);
+/* A connection closed for going over data_budget_mib (TCP or iSER). */
+void rbio_tp_stats_over_budget(void);
+/* Connections closed for that since tgtd started. */
+uint64_t rbio_tp_stats_over_budget_total(void);
 /* Writes the totals, then `connections` (one "connection=..." line per open
  * connection, or NULL), to path: atomically (temporary file, then rename). */
 int rbio_tp_stats_write(const char *path, const char *connections, char *err, size_t errlen);

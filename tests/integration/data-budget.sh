@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# data_budget_mib: a host that sends large READs and stops reading its
+# responses must not make tgtd pin memory without bound (tgt gives every
+# command its whole buffer as it arrives; rbio/bs/data_budget.h).
+#
+# One tgtd on rbio's TCP transport: LUN 1 a small file for the good client
+# (iscsi_rw_check, which writes and verifies every byte), LUN 2 a sparse
+# 8 GiB file. The hostile client (iscsi_hostile flood) sends 32 READ(16) of
+# 64 MiB (2 GiB) on LUN 2 and reads nothing, holding its connection:
+#   data_budget_mib = 256: tgtd closes that connection with its log line
+#     and counts it in rbio_connections_over_data_budget_total; its peak
+#     RSS (VmHWM) stays under the budget + 200 MiB; the good client works
+#     while the flood holds and after.
+#   control, data_budget_mib = 0: the same flood keeps its connection, and
+#     tgtd's peak RSS passes 1 GiB (the store filled buffers that cannot
+#     leave).
+#   data_budget_mib = 256 again: 64 READ(10) of 8 MiB, which rbio's
+#     transport serves past tgt's reader (direct_commands: the host takes
+#     16 MiB Data-In PDUs), close their connection the same way; 3 READs of
+#     64 MiB (192 MiB, within it) keep theirs; and one connection of 1 MiB
+#     reads, then writes, 8 in flight (iscsi-rwperf, 2 s each) moves more
+#     than the budget (+ 128 MiB) without being closed: a buffer's bytes
+#     come back once its response has been sent.
+# After each flood, tgtd's RSS falls back under 300 MiB.
+source "$(dirname "$0")/../lib/tgt-test.sh"
+tgt_test_init 110
+HOSTILE="$RBIO_BUILD_DIR/tests/integration/iscsi_hostile"
+PERF="$RBIO_BUILD_DIR/bench/iscsi-rwperf"
+for tool in "$HOSTILE" "$RW_CHECK" "$PERF"; do [[ -x $tool ]] || { echo "no $tool: build first" >&2; exit 2; }; done
+IQN=iqn.2026-11.io.rbio:budget
+METRICS="$WORK/rbio.prom"
+BUDGET_MIB=256
+
+# start BUDGET: tgtd with data_budget_mib = BUDGET, its target and LUs.
+start() {
+  printf 'data_budget_mib = %s\nmetrics_file = %s\n' "$1" "$METRICS" > "$WORK/rbio.conf"
+  RBIO_CONFIG="$WORK/rbio.conf" tgtd_start > /dev/null
+  check "tgtd runs with data_budget_mib=$1" wait_for 10 log_has "data_budget_mib=$1 "
+  new_target 1 budget
+  truncate -s 16M "$WORK/good.img"
+  truncate -s 8G "$WORK/big.img"
+  truncate -s 64M "$WORK/perf.img"
+  new_lun 1 1 "$WORK/good.img" rbio
+  new_lun 1 2 "$WORK/big.img" rbio
+  new_lun 1 3 "$WORK/perf.img" rbio
+}
+kib_of() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$(tgtd_pid)/status"; }
+good_client() { timeout 60 "$RW_CHECK" "$(url budget 1)" --inflight 8 --rounds 1 --seed "$1" > "$WORK/good.log" 2>&1; }
+hwm_over() { (($(kib_of VmHWM) > $1 * 1024)); }
+rss_under() { (($(kib_of VmRSS) < $1 * 1024)); }
+over_budget_total() { sed -n 's/^rbio_connections_over_data_budget_total{[^}]*} //p' "$METRICS"; }
+metric_is() { [[ $(over_budget_total) == "$1" ]]; }
+
+# flood COUNT MIB [MRDSL]: the hostile client's flood on LUN 2, held until
+# released (flood_release); its output in $WORK/flood.out.
+flood() {
+  rm -f "$WORK/release"
+  timeout 120 "$HOSTILE" flood --port "$PORT" --target "$IQN" --lun 2 --count "$1" --kib $(($2 * 1024)) \
+    --mrdsl "${3:-262144}" --hold-ms 500 --release "$WORK/release" --max-hold-ms 60000 > "$WORK/flood.out" 2>&1 &
+  FLOOD_PID=$!
+  check "the hostile client sent its $1 READs of $2 MiB and holds" wait_for 30 grep -q holding "$WORK/flood.out"
+}
+flood_release() {
+  local rc=0
+  touch "$WORK/release"
+  wait "$FLOOD_PID" || rc=$?
+  sed 's/^/  /' "$WORK/flood.out"
+  check "the hostile client ran (exit $rc)" test "$rc" = 0
+}
+closed_by_target() { grep -q "connection closed by the target" "$WORK/flood.out"; }
+# perf_moves [-w] MIB: one connection of 1 MiB I/Os, 8 in flight, for 2 s
+# on LUN 3 completes and moves at least MIB MiB.
+perf_moves() {
+  local args=() ios rc=0
+  [[ $1 == -w ]] && { args=(-w); shift; }
+  timeout 60 "$PERF" "${args[@]}" -m 8 -s 1048576 -t 2 -i "$TEST_INITIATOR" "$(url budget 3)" > "$WORK/perf.out" 2>&1 || rc=$?
+  cat "$WORK/perf.out"
+  ios=$(sed -n 's/^RESULT .* ios=\([0-9]*\) .*/\1/p' "$WORK/perf.out")
+  ((rc == 0 && ${ios:-0} >= $1))
+}
+
+echo "== data_budget_mib = $BUDGET_MIB: 32 READs of 64 MiB, never read"
+start "$BUDGET_MIB"
+check "the metric starts at 0" wait_for 10 metric_is 0
+flood 32 64
+check "tgtd logs the close with the budget" \
+  wait_for 20 log_has "closing connection: a command wants 64 MiB of data buffers while the connection holds 256 MiB, over data_budget_mib=256"
+check "the good client verifies its data while the flood holds" good_client 1
+echo "   tgtd's peak RSS: $(($(kib_of VmHWM) / 1024)) MiB"
+check "tgtd's peak RSS stayed under the budget + 200 MiB" test "$(kib_of VmHWM)" -lt $(((BUDGET_MIB + 200) * 1024))
+flood_release
+check "the target had closed the hostile connection" closed_by_target
+check "rbio_connections_over_data_budget_total counts it" wait_for 10 metric_is 1
+check "the good client verifies its data after the flood" good_client 2
+check "tgtd's RSS is back under 300 MiB" wait_for 10 rss_under 300
+
+echo "== data_budget_mib = $BUDGET_MIB: 64 READ(10) of 8 MiB past tgt's reader, never read"
+flood 64 8 16777215
+check "tgtd logs the close with the budget" \
+  wait_for 20 log_has "closing connection: a command wants 8 MiB of data buffers while the connection holds 256 MiB, over data_budget_mib=256"
+flood_release
+check "the target had closed the hostile connection" closed_by_target
+check "rbio_connections_over_data_budget_total counts 2" wait_for 10 metric_is 2
+check "tgtd's RSS is back under 300 MiB" wait_for 10 rss_under 300
+
+echo "== data_budget_mib = $BUDGET_MIB: 3 READs of 64 MiB (within it), never read"
+flood 3 64
+check "the good client verifies its data meanwhile" good_client 3
+flood_release
+check "the target kept that connection" bash -c "! grep -q 'connection closed by the target' '$WORK/flood.out'"
+
+echo "== data_budget_mib = $BUDGET_MIB: one connection moves more than the budget"
+check "1 MiB reads x8 for 2 s: at least $((BUDGET_MIB + 128)) MiB, never closed" perf_moves $((BUDGET_MIB + 128))
+check "1 MiB writes x8 for 2 s: at least $((BUDGET_MIB + 128)) MiB, never closed" perf_moves -w $((BUDGET_MIB + 128))
+check "the metric still counts 2" metric_is 2
+tgtd_stop > /dev/null
+
+echo "== control: data_budget_mib = 0, the same flood"
+: > "$STATE/tgtd.log"
+start 0
+flood 32 64
+check "tgtd's peak RSS passes 1 GiB: the buffers the flood pins" wait_for 30 hwm_over 1024
+echo "   tgtd's peak RSS: $(($(kib_of VmHWM) / 1024)) MiB"
+check "the good client verifies its data while the flood holds" good_client 4
+flood_release
+check "the target kept the hostile connection" bash -c "! grep -q 'connection closed by the target' '$WORK/flood.out'"
+check "tgtd logged no close for the budget" bash -c "! grep -q 'over data_budget_mib' '$STATE/tgtd.log'"
+check "tgtd's RSS is back under 300 MiB" wait_for 20 rss_under 300
+finish
