@@ -56,7 +56,16 @@ bool SendQueue::push(const SendRequest& r) {
 
 int SendQueue::flush() {
     if (post_error_ != 0) return post_error_;
-    if (next_ == posted_) return 0;
+    if (next_ == posted_) {
+        // signal_next_flush() with nothing queued: the sends it waits for
+        // were posted already. Unsignalled, they are covered now, not at
+        // the next send or the quiet tick (which a peer that keeps sending
+        // requests without responses would put off for ever); covered
+        // already, or done, nothing is needed.
+        if (!signal_last_ || (needs_cover() && !has_room())) return 0;
+        signal_last_ = false;
+        return needs_cover() ? post_empty_write() : 0;
+    }
     uint32_t signaled = 0;
     uint64_t covered = last_signaled_;
     const bool signal_all = config_.signal_every <= 1;

@@ -140,9 +140,8 @@ TEST(RdmaSendQueue, AQuietTailIsCoveredByOneZeroLengthWrite) {
 // completion, not up to signal_every sends later.
 TEST(RdmaSendQueue, SignalNextFlushSignalsItsLastSendOnce) {
     Fixture f(SendConfig{.depth = 256, .signal_every = 16});
-    f.q.signal_next_flush();
-    ASSERT_EQ(f.q.flush(), 0);  // nothing queued: the request waits
     f.push_sends(3);
+    f.q.signal_next_flush();
     ASSERT_EQ(f.q.flush(), 0);
     EXPECT_EQ(f.poster.signaled_ids(), (std::vector<uint64_t>{2}));
     f.push_sends(3, 10);
@@ -150,6 +149,28 @@ TEST(RdmaSendQueue, SignalNextFlushSignalsItsLastSendOnce) {
     EXPECT_EQ(f.poster.signaled_ids(), (std::vector<uint64_t>{2}));
     f.complete_signaled();
     EXPECT_EQ(f.released.size(), 3u);
+}
+
+// Freed once its response had been posted unsignalled, with nothing queued
+// after it (a peer that sends only NOP-Outs needing no answer): the next
+// flush covers the tail at once. Nothing posted uncovered: nothing to do.
+TEST(RdmaSendQueue, SignalNextFlushWithNothingQueuedCoversThePostedTail) {
+    Fixture f(SendConfig{.depth = 256, .signal_every = 16});
+    f.q.signal_next_flush();
+    ASSERT_EQ(f.q.flush(), 0);
+    EXPECT_TRUE(f.poster.posted.empty());  // nothing to cover
+    f.push_sends(3);
+    ASSERT_EQ(f.q.flush(), 0);  // the flag was dropped: one in 16 again
+    EXPECT_TRUE(f.poster.signaled_ids().empty());
+    f.q.signal_next_flush();
+    ASSERT_EQ(f.q.flush(), 0);
+    ASSERT_EQ(f.poster.posted.size(), 4u);
+    EXPECT_EQ(f.poster.posted.back().opcode, IBV_WR_RDMA_WRITE);
+    EXPECT_EQ(f.poster.signaled_ids(), (std::vector<uint64_t>{3}));
+    f.complete_signaled();
+    EXPECT_EQ(f.released.size(), 4u);
+    ASSERT_EQ(f.q.flush(), 0);  // once
+    EXPECT_EQ(f.poster.posted.size(), 4u);
 }
 
 TEST(RdmaSendQueue, AProbeGoesOutOnlyWhenNothingIsQueuedOrInFlight) {

@@ -122,7 +122,9 @@ public:
     // The last request of the next flush() that posts any asks for a
     // completion, whatever the signalled run: memory waiting for the sends
     // queued so far (a large data buffer, counted against its connection's
-    // budget) then comes back with it, not signal_every sends later.
+    // budget) then comes back with it, not signal_every sends later. With
+    // nothing queued, the next flush() covers an unsignalled posted tail
+    // (cover()) instead.
     void signal_next_flush() { signal_last_ = true; }
     // Unsignalled requests were posted after the newest signalled one: their
     // tokens wait for a completion that no posted request will bring.
