@@ -17,7 +17,8 @@
 #   data_budget_mib = 256 again: 64 READ(10) of 8 MiB, which rbio's
 #     transport serves past tgt's reader (direct_commands: the host takes
 #     16 MiB Data-In PDUs), close their connection the same way; 3 READs of
-#     64 MiB (192 MiB, within it) keep theirs; and one connection of 1 MiB
+#     64 MiB (192 MiB, within it) keep theirs, and the metrics show the
+#     192 MiB held (rbio_connection_data_buffer_bytes); and one connection of 1 MiB
 #     reads, then writes, 8 in flight (iscsi-rwperf, 2 s each) moves more
 #     than the budget (+ 128 MiB) without being closed: a buffer's bytes
 #     come back once its response has been sent.
@@ -50,6 +51,9 @@ hwm_over() { (($(kib_of VmHWM) > $1 * 1024)); }
 rss_under() { (($(kib_of VmRSS) < $1 * 1024)); }
 over_budget_total() { sed -n 's/^rbio_connections_over_data_budget_total{[^}]*} //p' "$METRICS"; }
 metric_is() { [[ $(over_budget_total) == "$1" ]]; }
+# The data buffers every connection holds, in MiB (rbio_connection_data_buffer_bytes).
+held_mib() { awk '/^rbio_connection_data_buffer_bytes\{/ { b += $NF } END { print int(b / 1048576) }' "$METRICS"; }
+held_mib_at_least() { (($(held_mib) >= $1)); }
 
 # flood COUNT MIB [MRDSL]: the hostile client's flood on LUN 2, held until
 # released (flood_release); its output in $WORK/flood.out.
@@ -106,8 +110,11 @@ check "tgtd's RSS is back under 300 MiB" wait_for 10 rss_under 300
 echo "== data_budget_mib = $BUDGET_MIB: 3 READs of 64 MiB (within it), never read"
 flood 3 64
 check "the good client verifies its data meanwhile" good_client 3
+check "rbio_connection_data_buffer_bytes shows the 192 MiB the flood holds" wait_for 10 held_mib_at_least 192
+echo "   data buffers held: $(held_mib) MiB"
 flood_release
 check "the target kept that connection" bash -c "! grep -q 'connection closed by the target' '$WORK/flood.out'"
+check "rbio_connection_data_buffer_bytes is back under 1 MiB once it left" wait_for 10 eval '(( $(held_mib) == 0 ))'
 
 echo "== data_budget_mib = $BUDGET_MIB: one connection moves more than the budget"
 check "1 MiB reads x8 for 2 s: at least $((BUDGET_MIB + 128)) MiB, never closed" perf_moves $((BUDGET_MIB + 128))

@@ -31,7 +31,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 27 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 28 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -55,7 +55,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     std::array<uint64_t, rbio::iser::kCounterCount> c{};
     c[size_t(rbio::iser::Counter::PdusIn)] = 12;
     c[size_t(rbio::iser::Counter::BytesOut)] = 4096;
-    t.add_connection({Transport::Tcp, "iqn.t", "iqn.i", "127.0.0.1:3260", "127.0.0.1:50000", c});
+    t.add_connection({Transport::Tcp, "iqn.t", "iqn.i", "127.0.0.1:3260", "127.0.0.1:50000", c, 1u << 20});
     t.add_connection({Transport::Iser, "iqn.t", "iqn.i", "10.0.0.1:3260", "10.0.0.2:40000",
                       std::span<const uint64_t>(c.data(), 2)});  // shorter: the rest are 0
     t.set_connections_accepted(5);
@@ -110,6 +110,8 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_connection_direct_commands_total" + iser), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_lend_refused_total" + iser), std::string::npos);
     EXPECT_NE(x.find("rbio_connection_lend_refused_total" + tcp), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_data_buffer_bytes" + tcp + " 1048576\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_connection_data_buffer_bytes" + iser + " 0\n"), std::string::npos);
     // Each transport only with the counters it has.
     EXPECT_EQ(x.find("rbio_connection_epoll_ctl_calls_total" + iser), std::string::npos);
     EXPECT_EQ(x.find("rbio_connection_rdma_completions_total" + tcp), std::string::npos);
@@ -176,9 +178,7 @@ TEST(MetricsCAbi, GatherAndWrite) {
     rbio_metrics_lu lu{"iqn.t", 2, "rbio", nullptr, 512};
     rbio_metrics_add_lu(m, &lu, &k);
     uint64_t c[RBIO_METRICS_CONN_COUNTERS] = {5};
-    rbio_metrics_conn conn{
-        RBIO_METRICS_TCP, nullptr, "iqn.i", "127.0.0.1:3260", "127.0.0.1:1",
-    };
+    rbio_metrics_conn conn{RBIO_METRICS_TCP, nullptr, "iqn.i", "127.0.0.1:3260", "127.0.0.1:1", 8192};
     rbio_metrics_add_connection(m, &conn, c, rbio::iser::kCounterCount);
     rbio_metrics_set_accepted(m, 1);
     const rbio_metrics_alua_group groups[] = {{1, "active/optimized"}, {3, nullptr}};
@@ -192,6 +192,10 @@ TEST(MetricsCAbi, GatherAndWrite) {
     rbio_metrics_free(m);
     const std::string x = slurp(path);
     EXPECT_NE(x.find("rbio_lu_commands_total{control_port=\"0\",target=\"iqn.t\",lun=\"2\"} 3\n"),
+              std::string::npos)
+        << x;
+    EXPECT_NE(x.find("rbio_connection_data_buffer_bytes{control_port=\"0\",transport=\"tcp\",target=\"\","
+                     "initiator=\"iqn.i\",portal=\"127.0.0.1:3260\",peer=\"127.0.0.1:1\"} 8192\n"),
               std::string::npos)
         << x;
     EXPECT_NE(x.find("rbio_connection_received_pdus_total{control_port=\"0\",transport=\"tcp\",target=\"\","

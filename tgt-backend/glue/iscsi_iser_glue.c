@@ -1216,7 +1216,7 @@ void rbio_iscsi_iser_metrics(struct rbio_metrics *m)
 	{
 		n = rbio_iser_ep_counters(rc->ep, counters, RBIO_METRICS_CONN_COUNTERS);
 		rbio_metrics_add_iscsi_conn(m, &rc->iscsi_conn, RBIO_METRICS_ISER, rc->portal,
-					    rc->peer, counters, n);
+					    rc->peer, counters, n, rc->budget.held);
 	}
 }
 

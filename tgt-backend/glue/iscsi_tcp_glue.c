@@ -1048,7 +1048,7 @@ void rbio_iscsi_tcp_metrics(struct rbio_metrics *m)
 	{
 		n = rbio_tcp_conn_counters(rc->engine, counters, RBIO_METRICS_CONN_COUNTERS);
 		rbio_metrics_add_iscsi_conn(m, &rc->iscsi_conn, RBIO_METRICS_TCP, rc->portal,
-					    rc->peer, counters, n);
+					    rc->peer, counters, n, rc->budget.held);
 	}
 }
 

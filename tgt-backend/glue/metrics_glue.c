@@ -43,13 +43,15 @@ static struct tgt_work metrics_work;
 
 void rbio_metrics_add_iscsi_conn(struct rbio_metrics *m, struct iscsi_connection *conn,
 				 enum rbio_metrics_transport transport, const char *portal,
-				 const char *peer, const uint64_t *counters, size_t n)
+				 const char *peer, const uint64_t *counters, size_t n,
+				 uint64_t data_buffer_bytes)
 {
 	struct rbio_metrics_conn c = {
 		.transport = transport,
 		.initiator = conn->initiator,
 		.portal = portal,
 		.peer = peer,
+		.data_buffer_bytes = data_buffer_bytes,
 	};
 
 	if (conn->session && conn->session->target)

@@ -24,6 +24,7 @@ void rbio_iscsi_iser_metrics(struct rbio_metrics *m); /* iscsi_iser_glue.c: its 
  * tgt's core (empty until the login has named them). */
 void rbio_metrics_add_iscsi_conn(struct rbio_metrics *m, struct iscsi_connection *conn,
 				 enum rbio_metrics_transport transport, const char *portal,
-				 const char *peer, const uint64_t *counters, size_t n);
+				 const char *peer, const uint64_t *counters, size_t n,
+				 uint64_t data_buffer_bytes);
 
 #endif

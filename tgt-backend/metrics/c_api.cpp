@@ -117,7 +117,8 @@ void rbio_metrics_add_connection(rbio_metrics* m, const rbio_metrics_conn* c, co
     guarded(m, [&] {
         m->target.add_connection({c->transport == RBIO_METRICS_ISER ? Transport::Iser : Transport::Tcp,
                                   or_empty(c->target), or_empty(c->initiator), or_empty(c->portal),
-                                  or_empty(c->peer), std::span<const uint64_t>(counters, n)});
+                                  or_empty(c->peer), std::span<const uint64_t>(counters, n),
+                                  c->data_buffer_bytes});
     });
 }
 

@@ -81,6 +81,10 @@ constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
 
 // ---- one connection (rbio::iser::Counter)
 
+constexpr Family kConnDataBuffers{"rbio_connection_data_buffer_bytes", G,
+                                  "Data buffers the connection holds now: its commands' and those whose "
+                                  "responses are still being sent (data_budget_mib bounds them)"};
+
 enum class Applies { Both, Tcp, Iser };
 
 struct ConnectionFamily {
@@ -257,6 +261,7 @@ void TargetMetrics::add_connection(const ConnectionValues& conn) {
         if (applies_to(f.applies, conn.transport))
             body_.add(f.family, l, i < conn.counters.size() ? conn.counters[i] : 0);
     }
+    body_.add(kConnDataBuffers, l, conn.data_buffer_bytes);
 }
 
 std::string TargetMetrics::text() const {
@@ -273,12 +278,12 @@ std::string TargetMetrics::text() const {
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{kBuildInfo,      kOpen,          kAccepted,    kOverBudget,     kAluaPortState,
-                            kAluaGroupState, kAluaFileOk,    kLuInfo,      kLuSize,         kLuCommands,
-                            kLuReads,        kLuReadBytes,   kLuWrites,    kLuWrittenBytes, kLuErrors,
-                            kLuIos,          kLuMerged,      kLuInlineIos, kLuSubmitCalls,  kLuPasses,
-                            kLuReaped,       kLuWakeups,     kLuInFlight,  kLuRbdFenced,    kLuRbdTakeovers,
-                            kLuRbdFences,    kLuRbdQuietEnds};
+    std::vector<Family> all{
+        kBuildInfo,      kOpen,           kAccepted,       kOverBudget,     kAluaPortState, kAluaGroupState,
+        kAluaFileOk,     kLuInfo,         kLuSize,         kLuCommands,     kLuReads,       kLuReadBytes,
+        kLuWrites,       kLuWrittenBytes, kLuErrors,       kLuIos,          kLuMerged,      kLuInlineIos,
+        kLuSubmitCalls,  kLuPasses,       kLuReaped,       kLuWakeups,      kLuInFlight,    kLuRbdFenced,
+        kLuRbdTakeovers, kLuRbdFences,    kLuRbdQuietEnds, kConnDataBuffers};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

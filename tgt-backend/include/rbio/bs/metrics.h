@@ -52,13 +52,14 @@ void rbio_metrics_add_lu(struct rbio_metrics *m, const struct rbio_metrics_lu *l
 
 enum rbio_metrics_transport { RBIO_METRICS_TCP = 0, RBIO_METRICS_ISER = 1 };
 
-/* Labels of one connection; NULL counts as "". */
+/* One connection: its labels (NULL counts as "") and its gauge. */
 struct rbio_metrics_conn {
     enum rbio_metrics_transport transport;
-    const char *target;    /* IQN, once logged in */
-    const char *initiator; /* IQN, once logged in */
-    const char *portal;    /* local ADDRESS:PORT */
-    const char *peer;      /* the initiator's ADDRESS:PORT */
+    const char *target;         /* IQN, once logged in */
+    const char *initiator;      /* IQN, once logged in */
+    const char *portal;         /* local ADDRESS:PORT */
+    const char *peer;           /* the initiator's ADDRESS:PORT */
+    uint64_t data_buffer_bytes; /* data buffers it holds now (data_budget_mib) */
 };
 void rbio_metrics_add_connection(struct rbio_metrics *m, const struct rbio_metrics_conn *conn,
                                  const uint64_t *counters, size_t n);

@@ -50,6 +50,7 @@ struct ConnectionValues {
     std::string_view peer;       // the initiator's ADDRESS:PORT, unique per connection
     // rbio::iser::Counter order; counters past the end count as 0.
     std::span<const uint64_t> counters;
+    uint64_t data_buffer_bytes = 0;  // data buffers it holds now (data_budget_mib)
 };
 
 class TargetMetrics {
