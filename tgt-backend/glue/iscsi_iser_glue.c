@@ -199,16 +199,24 @@ __attribute__((noinline, cold)) static void over_budget(struct rbio_iser_conn *r
 	rbio_tp_stats_over_budget();
 }
 
+/* A buffer of `size` more bytes keeps the connection within its budget;
+ * else the connection has failed. */
+static int within_budget(struct rbio_iser_conn *rc, size_t size)
+{
+	if (rbio_data_budget_admits(&rc->budget, size))
+		return 1;
+	over_budget(rc, size);
+	return 0;
+}
+
 /* A registered data buffer charged to the connection's budget; NULL, with
  * the connection failed, when it would go over it or none is left. */
 static void *budgeted_data_buf(struct rbio_iser_conn *rc, size_t size)
 {
 	void *buf;
 
-	if (!rbio_data_budget_admits(&rc->budget, size)) {
-		over_budget(rc, size);
+	if (!within_budget(rc, size))
 		return NULL;
-	}
 	buf = rbio_iser_data_alloc(rc->ep, size);
 	if (!buf) {
 		conn_fail(rc, "no registered data buffer left");
@@ -227,12 +235,9 @@ static void *budgeted_rx_data(struct rbio_iser_conn *rc, size_t size, int *over)
 {
 	void *buf;
 
-	*over = 0;
-	if (!rbio_data_budget_admits(&rc->budget, size)) {
-		over_budget(rc, size);
-		*over = 1;
+	*over = !within_budget(rc, size);
+	if (*over)
 		return NULL;
-	}
 	buf = rbio_iser_ep_take_rx(rc->ep, size);
 	if (buf)
 		rbio_pool_charge(buf, &rc->budget.held);

@@ -736,9 +736,8 @@ static int direct_command(struct rbio_conn *rc)
 	data = write ? lend_write_data(rc, 0, size) : NULL;
 	if (!data)
 		data = budgeted_data_buf(rc, size);
-	if (!data) {
+	if (!data) { /* the connection is closing, logged */
 		tp_free_task(task);
-		conn->state = STATE_CLOSE;
 		return 1;
 	}
 	task->data = data;
