@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# data_budget_mib: a host that sends large READs and stops reading its
+# data_budget_mib and data_budget_total_mib: a host that sends large READs and stops reading its
 # responses must not make tgtd pin memory without bound (tgt gives every
 # command its whole buffer as it arrives; rbio/bs/data_budget.h).
 #
@@ -11,9 +11,9 @@
 #     and counts it in rbio_connections_over_data_budget_total; its peak
 #     RSS (VmHWM) stays under the budget + 200 MiB; the good client works
 #     while the flood holds and after.
-#   control, data_budget_mib = 0: the same flood keeps its connection, and
-#     tgtd's peak RSS passes 1 GiB (the store filled buffers that cannot
-#     leave).
+#   control, data_budget_mib = 0 and data_budget_total_mib = 0: the same
+#     flood keeps its connection, and tgtd's peak RSS passes 1 GiB (the
+#     store filled buffers that cannot leave).
 #   data_budget_mib = 256 again: 64 READ(10) of 8 MiB, which rbio's
 #     transport serves past tgt's reader (direct_commands: the host takes
 #     16 MiB Data-In PDUs), close their connection the same way; 3 READs of
@@ -22,6 +22,13 @@
 #     reads, then writes, 8 in flight (iscsi-rwperf, 2 s each) moves more
 #     than the budget (+ 128 MiB) without being closed: a buffer's bytes
 #     come back once its response has been sent.
+#   data_budget_total_mib = 320, no budget per connection: host a holds
+#     192 MiB; host b's third READ of 64 MiB would take tgtd to 384 MiB,
+#     and closes host a (it holds the most), while host b and the good
+#     client go on; then host c alone, at 320 MiB, holds the most itself
+#     and its sixth READ closes it. Peak RSS stays under the total + 200.
+#   control, no total either: hosts a and b hold 384 MiB together and
+#     both keep their connections.
 # After each flood, tgtd's RSS falls back under 300 MiB.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 110
@@ -32,11 +39,19 @@ IQN=iqn.2026-11.io.rbio:budget
 METRICS="$WORK/rbio.prom"
 BUDGET_MIB=256
 
-# start BUDGET: tgtd with data_budget_mib = BUDGET, its target and LUs.
+# start BUDGET [TOTAL]: tgtd with data_budget_mib = BUDGET (and
+# data_budget_total_mib = TOTAL, else its default), its target and LUs.
 start() {
   printf 'data_budget_mib = %s\nmetrics_file = %s\n' "$1" "$METRICS" > "$WORK/rbio.conf"
+  [[ -n ${2:-} ]] && printf 'data_budget_total_mib = %s\n' "$2" >> "$WORK/rbio.conf"
   RBIO_CONFIG="$WORK/rbio.conf" tgtd_start > /dev/null
-  check "tgtd runs with data_budget_mib=$1" wait_for 10 log_has "data_budget_mib=$1 "
+  if [[ -n ${2:-} ]]; then
+    check "tgtd runs with data_budget_mib=$1 data_budget_total_mib=$2" \
+      wait_for 10 log_has "data_budget_mib=$1 data_budget_total_mib=$2 "
+  else
+    check "tgtd runs with data_budget_mib=$1 and data_budget_total_mib from memory (auto)" \
+      wait_for 10 log_has "data_budget_mib=$1 data_budget_total_mib=[0-9]* (auto) "
+  fi
   new_target 1 budget
   truncate -s 16M "$WORK/good.img"
   truncate -s 8G "$WORK/big.img"
@@ -55,23 +70,30 @@ metric_is() { [[ $(over_budget_total) == "$1" ]]; }
 held_mib() { awk '/^rbio_connection_data_buffer_bytes\{/ { b += $NF } END { print int(b / 1048576) }' "$METRICS"; }
 held_mib_at_least() { (($(held_mib) >= $1)); }
 
-# flood COUNT MIB [MRDSL]: the hostile client's flood on LUN 2, held until
-# released (flood_release); its output in $WORK/flood.out.
-flood() {
-  rm -f "$WORK/release"
-  timeout 120 "$HOSTILE" flood --port "$PORT" --target "$IQN" --lun 2 --count "$1" --kib $(($2 * 1024)) \
-    --mrdsl "${3:-262144}" --hold-ms 500 --release "$WORK/release" --max-hold-ms 60000 > "$WORK/flood.out" 2>&1 &
-  FLOOD_PID=$!
-  check "the hostile client sent its $1 READs of $2 MiB and holds" wait_for 30 grep -q holding "$WORK/flood.out"
+# flood_as NAME COUNT MIB [MRDSL]: a hostile client's flood on LUN 2, held
+# until released (release_as NAME); its output in $WORK/NAME.out.
+declare -A FLOOD_PIDS
+flood_as() {
+  local name=$1
+  rm -f "$WORK/$name.release"
+  timeout 120 "$HOSTILE" flood --port "$PORT" --target "$IQN" --lun 2 --count "$2" --kib $(($3 * 1024)) \
+    --mrdsl "${4:-262144}" --hold-ms 500 --release "$WORK/$name.release" --max-hold-ms 60000 \
+    > "$WORK/$name.out" 2>&1 &
+  FLOOD_PIDS[$name]=$!
+  check "hostile client $name sent its $2 READs of $3 MiB and holds" wait_for 30 grep -q holding "$WORK/$name.out"
 }
-flood_release() {
+release_as() {
   local rc=0
-  touch "$WORK/release"
-  wait "$FLOOD_PID" || rc=$?
-  sed 's/^/  /' "$WORK/flood.out"
-  check "the hostile client ran (exit $rc)" test "$rc" = 0
+  touch "$WORK/$1.release"
+  wait "${FLOOD_PIDS[$1]}" || rc=$?
+  sed 's/^/  /' "$WORK/$1.out"
+  check "hostile client $1 ran (exit $rc)" test "$rc" = 0
 }
-closed_by_target() { grep -q "connection closed by the target" "$WORK/flood.out"; }
+closed_by_target_as() { grep -q "connection closed by the target" "$WORK/$1.out"; }
+kept_as() { ! closed_by_target_as "$1"; }
+flood() { flood_as flood "$@"; }
+flood_release() { release_as flood; }
+closed_by_target() { closed_by_target_as flood; }
 # perf_moves [-w] MIB: one connection of 1 MiB I/Os, 8 in flight, for 2 s
 # on LUN 3 completes and moves at least MIB MiB.
 perf_moves() {
@@ -122,9 +144,38 @@ check "1 MiB writes x8 for 2 s: at least $((BUDGET_MIB + 128)) MiB, never closed
 check "the metric still counts 2" metric_is 2
 tgtd_stop > /dev/null
 
-echo "== control: data_budget_mib = 0, the same flood"
+echo "== data_budget_total_mib = 320 (no budget per connection): hosts that do not read their responses"
 : > "$STATE/tgtd.log"
-start 0
+start 0 320
+flood_as a 3 64
+check "host a holds 192 MiB (rbio_connection_data_buffer_bytes)" wait_for 10 held_mib_at_least 192
+flood_as b 3 64
+check "host b's third READ closes host a, which holds the most" \
+  wait_for 20 log_has "closing connection: it holds 192 MiB of data buffers, the most of any connection, and tgtd's would go over data_budget_total_mib=320"
+check "the good client verifies its data while host b holds" good_client 5
+# Host a's responses fill its socket, so its client cannot see the FIN
+# behind them: tgtd's log says the connection ended, and its bytes left.
+peer_a=$(sed -n 's/.*rbio: tcp: \([^ ]*\): closing connection: it holds 192 MiB.*/\1/p' "$STATE/tgtd.log")
+check "tgtd ended host a's connection ($peer_a)" wait_for 10 log_has "rbio: tcp: $peer_a: connection ended"
+check "rbio_connection_data_buffer_bytes is host b's 192 MiB alone" wait_for 10 eval '(( $(held_mib) == 192 ))'
+check "rbio_connections_over_data_budget_total counts it" wait_for 10 metric_is 1
+release_as a
+release_as b
+check "the target kept host b's connection" kept_as b
+flood_as c 8 64
+check "host c's sixth READ, holding 320 MiB and the most itself, closes host c" \
+  wait_for 20 log_has "closing connection: a command wants 64 MiB of data buffers while the connection holds 320 MiB, the most of any connection, and tgtd's would go over data_budget_total_mib=320"
+release_as c
+check "the target had closed host c's connection" closed_by_target_as c
+check "rbio_connections_over_data_budget_total counts 2" wait_for 10 metric_is 2
+echo "   tgtd's peak RSS: $(($(kib_of VmHWM) / 1024)) MiB"
+check "tgtd's peak RSS stayed under the total + 200 MiB" test "$(kib_of VmHWM)" -lt $(((320 + 200) * 1024))
+check "tgtd's RSS is back under 300 MiB" wait_for 10 rss_under 300
+tgtd_stop > /dev/null
+
+echo "== control: data_budget_mib = 0 and data_budget_total_mib = 0, the same flood"
+: > "$STATE/tgtd.log"
+start 0 0
 flood 32 64
 check "tgtd's peak RSS passes 1 GiB: the buffers the flood pins" wait_for 30 hwm_over 1024
 echo "   tgtd's peak RSS: $(($(kib_of VmHWM) / 1024)) MiB"
@@ -132,5 +183,13 @@ check "the good client verifies its data while the flood holds" good_client 4
 flood_release
 check "the target kept the hostile connection" bash -c "! grep -q 'connection closed by the target' '$WORK/flood.out'"
 check "tgtd logged no close for the budget" bash -c "! grep -q 'over data_budget_mib' '$STATE/tgtd.log'"
+echo "== control: two hosts of 192 MiB each, no total, both kept"
+flood_as a 3 64
+flood_as b 3 64
+check "together they hold more than 320 MiB" wait_for 10 held_mib_at_least 384
+release_as a
+release_as b
+check "the target kept both connections" bash -c "! grep -q 'connection closed by the target' '$WORK/a.out' '$WORK/b.out'"
+check "tgtd logged no close for the total" bash -c "! grep -q 'over data_budget_total_mib' '$STATE/tgtd.log'"
 check "tgtd's RSS is back under 300 MiB" wait_for 20 rss_under 300
 finish

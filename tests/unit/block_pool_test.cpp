@@ -13,6 +13,9 @@
 #include "rbio/bs/block_pool.hpp"
 #include "rbio/bs/data_budget.h"
 
+#include <string>
+#include <vector>
+
 using rbio::tp::Block;
 using rbio::tp::BlockPool;
 using rbio::tp::BlockPoolConfig;
@@ -292,6 +295,145 @@ TEST(DataBudget, AdmitsWithinTheLimitAndAnythingAlone) {
     EXPECT_STREQ(why,
                  "a command wants 2 MiB of data buffers while the connection holds 64 MiB, over "
                  "data_budget_mib=64 (a host that does not read its responses keeps their buffers held)");
+}
+
+// The process's total (data_budget_total_mib): connections on its list,
+// with what each holds; the global restored after each test.
+class DataTotal : public ::testing::Test {
+protected:
+    static constexpr size_t kMiB = size_t(1) << 20;
+    struct Conn {
+        rbio_data_budget budget = rbio_data_budget_of_mib(0);
+        std::vector<std::string> closes;  // why, each time it was asked to close
+    };
+    static void close(void* ctx, const char* why) { static_cast<Conn*>(ctx)->closes.emplace_back(why); }
+
+    void SetUp() override {
+        saved_ = rbio_all_data;
+        rbio_all_data = {0, 0, nullptr};
+        rbio_data_total_set_limit_mib(256);
+    }
+    void TearDown() override { rbio_all_data = saved_; }
+    // Joins c holding `mib` MiB (counted in the total, as charging does).
+    void join(Conn& c, size_t mib) {
+        rbio_data_budget_join(&c.budget, close, &c);
+        c.budget.held = mib * kMiB;
+        rbio_all_data.held += mib * kMiB;
+    }
+
+    struct rbio_data_total saved_ {};
+};
+
+TEST_F(DataTotal, WithinItAnyoneIsServedWithoutAWalk) {
+    Conn a, b;
+    join(a, 128);
+    join(b, 64);
+    EXPECT_TRUE(rbio_data_total_admits(&b.budget, 64 * kMiB));  // up to the total exactly
+    EXPECT_TRUE(a.closes.empty());
+    rbio_data_total_set_limit_mib(0);  // none: anything
+    EXPECT_TRUE(rbio_data_total_admits(&b.budget, size_t(1) << 40));
+    rbio_data_budget_leave(&a.budget);
+    rbio_data_budget_leave(&b.budget);
+    EXPECT_EQ(rbio_all_data.first, nullptr);
+}
+
+TEST_F(DataTotal, ClosesTheConnectionHoldingTheMostAndServesTheAsker) {
+    Conn a, b, c;
+    join(a, 192);
+    join(b, 32);
+    join(c, 0);
+    EXPECT_TRUE(rbio_data_total_admits(&b.budget, 64 * kMiB));
+    ASSERT_EQ(a.closes.size(), 1u);
+    EXPECT_EQ(a.closes[0],
+              "it holds 192 MiB of data buffers, the most of any connection, and tgtd's would go over "
+              "data_budget_total_mib=256 (a host that does not read its responses keeps their buffers "
+              "held)");
+    EXPECT_EQ(a.budget.closing, 1);
+    EXPECT_TRUE(c.closes.empty());
+    // a's bytes are on their way out: no longer counted, and a is not
+    // asked again.
+    b.budget.held += 64 * kMiB;
+    rbio_all_data.held += 64 * kMiB;
+    EXPECT_TRUE(rbio_data_total_admits(&c.budget, 128 * kMiB));
+    EXPECT_EQ(a.closes.size(), 1u);
+    EXPECT_TRUE(b.closes.empty());
+}
+
+TEST_F(DataTotal, ClosesAsManyAsTheBufferNeeds) {
+    Conn a, b, c;
+    join(a, 100);
+    join(b, 100);
+    join(c, 50);
+    EXPECT_TRUE(rbio_data_total_admits(&c.budget, 200 * kMiB));  // 250 + 200: both others go
+    EXPECT_EQ(a.closes.size(), 1u);
+    EXPECT_EQ(b.closes.size(), 1u);
+    EXPECT_EQ(c.budget.closing, 0);
+}
+
+TEST_F(DataTotal, TheAskerHoldingTheMostTiesIncludedIsRefused) {
+    Conn a, b;
+    join(a, 128);
+    join(b, 128);
+    EXPECT_FALSE(rbio_data_total_admits(&b.budget, 1));
+    EXPECT_EQ(b.budget.closing, 1);  // the caller closes it: no longer counted
+    EXPECT_TRUE(a.closes.empty());
+    EXPECT_TRUE(b.closes.empty());  // the caller logs its own line
+    char why[320];
+    rbio_data_budget_why(&b.budget, 1, why, sizeof why);
+    EXPECT_STREQ(why,
+                 "a command wants 1 MiB of data buffers while the connection holds 128 MiB, the most of "
+                 "any connection, and tgtd's would go over data_budget_total_mib=256 (a host that does not "
+                 "read its responses keeps their buffers held)");
+    EXPECT_TRUE(rbio_data_total_admits(&a.budget, 128 * kMiB));  // b no longer counts
+}
+
+TEST_F(DataTotal, NobodyIsClosedWhenThatWouldNotMakeRoom) {
+    Conn a, b, c;
+    join(a, 64);
+    join(b, 128);
+    join(c, 32);
+    // Closing b (the only one holding more than a) leaves 96 + 300: over.
+    EXPECT_FALSE(rbio_data_total_admits(&a.budget, 300 * kMiB));
+    EXPECT_TRUE(b.closes.empty());
+    EXPECT_TRUE(c.closes.empty());
+    EXPECT_EQ(a.budget.closing, 1);
+
+    // Holding nothing, a buffer over the total by itself is served alone,
+    // and costs nobody their connection.
+    Conn d;
+    join(d, 0);
+    EXPECT_TRUE(rbio_data_total_admits(&d.budget, 400 * kMiB));
+    EXPECT_TRUE(b.closes.empty());
+    EXPECT_TRUE(c.closes.empty());
+}
+
+TEST_F(DataTotal, AConnectionAloneGetsAnyOneBuffer) {
+    Conn a, b;
+    join(a, 0);
+    join(b, 0);
+    EXPECT_TRUE(rbio_data_total_admits(&a.budget, size_t(1) << 30));  // over the total, nobody holds
+    EXPECT_TRUE(a.closes.empty());
+    EXPECT_TRUE(b.closes.empty());
+    EXPECT_EQ(a.budget.closing, 0);
+}
+
+TEST_F(DataTotal, ChargingCountsInTheTotalUntilRelease) {
+    BlockPool p(BlockPoolConfig{});
+    Conn a;
+    join(a, 0);
+    void* x = p.alloc(100 << 10);
+    BlockPool::charge(x, &a.budget.held);
+    EXPECT_EQ(rbio_all_data.held, size_t(128) << 10);
+    void* y = p.alloc(4096);
+    BlockPool::charge(y, &a.budget.held);
+    ReleaseQueue q;
+    q.release_after(Block::of(x), 2, 1);
+    BlockPool::release(y);
+    EXPECT_EQ(rbio_all_data.held, size_t(128) << 10);
+    q.release_done(2);
+    EXPECT_EQ(rbio_all_data.held, 0u);
+    EXPECT_EQ(a.budget.held, 0u);
+    rbio_data_budget_leave(&a.budget);
 }
 
 }  // namespace

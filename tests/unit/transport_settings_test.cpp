@@ -47,6 +47,22 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_EQ(s.rx_wait_us, 300u);
     EXPECT_EQ(s.iser_receive_kib, 64u);
     EXPECT_EQ(s.data_budget_mib, 2048u);
+    EXPECT_EQ(s.data_budget_total_auto, 1);
+    EXPECT_GE(s.data_budget_total_mib, 64u);
+    char line[8192];
+    rbio_tp_describe_settings(&s, line, sizeof line);
+    EXPECT_NE(std::string(line).find("data_budget_mib=2048 data_budget_total_mib=" +
+                                     std::to_string(s.data_budget_total_mib) + " (auto) "),
+              std::string::npos)
+        << line;
+}
+
+TEST(TransportSettings, AutoTotalIsHalfOfMemoryWithinBounds) {
+    EXPECT_EQ(rbio_tp_auto_total_mib(uint64_t(24) << 30), 12288u);
+    EXPECT_EQ(rbio_tp_auto_total_mib(uint64_t(1) << 30), 512u);
+    EXPECT_EQ(rbio_tp_auto_total_mib(uint64_t(100) << 20), 64u);  // a tiny machine: the floor
+    EXPECT_EQ(rbio_tp_auto_total_mib(0), 64u);                    // memory unknown
+    EXPECT_EQ(rbio_tp_auto_total_mib(uint64_t(8) << 40), 1048576u);
 }
 
 TEST(TransportSettings, FileThenEnvironment) {
@@ -133,6 +149,28 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
     std::ofstream(path) << "data_budget_mib = 64\n";
     ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
     EXPECT_EQ(s.data_budget_mib, 64u);
+
+    for (const char* bad :
+         {"data_budget_total_mib = 63\n", "data_budget_total_mib = off\n", "data_budget_total_mib = \n",
+          "data_budget_total_mib = Auto\n", "data_budget_total_mib = 1048577\n"}) {
+        std::ofstream(path) << bad;
+        EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
+        EXPECT_NE(std::string(err).find(path + ":1: data_budget_total_mib: "), std::string::npos) << err;
+        EXPECT_NE(std::string(err).find("not auto (half of memory), 0 (no limit) or a number from 64 to "
+                                        "1048576"),
+                  std::string::npos)
+            << err;
+    }
+    for (const auto& [text, mib] : {std::pair{"0", 0u}, std::pair{"64", 64u}, std::pair{"4096", 4096u}}) {
+        std::ofstream(path) << "data_budget_total_mib = " << text << "\n";
+        ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+        EXPECT_EQ(s.data_budget_total_mib, mib);
+        EXPECT_EQ(s.data_budget_total_auto, 0);
+    }
+    std::ofstream(path) << "data_budget_total_mib = auto\n";
+    ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.data_budget_total_auto, 1);
+    EXPECT_GE(s.data_budget_total_mib, 64u);
 
     std::ofstream(path) << "rx_wait_us = 500\n# again:\nrx_wait_us = 800\n";
     EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1);

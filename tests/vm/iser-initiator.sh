@@ -11,7 +11,8 @@
 # Refusals that must happen: a login to
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
 # port nobody listens on. Last under rbio's transport, data_budget_mib = 64:
-# I/O within it runs, 16 MiB reads x 8 close their connection.
+# I/O within it runs, 16 MiB reads x 8 close their connection; and the same
+# reads close it under data_budget_total_mib = 64.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
@@ -145,6 +146,26 @@ over_budget() {
 }
 check "data_budget_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the budget" over_budget
 check "data_budget_mib = 64: tgtd is alive" tgtd_alive
+tgtd_stop
+
+# data_budget_total_mib over iSER, no budget per connection: the same
+# reads go over a total of 64 MiB, and their connection, holding the most,
+# is closed with the total's log line (data-budget.sh closes another
+# connection holding more, over TCP).
+printf 'data_budget_mib = 0\ndata_budget_total_mib = 64\n' > "$WORK/rbio-total.conf"
+: > "$STATE/tgtd.log"
+RBIO_CONFIG="$WORK/rbio-total.conf" start_tgtd_rbio_iser
+must "the target again, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
+check "data_budget_total_mib = 64: the log shows it" log_has "data_budget_mib=0 data_budget_total_mib=64 "
+over_total() {
+  local rc=0
+  bench total-r16m --rw read --bs 16M --iodepth 8 --size 256M --replacement-timeout 0 --timeout 20 || rc=$?
+  (( rc != 0 )) || return 1
+  wait_for 10 log_has "rbio: iser: .*closing connection: a command wants 16 MiB of data buffers while the connection holds [0-9]* MiB, the most of any connection, and tgtd's would go over data_budget_total_mib=64"
+  grep "rbio: iser: .*closing connection" "$STATE/tgtd.log"
+}
+check "data_budget_total_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the total" over_total
+check "data_budget_total_mib = 64: tgtd is alive" tgtd_alive
 tgtd_stop
 fi
 

@@ -10,6 +10,7 @@
 
 #include "log.h"
 
+#include "rbio/bs/data_budget.h"
 #include "rbio/bs/tcp_transport.h"
 #include "glue_settings.h"
 
@@ -28,8 +29,11 @@ const struct rbio_tp_settings *rbio_glue_settings(char *err, size_t errlen)
 	static char why[1024];
 	static int state; /* 0 unread, 1 good, -1 bad */
 
-	if (!state)
+	if (!state) {
 		state = rbio_tp_load_settings(&settings, why, sizeof(why)) ? -1 : 1;
+		if (state > 0) /* both transports' connections count in it */
+			rbio_data_total_set_limit_mib(settings.data_budget_total_mib);
+	}
 	if (state > 0)
 		return &settings;
 	if (err && errlen)

@@ -185,9 +185,12 @@ __attribute__((noinline, cold)) static void conn_fail(struct rbio_iser_conn *rc,
 	}
 }
 
-/* ---- data buffers within data_budget_mib (data_budget.h) */
+/* ---- data buffers within data_budget_mib and data_budget_total_mib
+ * (data_budget.h) */
 
-/* Going over data_budget_mib closes the connection: logged and counted once. */
+/* Going over data_budget_mib, or being the connection that would take
+ * tgtd over data_budget_total_mib, closes the connection: logged and
+ * counted once. */
 __attribute__((noinline, cold)) static void over_budget(struct rbio_iser_conn *rc, size_t size)
 {
 	char why[256];
@@ -199,14 +202,28 @@ __attribute__((noinline, cold)) static void over_budget(struct rbio_iser_conn *r
 	rbio_tp_stats_over_budget();
 }
 
-/* A buffer of `size` more bytes keeps the connection within its budget;
- * else the connection has failed. */
+/* A buffer of `size` more bytes keeps the connection within its budget
+ * and tgtd within the total (having closed others if need be); else the
+ * connection has failed. */
 static int within_budget(struct rbio_iser_conn *rc, size_t size)
 {
-	if (rbio_data_budget_admits(&rc->budget, size))
+	if (rbio_data_budget_admits(&rc->budget, size) && rbio_data_total_admits(&rc->budget, size))
 		return 1;
 	over_budget(rc, size);
 	return 0;
+}
+
+/* Another connection's buffer would take tgtd over data_budget_total_mib
+ * and this one holds the most: a scheduled pass closes it. */
+static void close_for_total(void *ctx, const char *why)
+{
+	struct rbio_iser_conn *rc = ctx;
+
+	if (rc->iscsi_conn.state == STATE_CLOSE)
+		return;
+	conn_fail(rc, why);
+	rbio_tp_stats_over_budget();
+	rbio_pass_schedule_if_due(&rc->pass);
 }
 
 /* A registered data buffer charged to the connection's budget; NULL, with
@@ -819,6 +836,7 @@ static void tp_release(struct iscsi_connection *conn)
 	rbio_iser_ep_describe(rc->ep, counters, sizeof(counters));
 	log_error("rbio: iser: %s: connection ended; %s\n", rc->peer, counters);
 	rbio_iser_ep_free(rc->ep); /* destroys the QP and the CM id */
+	rbio_data_budget_leave(&rc->budget);
 	list_del(&rc->siblings);
 	rbio_pass_release(&rc->pass, rc);
 	rbio_tp_stats_connection(0);
@@ -1020,6 +1038,7 @@ static int on_connect_request(struct rdma_cm_event *ev)
 		goto fail;
 	}
 	list_add(&rc->siblings, &rbio_iser_conns);
+	rbio_data_budget_join(&rc->budget, close_for_total, rc);
 	rbio_tp_stats_connection(1);
 	return 0;
 fail:

@@ -490,6 +490,7 @@ static void tp_release(struct iscsi_connection *conn)
 	rbio_tcp_conn_describe(rc->engine, counters, sizeof(counters));
 	log_error("rbio: tcp: %s: connection ended; %s\n", rc->peer, counters);
 	rbio_release_queue_free(rc->releases); /* releases what it still holds */
+	rbio_data_budget_leave(&rc->budget);
 	rbio_tcp_conn_free(rc->engine);
 	close(rc->fd);
 	list_del(&rc->siblings);
@@ -618,8 +619,9 @@ static void *write_in_place(struct rbio_conn *rc, size_t size)
 	return lend_write_data(rc, offset, size);
 }
 
-/* Going over data_budget_mib closes the connection (data_budget.h): logged
- * and counted once. */
+/* Going over data_budget_mib, or being the connection that would take
+ * tgtd over data_budget_total_mib, closes the connection (data_budget.h):
+ * logged and counted once. */
 __attribute__((noinline, cold)) static void over_budget(struct rbio_conn *rc, size_t size)
 {
 	char why[256];
@@ -639,7 +641,8 @@ static void *budgeted_data_buf(struct rbio_conn *rc, size_t size)
 {
 	void *buf;
 
-	if (!rbio_data_budget_admits(&rc->budget, size)) {
+	if (!rbio_data_budget_admits(&rc->budget, size) ||
+	    !rbio_data_total_admits(&rc->budget, size)) {
 		over_budget(rc, size);
 		rc->iscsi_conn.state = STATE_CLOSE;
 		return NULL;
@@ -652,6 +655,20 @@ static void *budgeted_data_buf(struct rbio_conn *rc, size_t size)
 	}
 	rbio_pool_charge(buf, &rc->budget.held);
 	return buf;
+}
+
+/* Another connection's buffer would take tgtd over data_budget_total_mib
+ * and this one holds the most: closed by a pass of its own, since this
+ * runs in the other's. */
+static void close_for_total(void *ctx, const char *why)
+{
+	struct rbio_conn *rc = ctx;
+
+	if (rc->iscsi_conn.state == STATE_CLOSE)
+		return;
+	conn_log_close(rc, why);
+	rbio_tp_stats_over_budget();
+	rbio_pass_force_close(&rc->pass);
 }
 
 static void *tp_alloc_data_buf(struct iscsi_connection *conn, size_t size)
@@ -988,6 +1005,7 @@ static void accept_handler(int lfd, int events, void *data)
 		goto refuse;
 	}
 	list_add(&rc->siblings, &rbio_conns);
+	rbio_data_budget_join(&rc->budget, close_for_total, rc);
 	rbio_tp_stats_connection(1);
 	return;
 refuse:

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "rbio/bs/data_budget.h"
+
 namespace rbio::tp {
 
 namespace {
@@ -120,11 +122,13 @@ void BlockPool::charge(void* payload, size_t* held) noexcept {
     Block* b = Block::of(payload);
     b->charged = held;
     *held += b->size;
+    rbio_all_data.held += b->size;
 }
 
 void BlockPool::release(Block* b) noexcept {
     if (b->charged) {
         *b->charged -= b->size;
+        rbio_all_data.held -= b->size;
         b->charged = nullptr;
     }
     b->pool->put_back(b);

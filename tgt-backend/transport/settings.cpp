@@ -3,6 +3,7 @@
 // takeover off for one tgtd run without editing the file.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstdio>
@@ -60,6 +61,38 @@ uint32_t parse_budget_mib(std::string_view v, const std::string& where) {
         throw SettingsError(where + ": '" + std::string(v) +
                             "' is not 0 (no budget) or a number from 64 to 1048576");
     }
+}
+
+// "auto" (half the memory tgtd may use), 0 (none), or 64 MiB to 1 TiB.
+void parse_total_mib(rbio_tp_settings& s, std::string_view v, const std::string& where) {
+    s.data_budget_total_auto = v == "auto";
+    if (s.data_budget_total_auto) return;
+    try {
+        s.data_budget_total_mib = parse_budget_mib(v, where);
+    } catch (const SettingsError&) {
+        throw SettingsError(where + ": '" + std::string(v) +
+                            "' is not auto (half of memory), 0 (no limit) or a number from 64 to 1048576");
+    }
+}
+
+// The memory tgtd may use: the machine's, or the lowest memory.max of its
+// cgroup and the cgroup's ancestors (a systemd MemoryMax= on the service
+// or its slice, a container's) when that is lower (cgroup v2).
+uint64_t usable_memory() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    uint64_t bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+    std::ifstream self("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(self, line)) {
+        if (line.rfind("0::/", 0) != 0) continue;
+        for (std::string dir = line.substr(3); dir.size() > 1; dir.resize(dir.rfind('/'))) {
+            std::ifstream max("/sys/fs/cgroup" + dir + "/memory.max");
+            uint64_t limit = 0;  // "max" reads as no number: no limit there
+            if (max >> limit && limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
+            if (dir.rfind('/') == 0) break;
+        }
+    }
+    return bytes;
 }
 
 void copy_to(char* dst, size_t len, std::string_view v, const std::string& where) {
@@ -154,6 +187,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
     else if (key == "iser_receive_kib") s.iser_receive_kib = parse_power_of_two(value, 16, 1024, w);
     else if (key == "direct_commands") s.direct_commands = parse_switch(value, w);
     else if (key == "data_budget_mib") s.data_budget_mib = parse_budget_mib(value, w);
+    else if (key == "data_budget_total_mib") parse_total_mib(s, value, w);
     else if (rbio::bs::alua::is_setting(key) || rbio::bs::metrics::is_setting(key))
         ;  // ALUA's and the metrics' own: read and checked by alua_settings.cpp
            // and metrics/settings.cpp
@@ -162,7 +196,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
                             "send_inline, write_in_place, direct_read_kib, rx_buffer_kib, max_queued_kib, "
                             "rx_wait_pdus, rx_wait_us, iser_spin_us, iser_srq_depth, iser_receive_kib, "
-                            "direct_commands, data_budget_mib, "
+                            "direct_commands, data_budget_mib, data_budget_total_mib, "
                             "port_group, alua_groups_file, metrics_file)");
 }
 
@@ -192,6 +226,7 @@ void load(rbio_tp_settings& s) {
     s.iser_receive_kib = 64;
     s.direct_commands = 1;
     s.data_budget_mib = 2048;
+    s.data_budget_total_auto = 1;
     std::snprintf(s.stats_file, sizeof(s.stats_file), "/run/rbio/tgtd-%%p.stats");
     std::snprintf(s.source, sizeof(s.source), "defaults");
 
@@ -209,6 +244,7 @@ void load(rbio_tp_settings& s) {
         std::string src = std::string(s.source) + " + " + env_used;
         std::snprintf(s.source, sizeof(s.source), "%s", src.c_str());
     }
+    if (s.data_budget_total_auto) s.data_budget_total_mib = rbio_tp_auto_total_mib(usable_memory());
 }
 
 }  // namespace
@@ -232,13 +268,19 @@ void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len)
                   "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
                   "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
                   "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u iser_receive_kib=%u direct_commands=%s "
-                  "data_budget_mib=%u (from %s)",
+                  "data_budget_mib=%u data_budget_total_mib=%u%s (from %s)",
                   s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
                   s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
                   s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off",
                   s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us,
                   s->iser_spin_us, s->iser_srq_depth, s->iser_receive_kib, s->direct_commands ? "on" : "off",
-                  s->data_budget_mib, s->source);
+                  s->data_budget_mib, s->data_budget_total_mib, s->data_budget_total_auto ? " (auto)" : "",
+                  s->source);
+}
+
+uint32_t rbio_tp_auto_total_mib(uint64_t bytes) {
+    const uint64_t mib = bytes / 2 >> 20;
+    return uint32_t(mib < 64 ? 64 : mib > 1048576 ? 1048576 : mib);
 }
 
 int rbio_tp_portal_selected(const rbio_tp_settings* s, const char* addr, int port) {

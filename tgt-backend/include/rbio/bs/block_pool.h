@@ -38,7 +38,8 @@ void *rbio_pool_alloc(struct rbio_pool *p, size_t size);
 void rbio_pool_release(void *payload);
 /* Adds the block's usable size to *held, and takes it off again when the
  * block is released, directly or from a release queue (a connection's
- * data buffers, rbio/bs/data_budget.h). *held must outlive the block's use. */
+ * data buffers, rbio/bs/data_budget.h), and in the process's total
+ * (rbio_all_data.held) the same way. *held must outlive the block's use. */
 void rbio_pool_charge(void *payload, size_t *held);
 /* Gives the blocks kept for reuse back to the system (tgtd exiting); blocks
  * in use stay valid and come back to the pool as usual. */

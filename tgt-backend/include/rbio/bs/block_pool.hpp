@@ -68,11 +68,12 @@ public:
     // At least `size` usable bytes; nullptr when out of memory or on_make
     // refused. From a free stack when one has a block: no system call.
     void* alloc(size_t size) noexcept;
-    // Counts b->size in *held until the block is released.
+    // Counts b->size in *held, and in the process's total
+    // (rbio_all_data.held), until the block is released.
     static void charge(void* payload, size_t* held) noexcept;
     // Back to its pool's free stack, or to the system when the pool holds
     // pooled_max bytes already or the block is not of a size class; takes
-    // its size off the count it was charged to.
+    // its size off the count it was charged to (and off the total).
     static void release(Block* b) noexcept;
     static void release(void* payload) noexcept { release(Block::of(payload)); }
     // payload came from this pool's alloc() (and is not released).

@@ -21,26 +21,28 @@ extern "C" {
 #define RBIO_TP_DEFAULT_CONFIG "/etc/rbio/tgtd.conf"
 
 struct rbio_tp_settings {
-    int enabled;               /* take over tgtd's TCP portals (and, with iser, its iSER listeners) */
-    int iser;                  /* take over tgtd's iSER listeners too */
-    char portals[1024];        /* "" = every portal, else "ADDR:PORT,..." */
-    char stats_file[4096];     /* "" = none; "%p" becomes tgtd's pid */
-    int batch_reads;           /* one receive per event for many PDUs */
-    int coalesce;              /* one sendmsg per pass for many PDUs */
-    int send_inline;           /* send in the pass that produced the response,
-                                  not after an EPOLLOUT round trip */
-    uint32_t direct_read_kib;  /* data reads at least this large skip the buffer */
-    int write_in_place;        /* a write's data buffered whole becomes its buffer, uncopied */
-    uint32_t rx_buffer_kib;    /* receive buffer per connection */
-    uint32_t max_queued_kib;   /* queued response bytes that force a send */
-    uint32_t rx_wait_pdus;     /* receive moderation: most requests waited for; 0/1: off */
-    uint32_t rx_wait_us;       /* receive moderation: longest wait for them */
-    uint32_t iser_spin_us;     /* iSER: longest spin on an empty CQ (adaptive); 0: never */
-    uint32_t iser_srq_depth;   /* iSER: receives shared by a device's connections; 0: per connection */
-    uint32_t iser_receive_kib; /* iSER: each receive's data buffer; writes up to it use it in place */
-    int direct_commands;       /* READ/WRITE past the core's byte-stream reader and writer */
-    uint32_t data_budget_mib;  /* data buffers one connection may hold (data_budget.h); 0: any */
-    char source[4200];         /* where the settings came from, for the log */
+    int enabled;                    /* take over tgtd's TCP portals (and, with iser, its iSER listeners) */
+    int iser;                       /* take over tgtd's iSER listeners too */
+    char portals[1024];             /* "" = every portal, else "ADDR:PORT,..." */
+    char stats_file[4096];          /* "" = none; "%p" becomes tgtd's pid */
+    int batch_reads;                /* one receive per event for many PDUs */
+    int coalesce;                   /* one sendmsg per pass for many PDUs */
+    int send_inline;                /* send in the pass that produced the response,
+                                       not after an EPOLLOUT round trip */
+    uint32_t direct_read_kib;       /* data reads at least this large skip the buffer */
+    int write_in_place;             /* a write's data buffered whole becomes its buffer, uncopied */
+    uint32_t rx_buffer_kib;         /* receive buffer per connection */
+    uint32_t max_queued_kib;        /* queued response bytes that force a send */
+    uint32_t rx_wait_pdus;          /* receive moderation: most requests waited for; 0/1: off */
+    uint32_t rx_wait_us;            /* receive moderation: longest wait for them */
+    uint32_t iser_spin_us;          /* iSER: longest spin on an empty CQ (adaptive); 0: never */
+    uint32_t iser_srq_depth;        /* iSER: receives shared by a device's connections; 0: per connection */
+    uint32_t iser_receive_kib;      /* iSER: each receive's data buffer; writes up to it use it in place */
+    int direct_commands;            /* READ/WRITE past the core's byte-stream reader and writer */
+    uint32_t data_budget_mib;       /* data buffers one connection may hold (data_budget.h); 0: any */
+    uint32_t data_budget_total_mib; /* data buffers all connections may hold together; 0: any */
+    int data_budget_total_auto;     /* that figure is half the memory tgtd may use ("auto") */
+    char source[4200];              /* where the settings came from, for the log */
 };
 
 /* Defaults, then the config file, then RBIO_TRANSPORT / RBIO_ISER /
@@ -48,6 +50,9 @@ struct rbio_tp_settings {
 int rbio_tp_load_settings(struct rbio_tp_settings *s, char *err, size_t errlen);
 /* The settings as one line, for tgtd's log. */
 void rbio_tp_describe_settings(const struct rbio_tp_settings *s, char *out, size_t len);
+/* "auto"'s data_budget_total_mib for a process that may use `bytes` of
+ * memory: half of it, at least 64 MiB, at most 1048576. */
+uint32_t rbio_tp_auto_total_mib(uint64_t bytes);
 /* The portal is in s->portals (ADDR:PORT, [ADDR]:PORT or *:PORT). */
 int rbio_tp_portal_selected(const struct rbio_tp_settings *s, const char *addr, int port);
 /* GNU build-id of the running executable as hex; 0, or -1 if it has none. */
