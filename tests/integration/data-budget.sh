@@ -69,6 +69,8 @@ metric_is() { [[ $(over_budget_total) == "$1" ]]; }
 # The data buffers every connection holds, in MiB (rbio_connection_data_buffer_bytes).
 held_mib() { awk '/^rbio_connection_data_buffer_bytes\{/ { b += $NF } END { print int(b / 1048576) }' "$METRICS"; }
 held_mib_at_least() { (($(held_mib) >= $1)); }
+# The process's gauges: all data buffers held, and data_budget_total_mib, in MiB.
+gauge_mib() { awk -v f="$1" '$1 ~ "^" f "\\{" { print int($NF / 1048576) }' "$METRICS"; }
 
 # flood_as NAME COUNT MIB [MRDSL]: a hostile client's flood on LUN 2, held
 # until released (release_as NAME); its output in $WORK/NAME.out.
@@ -147,6 +149,7 @@ tgtd_stop > /dev/null
 echo "== data_budget_total_mib = 320 (no budget per connection): hosts that do not read their responses"
 : > "$STATE/tgtd.log"
 start 0 320
+check "rbio_data_buffer_limit_bytes shows the total" wait_for 10 eval '[[ $(gauge_mib rbio_data_buffer_limit_bytes) == 320 ]]'
 flood_as a 3 64
 check "host a holds 192 MiB (rbio_connection_data_buffer_bytes)" wait_for 10 held_mib_at_least 192
 flood_as b 3 64
@@ -158,6 +161,7 @@ check "the good client verifies its data while host b holds" good_client 5
 peer_a=$(sed -n 's/.*rbio: tcp: \([^ ]*\): closing connection: it holds 192 MiB.*/\1/p' "$STATE/tgtd.log")
 check "tgtd ended host a's connection ($peer_a)" wait_for 10 log_has "rbio: tcp: $peer_a: connection ended"
 check "rbio_connection_data_buffer_bytes is host b's 192 MiB alone" wait_for 10 eval '(( $(held_mib) == 192 ))'
+check "rbio_data_buffer_bytes, the process's, agrees" eval '[[ $(gauge_mib rbio_data_buffer_bytes) == 192 ]]'
 check "rbio_connections_over_data_budget_total counts it" wait_for 10 metric_is 1
 release_as a
 release_as b

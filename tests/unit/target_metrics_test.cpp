@@ -31,7 +31,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 28 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 30 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -60,6 +60,7 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
                       std::span<const uint64_t>(c.data(), 2)});  // shorter: the rest are 0
     t.set_connections_accepted(5);
     t.set_connections_over_data_budget(2);
+    t.set_data_buffers(3u << 20, 512u << 20);
     const std::string x = t.text();
 
     EXPECT_EQ(x.rfind("# HELP rbio_build_info ", 0), 0u) << "process families come first";
@@ -70,6 +71,8 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_open_connections{control_port=\"0\",transport=\"iser\"} 1\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connections_accepted_total{control_port=\"0\"} 5\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_connections_over_data_budget_total{control_port=\"0\"} 2\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_data_buffer_bytes{control_port=\"0\"} 3145728\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_data_buffer_limit_bytes{control_port=\"0\"} 536870912\n"), std::string::npos);
 
     const std::string lu = "{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\"}";
     EXPECT_NE(x.find("rbio_lu_info{control_port=\"0\",target=\"iqn.2026-11.io.rbio:disk\",lun=\"1\",backing_"

@@ -21,6 +21,7 @@
 #include "iscsid.h"
 #include "work.h"
 
+#include "rbio/bs/data_budget.h"
 #include "rbio/bs/tcp_transport.h"
 #include "metrics_glue.h"
 #include "alua_glue.h"
@@ -82,6 +83,7 @@ static int gather_and_write(char *err, size_t errlen)
 	rbio_iscsi_iser_metrics(m);
 	rbio_metrics_set_accepted(m, rbio_tp_stats_accepted());
 	rbio_metrics_set_over_data_budget(m, rbio_tp_stats_over_budget_total());
+	rbio_metrics_set_data_buffers(m, rbio_all_data.held, rbio_all_data.limit);
 	rbio_alua_glue_metrics(m);
 	rc = rbio_metrics_write(m, metrics_path, err, errlen);
 	rbio_metrics_free(m);

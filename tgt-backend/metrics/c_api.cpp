@@ -130,6 +130,10 @@ void rbio_metrics_set_over_data_budget(rbio_metrics* m, uint64_t connections_clo
     m->target.set_connections_over_data_budget(connections_closed);
 }
 
+void rbio_metrics_set_data_buffers(rbio_metrics* m, uint64_t held, uint64_t limit) {
+    m->target.set_data_buffers(held, limit);
+}
+
 void rbio_metrics_set_alua(rbio_metrics* m, const rbio_metrics_alua* a) {
     guarded(m, [&] {
         std::vector<rbio::bs::metrics::AluaGroupValues> groups;

@@ -25,7 +25,12 @@ constexpr Family kAccepted{"rbio_connections_accepted_total", C,
                            "Connections accepted by rbio's transports since tgtd started"};
 constexpr Family kOverBudget{"rbio_connections_over_data_budget_total", C,
                              "Connections closed since tgtd started because their commands wanted more "
-                             "data buffers than data_budget_mib"};
+                             "data buffers than data_budget_mib, or because they held the most when "
+                             "tgtd's would have gone over data_budget_total_mib"};
+constexpr Family kDataBuffers{"rbio_data_buffer_bytes", G,
+                              "Data buffers all connections of rbio's transports hold now"};
+constexpr Family kDataBufferLimit{"rbio_data_buffer_limit_bytes", G,
+                                  "What they may hold together (data_budget_total_mib); 0: no limit"};
 
 // ---- ALUA (rbio::bs::alua::Gateway)
 
@@ -274,16 +279,18 @@ std::string TargetMetrics::text() const {
     }
     head.add(kAccepted, accepted_);
     head.add(kOverBudget, over_budget_);
+    head.add(kDataBuffers, data_buffers_);
+    head.add(kDataBufferLimit, data_buffer_limit_);
     return head.text() + alua_.text() + body_.text();
 }
 
 std::vector<Family> TargetMetrics::families() {
     std::vector<Family> all{
-        kBuildInfo,      kOpen,           kAccepted,       kOverBudget,     kAluaPortState, kAluaGroupState,
-        kAluaFileOk,     kLuInfo,         kLuSize,         kLuCommands,     kLuReads,       kLuReadBytes,
-        kLuWrites,       kLuWrittenBytes, kLuErrors,       kLuIos,          kLuMerged,      kLuInlineIos,
-        kLuSubmitCalls,  kLuPasses,       kLuReaped,       kLuWakeups,      kLuInFlight,    kLuRbdFenced,
-        kLuRbdTakeovers, kLuRbdFences,    kLuRbdQuietEnds, kConnDataBuffers};
+        kBuildInfo,     kOpen,           kAccepted,       kOverBudget,     kDataBuffers,    kDataBufferLimit,
+        kAluaPortState, kAluaGroupState, kAluaFileOk,     kLuInfo,         kLuSize,         kLuCommands,
+        kLuReads,       kLuReadBytes,    kLuWrites,       kLuWrittenBytes, kLuErrors,       kLuIos,
+        kLuMerged,      kLuInlineIos,    kLuSubmitCalls,  kLuPasses,       kLuReaped,       kLuWakeups,
+        kLuInFlight,    kLuRbdFenced,    kLuRbdTakeovers, kLuRbdFences,    kLuRbdQuietEnds, kConnDataBuffers};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

@@ -65,6 +65,9 @@ void rbio_metrics_add_connection(struct rbio_metrics *m, const struct rbio_metri
                                  const uint64_t *counters, size_t n);
 void rbio_metrics_set_accepted(struct rbio_metrics *m, uint64_t connections_accepted);
 void rbio_metrics_set_over_data_budget(struct rbio_metrics *m, uint64_t connections_closed);
+/* Data buffers all connections hold now; data_budget_total_mib in bytes
+ * (0: no limit). */
+void rbio_metrics_set_data_buffers(struct rbio_metrics *m, uint64_t held, uint64_t limit);
 
 /* This gateway's ALUA view (alua/c_api.cpp fills it in); NULL strings
  * count as "". Not called: ALUA is off, and no ALUA family is written. */

@@ -65,8 +65,15 @@ public:
     void add_connection(const ConnectionValues& conn);
     // Connections accepted by rbio's transports since tgtd started.
     void set_connections_accepted(uint64_t n) { accepted_ = n; }
-    // Connections closed for going over data_budget_mib since tgtd started.
+    // Connections closed for going over data_budget_mib, or for holding the
+    // most when tgtd's would go over data_budget_total_mib, since tgtd started.
     void set_connections_over_data_budget(uint64_t n) { over_budget_ = n; }
+    // Data buffers all connections hold now, and data_budget_total_mib in
+    // bytes (0: none).
+    void set_data_buffers(uint64_t held, uint64_t limit) {
+        data_buffers_ = held;
+        data_buffer_limit_ = limit;
+    }
     // At most once; without it (ALUA off) no ALUA family is written.
     void set_alua(const AluaValues& alua);
 
@@ -82,6 +89,8 @@ private:
     std::string control_port_;
     uint64_t accepted_ = 0;
     uint64_t over_budget_ = 0;
+    uint64_t data_buffers_ = 0;
+    uint64_t data_buffer_limit_ = 0;
     uint64_t open_[2] = {0, 0};  // per Transport
     Exposition alua_;
     Exposition body_;
