@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -55,6 +56,50 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
                                      std::to_string(s.data_budget_total_mib) + " (auto) "),
               std::string::npos)
         << line;
+}
+
+// A cgroup tree of files under a temporary folder, as /sys/fs/cgroup.
+struct CgroupTree {
+    CgroupTree() {
+        char tmpl[] = "/tmp/rbio-cgroup-XXXXXX";
+        if (::mkdtemp(tmpl)) root = tmpl;
+    }
+    ~CgroupTree() {
+        if (!root.empty()) std::filesystem::remove_all(root);
+    }
+    void put(const std::string& file, const std::string& text) const {
+        const std::filesystem::path p = root + file;
+        std::filesystem::create_directories(p.parent_path());
+        std::ofstream(p) << text;
+    }
+    uint64_t limit(const std::string& proc_cgroup, uint64_t bytes) const {
+        put("/proc-cgroup", proc_cgroup);
+        return rbio_tp_cgroup_memory_limit((root + "/proc-cgroup").c_str(), root.c_str(), bytes);
+    }
+    std::string root;
+};
+
+TEST(TransportSettings, CgroupMemoryLimitIsTheLowestUpThePath) {
+    constexpr uint64_t G = uint64_t(1) << 30;
+    CgroupTree t;
+    ASSERT_FALSE(t.root.empty());
+    // v2: the slice limited, the service not, the root (a container's
+    // namespace) limited higher.
+    t.put("/system.slice/memory.max", "8589934592\n");
+    t.put("/system.slice/tgt.service/memory.max", "max\n");
+    t.put("/memory.max", "17179869184\n");
+    EXPECT_EQ(t.limit("0::/system.slice/tgt.service\n", 64 * G), 8 * G);
+    EXPECT_EQ(t.limit("0::/system.slice/tgt.service\n", 4 * G), 4 * G);  // the machine's is lower
+    EXPECT_EQ(t.limit("0::/\n", 64 * G), 16 * G);
+    EXPECT_EQ(t.limit("0::/elsewhere\n", 64 * G), 16 * G);  // no file of its own
+    // v1: the memory controller's own hierarchy, alone or with others.
+    t.put("/memory/box/memory.limit_in_bytes", "1073741824\n");
+    t.put("/memory/memory.limit_in_bytes", "9223372036854771712\n");  // unlimited
+    EXPECT_EQ(t.limit("4:memory:/box\n1:cpu:/\n", 64 * G), 1 * G);
+    EXPECT_EQ(t.limit("4:cpu,memory:/box\n", 64 * G), 1 * G);
+    EXPECT_EQ(t.limit("4:cpu:/box\n", 64 * G), 64 * G);
+    EXPECT_EQ(t.limit("garbage\n4:memory\n4:memory:relative\n", 64 * G), 64 * G);
+    EXPECT_EQ(rbio_tp_cgroup_memory_limit("/nonexistent/cgroup", t.root.c_str(), 64 * G), 64 * G);
 }
 
 TEST(TransportSettings, AutoTotalIsHalfOfMemoryWithinBounds) {

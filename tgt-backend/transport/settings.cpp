@@ -75,24 +75,27 @@ void parse_total_mib(rbio_tp_settings& s, std::string_view v, const std::string&
     }
 }
 
-// The memory tgtd may use: the machine's, or the lowest memory.max of its
-// cgroup and the cgroup's ancestors (a systemd MemoryMax= on the service
-// or its slice, a container's) when that is lower (cgroup v2).
+// The lowest memory limit in `file` of cgroup `dir` of the hierarchy
+// mounted at `mount` and of its ancestors, if below `bytes`. Up to the root
+// tgtd sees, which in a container's cgroup namespace is the container's
+// own cgroup (the host's root has no limit file).
+uint64_t lowest_limit(const std::string& mount, std::string dir, const char* file, uint64_t bytes) {
+    for (;;) {
+        std::ifstream in(mount + (dir == "/" ? std::string() : dir) + "/" + file);
+        uint64_t limit = 0;  // "max" reads as no number: no limit there
+        if (in >> limit && limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
+        if (dir.size() <= 1) return bytes;
+        const size_t up = dir.rfind('/');
+        dir.resize(up == 0 ? 1 : up);
+    }
+}
+
+// The memory tgtd may use: the machine's, or its cgroup's limit when that
+// is lower (rbio_tp_cgroup_memory_limit).
 uint64_t usable_memory() {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    uint64_t bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
-    std::ifstream self("/proc/self/cgroup");
-    std::string line;
-    while (std::getline(self, line)) {
-        if (line.rfind("0::/", 0) != 0) continue;
-        for (std::string dir = line.substr(3); dir.size() > 1; dir.resize(dir.rfind('/'))) {
-            std::ifstream max("/sys/fs/cgroup" + dir + "/memory.max");
-            uint64_t limit = 0;  // "max" reads as no number: no limit there
-            if (max >> limit && limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
-            if (dir.rfind('/') == 0) break;
-        }
-    }
-    return bytes;
+    const uint64_t bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+    return rbio_tp_cgroup_memory_limit("/proc/self/cgroup", "/sys/fs/cgroup", bytes);
 }
 
 void copy_to(char* dst, size_t len, std::string_view v, const std::string& where) {
@@ -276,6 +279,25 @@ void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len)
                   s->iser_spin_us, s->iser_srq_depth, s->iser_receive_kib, s->direct_commands ? "on" : "off",
                   s->data_budget_mib, s->data_budget_total_mib, s->data_budget_total_auto ? " (auto)" : "",
                   s->source);
+}
+
+uint64_t rbio_tp_cgroup_memory_limit(const char* proc_cgroup, const char* root, uint64_t bytes) {
+    try {
+        std::ifstream self(proc_cgroup);
+        std::string line;
+        while (std::getline(self, line)) {
+            // ID:CONTROLLERS:PATH; v2's is 0::PATH
+            const size_t a = line.find(':'), b = a == line.npos ? a : line.find(':', a + 1);
+            if (b == line.npos || b + 1 >= line.size() || line[b + 1] != '/') continue;
+            const std::string controllers = line.substr(a + 1, b - a - 1), dir = line.substr(b + 1);
+            if (line.compare(0, b + 1, "0::") == 0) bytes = lowest_limit(root, dir, "memory.max", bytes);
+            else if (("," + controllers + ",").find(",memory,") != std::string::npos)
+                bytes = lowest_limit(std::string(root) + "/memory", dir, "memory.limit_in_bytes", bytes);
+        }
+    } catch (const std::exception&) {
+        // unreadable: the machine's memory stands
+    }
+    return bytes;
 }
 
 uint32_t rbio_tp_auto_total_mib(uint64_t bytes) {

@@ -53,6 +53,12 @@ void rbio_tp_describe_settings(const struct rbio_tp_settings *s, char *out, size
 /* "auto"'s data_budget_total_mib for a process that may use `bytes` of
  * memory: half of it, at least 64 MiB, at most 1048576. */
 uint32_t rbio_tp_auto_total_mib(uint64_t bytes);
+/* `bytes`, or the lowest memory limit of the cgroups in `proc_cgroup` (a
+ * /proc/PID/cgroup) and their ancestors when lower: cgroup v2's memory.max
+ * under `root` (e.g. /sys/fs/cgroup), v1's memory.limit_in_bytes under
+ * root/memory. Up to the root the process sees, which in a container's
+ * cgroup namespace is the container's own cgroup. */
+uint64_t rbio_tp_cgroup_memory_limit(const char *proc_cgroup, const char *root, uint64_t bytes);
 /* The portal is in s->portals (ADDR:PORT, [ADDR]:PORT or *:PORT). */
 int rbio_tp_portal_selected(const struct rbio_tp_settings *s, const char *addr, int port);
 /* GNU build-id of the running executable as hex; 0, or -1 if it has none. */
