@@ -397,6 +397,12 @@ TEST_F(DataTotal, NobodyIsClosedWhenThatWouldNotMakeRoom) {
     EXPECT_TRUE(b.closes.empty());
     EXPECT_TRUE(c.closes.empty());
     EXPECT_EQ(a.budget.closing, 1);
+    char why[320];
+    rbio_data_budget_why(&a.budget, 300 * kMiB, why, sizeof why);
+    EXPECT_STREQ(why,
+                 "a command wants 300 MiB of data buffers while the connection holds 64 MiB, and tgtd's "
+                 "would go over data_budget_total_mib=256 even with every connection that holds more closed "
+                 "(a host that does not read its responses keeps their buffers held)");
 
     // Holding nothing, a buffer over the total by itself is served alone,
     // and costs nobody their connection.

@@ -193,7 +193,7 @@ __attribute__((noinline, cold)) static void conn_fail(struct rbio_iser_conn *rc,
  * counted once. */
 __attribute__((noinline, cold)) static void over_budget(struct rbio_iser_conn *rc, size_t size)
 {
-	char why[256];
+	char why[320];
 
 	if (rc->iscsi_conn.state == STATE_CLOSE)
 		return;

@@ -624,7 +624,7 @@ static void *write_in_place(struct rbio_conn *rc, size_t size)
  * logged and counted once. */
 __attribute__((noinline, cold)) static void over_budget(struct rbio_conn *rc, size_t size)
 {
-	char why[256];
+	char why[320];
 
 	if (rc->iscsi_conn.state == STATE_CLOSE)
 		return;

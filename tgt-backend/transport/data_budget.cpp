@@ -106,11 +106,16 @@ void rbio_data_budget_why(const rbio_data_budget* b, size_t size, char* out, siz
                       mib_up(size), mib_up(b->held), b->limit / kMiB);
         return;
     }
+    // Refused holding the most, or because closing those that hold more
+    // would not make room.
+    const bool most = held_by_larger(b) == 0;
     std::snprintf(out, len,
-                  "a command wants %zu MiB of data buffers while the connection holds %zu MiB, the most of "
-                  "any connection, and tgtd's would go over data_budget_total_mib=%zu (a host that does not "
-                  "read its responses keeps their buffers held)",
-                  mib_up(size), mib_up(b->held), rbio_all_data.limit / kMiB);
+                  "a command wants %zu MiB of data buffers while the connection holds %zu MiB%s, and tgtd's "
+                  "would go over data_budget_total_mib=%zu%s (a host that does not read its responses keeps "
+                  "their buffers held)",
+                  mib_up(size), mib_up(b->held), most ? ", the most of any connection" : "",
+                  rbio_all_data.limit / kMiB,
+                  most ? "" : " even with every connection that holds more closed");
 }
 
 }  // extern "C"
