@@ -76,7 +76,8 @@
 //                   in flight
 //   flood           log in, send --count READ(10) of --kib KiB each (READ(16)
 //                   from 32 MiB up), never read the responses; hold the
-//                   connection
+//                   connection (its local port printed first, as the
+//                   target's log names it)
 //   lone-after-burst  log in; three times: 8 TEST UNIT READY one by one
 //                   (each answered before the next: the passes of an
 //                   initiator that sends one PDU per call), --count in one
@@ -353,6 +354,15 @@ public:
         fd_.reset();
     }
     void close() { fd_.reset(); }
+
+    // This end's port: the target logs the connection as 127.0.0.1:PORT.
+    unsigned local_port() const {
+        sockaddr_in a{};
+        socklen_t len = sizeof a;
+        if (::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            throw SetupError(errno_text("getsockname", errno));
+        return ntohs(a.sin_port);
+    }
 
     // Bytes the target sent that we have not read.
     int unread_bytes() const {
@@ -1027,6 +1037,7 @@ int case_flood(const Options& o) {
     const char* read = read10 ? "READ(10)" : "READ(16)";
     s.conn.send_or_throw(burst, std::string("the ") + read + " burst");
     const auto t0 = Clock::now();
+    std::printf("flood: from port %u\n", s.conn.local_port());
     std::printf("flood: %u %s of %u KiB sent (the target's window allowed %u), reading nothing; holding\n", n,
                 read, o.kib, window);
     std::fflush(stdout);

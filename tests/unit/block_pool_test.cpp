@@ -345,9 +345,9 @@ TEST_F(DataTotal, ClosesTheConnectionHoldingTheMostAndServesTheAsker) {
     EXPECT_TRUE(rbio_data_total_admits(&b.budget, 64 * kMiB));
     ASSERT_EQ(a.closes.size(), 1u);
     EXPECT_EQ(a.closes[0],
-              "it holds 192 MiB of data buffers, the most of any connection, and tgtd's would go over "
-              "data_budget_total_mib=256 (a host that does not read its responses keeps their buffers "
-              "held)");
+              "it holds 192 MiB of data buffers, the most of the connections not being closed, and a "
+              "command of 64 MiB on another would take tgtd's over data_budget_total_mib=256 (a host that "
+              "does not read its responses keeps their buffers held)");
     EXPECT_EQ(a.budget.closing, 1);
     EXPECT_TRUE(c.closes.empty());
     // a's bytes are on their way out: no longer counted, and a is not
@@ -357,6 +357,18 @@ TEST_F(DataTotal, ClosesTheConnectionHoldingTheMostAndServesTheAsker) {
     EXPECT_TRUE(rbio_data_total_admits(&c.budget, 128 * kMiB));
     EXPECT_EQ(a.closes.size(), 1u);
     EXPECT_TRUE(b.closes.empty());
+}
+
+TEST_F(DataTotal, ClosesTheLargestFirstAndNoMoreThanNeeded) {
+    Conn a, b, c, d;
+    join(a, 30);
+    join(b, 120);
+    join(c, 100);
+    join(d, 0);
+    EXPECT_TRUE(rbio_data_total_admits(&d.budget, 20 * kMiB));  // 250 + 20: one must go, b
+    EXPECT_EQ(b.closes.size(), 1u);
+    EXPECT_TRUE(a.closes.empty());
+    EXPECT_TRUE(c.closes.empty());
 }
 
 TEST_F(DataTotal, ClosesAsManyAsTheBufferNeeds) {
@@ -411,6 +423,19 @@ TEST_F(DataTotal, NobodyIsClosedWhenThatWouldNotMakeRoom) {
     EXPECT_TRUE(rbio_data_total_admits(&d.budget, 400 * kMiB));
     EXPECT_TRUE(b.closes.empty());
     EXPECT_TRUE(c.closes.empty());
+}
+
+TEST_F(DataTotal, NobodyElseIsClosedForABufferWithinTheTotalThatClosingCannotFit) {
+    Conn a, b, c;
+    join(a, 100);
+    join(b, 120);
+    join(c, 100);
+    // Closing every connection holding more than a (b alone) leaves
+    // 200 + 60: still over. c holds no more than a, so a goes.
+    EXPECT_FALSE(rbio_data_total_admits(&a.budget, 60 * kMiB));
+    EXPECT_TRUE(b.closes.empty());
+    EXPECT_TRUE(c.closes.empty());
+    EXPECT_EQ(a.budget.closing, 1);
 }
 
 TEST_F(DataTotal, AConnectionAloneGetsAnyOneBuffer) {

@@ -92,6 +92,9 @@ TEST(TransportSettings, CgroupMemoryLimitIsTheLowestUpThePath) {
     EXPECT_EQ(t.limit("0::/system.slice/tgt.service\n", 4 * G), 4 * G);  // the machine's is lower
     EXPECT_EQ(t.limit("0::/\n", 64 * G), 16 * G);
     EXPECT_EQ(t.limit("0::/elsewhere\n", 64 * G), 16 * G);  // no file of its own
+    // The lowest, not the first found: a service limit above its slice's.
+    t.put("/system.slice/big.service/memory.max", "12884901888\n");
+    EXPECT_EQ(t.limit("0::/system.slice/big.service\n", 64 * G), 8 * G);
     // v1: the memory controller's own hierarchy, alone or with others.
     t.put("/memory/box/memory.limit_in_bytes", "1073741824\n");
     t.put("/memory/memory.limit_in_bytes", "9223372036854771712\n");  // unlimited

@@ -85,11 +85,14 @@ int rbio_data_total_make_room(rbio_data_budget* b, size_t size) {
         // while it does not fit, one holding more than b is left
         rbio_data_budget* most = largest_other(b);
         char why[256];
-        std::snprintf(why, sizeof why,
-                      "it holds %zu MiB of data buffers, the most of any connection, and tgtd's would go "
-                      "over data_budget_total_mib=%zu (a host that does not read its responses keeps their "
-                      "buffers held)",
-                      mib_up(most->held), rbio_all_data.limit / kMiB);
+        // "Not being closed": one command may close several, and the
+        // bytes of those closed before are held until they are freed.
+        std::snprintf(
+            why, sizeof why,
+            "it holds %zu MiB of data buffers, the most of the connections not being closed, and a "
+            "command of %zu MiB on another would take tgtd's over data_budget_total_mib=%zu (a host "
+            "that does not read its responses keeps their buffers held)",
+            mib_up(most->held), mib_up(size), rbio_all_data.limit / kMiB);
         most->closing = 1;
         held -= most->held;
         if (most->close) most->close(most->ctx, why);
