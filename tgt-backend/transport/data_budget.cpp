@@ -84,7 +84,7 @@ int rbio_data_total_make_room(rbio_data_budget* b, size_t size) {
     while (!fits(held, size)) {
         // while it does not fit, one holding more than b is left
         rbio_data_budget* most = largest_other(b);
-        char why[256];
+        char why[384];  // three numbers of up to 20 digits each, and the text
         // "Not being closed": one command may close several, and the
         // bytes of those closed before are held until they are freed.
         std::snprintf(
