@@ -137,14 +137,17 @@ check "data_budget_mib = 64: 8 MiB writes, 4 in flight, read back and verified" 
   eval 'bench budget-w8m --rw write --bs 8M --iodepth 4 --size 64M --verify && verified budget-w8m'
 check "data_budget_mib = 64: that connection was never closed for it" \
   eval '! log_has "over data_budget_mib"'
-over_budget() {
+# reads_closed NAME WHY: 16 MiB reads, 8 in flight, fail, and tgtd logs
+# their connection's close for WHY (the end of the log line).
+reads_closed() {
   local rc=0
-  bench budget-r16m --rw read --bs 16M --iodepth 8 --size 256M --replacement-timeout 0 --timeout 20 || rc=$?
+  bench "$1" --rw read --bs 16M --iodepth 8 --size 256M --replacement-timeout 0 --timeout 20 || rc=$?
   (( rc != 0 )) || return 1
-  wait_for 10 log_has "rbio: iser: .*closing connection: a command wants 16 MiB of data buffers while the connection holds [0-9]* MiB, over data_budget_mib=64"
+  wait_for 10 log_has "rbio: iser: .*closing connection: a command wants 16 MiB of data buffers while the connection holds [0-9]* MiB, $2"
   grep "rbio: iser: .*closing connection" "$STATE/tgtd.log"
 }
-check "data_budget_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the budget" over_budget
+check "data_budget_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the budget" \
+  reads_closed budget-r16m "over data_budget_mib=64"
 check "data_budget_mib = 64: tgtd is alive" tgtd_alive
 tgtd_stop
 
@@ -157,14 +160,8 @@ printf 'data_budget_mib = 0\ndata_budget_total_mib = 64\n' > "$WORK/rbio-total.c
 RBIO_CONFIG="$WORK/rbio-total.conf" start_tgtd_rbio_iser
 must "the target again, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
 check "data_budget_total_mib = 64: the log shows it" log_has "data_budget_mib=0 data_budget_total_mib=64 "
-over_total() {
-  local rc=0
-  bench total-r16m --rw read --bs 16M --iodepth 8 --size 256M --replacement-timeout 0 --timeout 20 || rc=$?
-  (( rc != 0 )) || return 1
-  wait_for 10 log_has "rbio: iser: .*closing connection: a command wants 16 MiB of data buffers while the connection holds [0-9]* MiB, the most of any connection, and tgtd's would go over data_budget_total_mib=64"
-  grep "rbio: iser: .*closing connection" "$STATE/tgtd.log"
-}
-check "data_budget_total_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the total" over_total
+check "data_budget_total_mib = 64: 16 MiB reads, 8 in flight: the connection is closed for the total" \
+  reads_closed total-r16m "the most of any connection, and tgtd's would go over data_budget_total_mib=64"
 check "data_budget_total_mib = 64: tgtd is alive" tgtd_alive
 tgtd_stop
 fi
