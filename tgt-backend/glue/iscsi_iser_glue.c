@@ -207,7 +207,7 @@ __attribute__((noinline, cold)) static void over_budget(struct rbio_iser_conn *r
  * connection has failed. */
 static int within_budget(struct rbio_iser_conn *rc, size_t size)
 {
-	if (rbio_data_budget_admits(&rc->budget, size) && rbio_data_total_admits(&rc->budget, size))
+	if (rbio_data_budgets_admit(&rc->budget, size))
 		return 1;
 	over_budget(rc, size);
 	return 0;

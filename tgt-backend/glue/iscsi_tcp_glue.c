@@ -641,8 +641,7 @@ static void *budgeted_data_buf(struct rbio_conn *rc, size_t size)
 {
 	void *buf;
 
-	if (!rbio_data_budget_admits(&rc->budget, size) ||
-	    !rbio_data_total_admits(&rc->budget, size)) {
+	if (!rbio_data_budgets_admit(&rc->budget, size)) {
 		over_budget(rc, size);
 		rc->iscsi_conn.state = STATE_CLOSE;
 		return NULL;

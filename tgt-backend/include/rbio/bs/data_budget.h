@@ -91,6 +91,12 @@ static inline int rbio_data_total_admits(struct rbio_data_budget *b, size_t size
            rbio_data_total_make_room(b, size);
 }
 
+/* Both: the connection's own budget first, so that no other connection
+ * is closed for a buffer its own budget refuses anyway. */
+static inline int rbio_data_budgets_admit(struct rbio_data_budget *b, size_t size) {
+    return rbio_data_budget_admits(b, size) && rbio_data_total_admits(b, size);
+}
+
 /* Why a buffer of `size` more bytes was refused (by b's own budget, else by
  * the total), for the log line that closes the connection. */
 void rbio_data_budget_why(const struct rbio_data_budget *b, size_t size, char *out, size_t len);
