@@ -30,6 +30,7 @@
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 84   # gateways on control ports 5785-5786, portals 13785-13786
 source "$(dirname "$0")/../lib/gateways.sh"
+source "$(dirname "$0")/../lib/rbd-gateways.sh"
 PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
 CEPH_DEV="$RBIO_SOURCE_DIR/scripts/ceph-dev.sh"
 CEPH_DIR="$WORK/ceph"
@@ -56,7 +57,6 @@ fencing_cleanup() {
 }
 trap fencing_cleanup EXIT
 
-rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
 bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT" --watch-timeout "$WATCH_TIMEOUT"
 rbd_ create --size 16M lun
 set_groups "1 active/optimized" "2 active/optimized"
@@ -73,10 +73,6 @@ export_rbd() {
     gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/lun --bstype rbio --bsopts "$opts" &&
     gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
 }
-# addr_of G: gateway G's Ceph client address, from its log.
-addr_of() { sed -n 's/.*opened rbd image .*) as client\.[0-9]* at \([^ ]*\).*/\1/p' "$(gw_state "$1")/tgtd.log" | tail -1; }
-owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
-blocklisted() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }' | grep -qxF "$1"; }
 
 for g in 1 2; do must_start "gateway $g exports the image" export_rbd "$g"; done
 A1=$(addr_of 1) A2=$(addr_of 2)

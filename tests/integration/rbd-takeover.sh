@@ -39,6 +39,7 @@
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 105   # gateways on control ports 5806-5807, portals 13806-13807
 source "$(dirname "$0")/../lib/gateways.sh"
+source "$(dirname "$0")/../lib/rbd-gateways.sh"
 PROBE="$RBIO_BUILD_DIR/tests/integration/scsi_probe"
 CEPH_DEV="$RBIO_SOURCE_DIR/scripts/ceph-dev.sh"
 CEPH_DIR="$WORK/ceph"
@@ -60,7 +61,6 @@ takeover_cleanup() {
 }
 trap takeover_cleanup EXIT
 
-rbd_() { timeout 60 rbd -c "$CONF" "$@"; }
 bash "$CEPH_DEV" start --dir "$CEPH_DIR" --port "$CEPH_PORT"
 rbd_ create --size 16M lun
 set_groups "1 active/optimized" "2 active/non-optimized"
@@ -75,35 +75,7 @@ export_rbd() {
     gw_adm "$1" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
 }
 stop_gw() { "$SANDBOX" stop "$(gw_state "$1")"; }
-# metric G NAME VALUE: gateway G's metrics file has LUN 1's NAME at VALUE
-# (tgtd rewrites it once a second).
-metric() { grep -qE "^$2\\{.*lun=\"1\"\\} $3\$" "$WORK/gw$1.prom"; }
-# addr_of G: gateway G's Ceph client address, from its log's last open.
-addr_of() {
-  sed -n -e 's/.*opened rbd image .*) as client\.[0-9]* at \([^ ]*\).*/\1/p' \
-    -e 's/.*: opened again as client\.[0-9]* at \([^ ]*\) after.*/\1/p' "$(gw_state "$1")/tgtd.log" | tail -1
-}
-owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
-blocklisted() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }' | grep -qxF "$1"; }
 
-# start_late G NAME [--tur-first]: a session to gateway G that writes
-# pattern 3 at LBAs 0-7 once $WORK/NAME.go exists; its output goes to
-# $WORK/NAME.out.
-start_late() {
-  rm -f "$WORK/$2.go"
-  "$PROBE" "$(gw_url "$1")" write-after "$WORK/$2.go" 0 8 3 ${3:+"$3"} > "$WORK/$2.out" 2>&1 &
-  late=$!
-  wait_for 30 grep -sqx ready "$WORK/$2.out"
-}
-# finish_late NAME: lets it write; its exit status.
-finish_late() {
-  local rc=0
-  touch "$WORK/$1.go"
-  wait "$late" || rc=$?
-  late=""
-  sed 's/^/  late write: /' "$WORK/$1.out"
-  return "$rc"
-}
 
 # late_write_phase BSOPTS NAME: steps 1-4 with both gateways on BSOPTS.
 late_write_phase() {
