@@ -931,10 +931,12 @@ void Engine::rbd_fenced() {
     ++counters_.rbd_fences;
     log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() +
                                ": the cluster fenced this gateway (blocklisted: another gateway took the "
-                               "image's lock over); every request fails from now on. " +
-                               (opts_.rbd.lock == RbdSettings::Lock::Takeover
-                                    ? "The LU's sessions are ended, and a new client opens the image"
-                                    : "Restart tgtd (or delete and add the LU) to serve the image again"));
+                               "image's lock over). " +
+                               (opts_.rbd.reopen == RbdSettings::Reopen::Auto
+                                    ? "The LU's sessions are ended, and every request fails until a new "
+                                      "client has opened the image"
+                                    : "Every request fails from now on; restart tgtd (or delete and add the "
+                                      "LU) to serve the image again (rbd_reopen=manual)"));
 }
 
 // The glue ends the sessions that existed at the fence (their late commands
@@ -942,9 +944,9 @@ void Engine::rbd_fenced() {
 // librbd's open waits for the cluster.
 void Engine::tell_fence() {
     fence_told_ = true;
-    // Only with rbd_lock=takeover, where a fence is part of every change of
-    // the writing gateway; otherwise a fenced gateway waits for its admin.
-    if (!rbd_ || !hooks_.fenced || opts_.rbd.lock != RbdSettings::Lock::Takeover) return;
+    // rbd_reopen=manual: the fenced gateway waits for its admin, who may
+    // have fenced it on purpose (options.hpp).
+    if (!rbd_ || !hooks_.fenced || opts_.rbd.reopen == RbdSettings::Reopen::Manual) return;
     if (hooks_.fenced(hooks_.ctx) != 0) {
         log(RBIO_BS_LOG_ERROR, "rbd image " + rbd_->name() +
                                    ": could not end the sessions of the fenced client; restart tgtd to serve "

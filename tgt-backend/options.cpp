@@ -11,7 +11,8 @@ namespace {
 
 constexpr std::string_view kKnownKeys =
     "queue_depth, batch, coalesce, coalesce_max_kib, inline_reap, inline_io, inline_max_kib, thin, "
-    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock, rbd_quiet_s, debug_unsafe_fua";
+    "rbd_conf, rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock, rbd_quiet_s, rbd_reopen, "
+    "debug_unsafe_fua";
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -116,6 +117,10 @@ Options parse_options(std::string_view bsopts) {
             else throw Error("bsopts: rbd_lock=" + std::string(val) + ": expected cooperative or takeover");
         } else if (key == "rbd_quiet_s") {
             o.rbd.quiet_s = parse_uint(key, val, 0, 3600);
+        } else if (key == "rbd_reopen") {
+            if (val == "auto") o.rbd.reopen = RbdSettings::Reopen::Auto;
+            else if (val == "manual") o.rbd.reopen = RbdSettings::Reopen::Manual;
+            else throw Error("bsopts: rbd_reopen=" + std::string(val) + ": expected auto or manual");
         } else if (key == "debug_unsafe_fua") {
             o.debug_unsafe_fua = parse_bool(key, val);
         } else {
@@ -123,6 +128,10 @@ Options parse_options(std::string_view bsopts) {
                         ")");
         }
     }
+    if (o.rbd.lock == RbdSettings::Lock::Takeover && o.rbd.reopen == RbdSettings::Reopen::Manual)
+        throw Error(
+            "bsopts: rbd_reopen=manual with rbd_lock=takeover: every change of the writing gateway fences "
+            "the old one, which would then stay fenced; use rbd_reopen=auto (the default)");
     return o;
 }
 
@@ -137,6 +146,7 @@ std::string rbd_to_string(const RbdSettings& r) {
     if (r.timeout_s != d.timeout_s) out += ":rbd_timeout=" + std::to_string(r.timeout_s);
     if (r.lock != d.lock) out += ":rbd_lock=takeover";
     if (r.quiet_s != d.quiet_s) out += ":rbd_quiet_s=" + std::to_string(r.quiet_s);
+    if (r.reopen != d.reopen) out += ":rbd_reopen=manual";
     return out;
 }
 

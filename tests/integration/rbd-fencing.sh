@@ -25,7 +25,16 @@
 #     multipath initiator on both gateways waits (it re-sends a command
 #     refused that way a second later) rather than fail, and gateway 2
 #     writes again once the lock is released;
-#  6. gateway 1 shuts down cleanly, and no lock is left once both stopped.
+#  6. the default, rbd_reopen=auto (steps 1-5 run gateway 1 with
+#     rbd_reopen=manual, which keeps a fenced gateway out until its admin
+#     acts): gateway 1, still refusing everything, has its LU deleted and
+#     added again (the admin's way back) with the default. It takes the lock
+#     back (gateway 2 hands it over), a host session to it logs in, and it
+#     hangs again while gateway 2 writes newer data. Woken, gateway 1 ends
+#     the LU's sessions and opens the image with a new client by itself; the
+#     old session's write, sent then, does not land, and a new session reads
+#     the newer data and writes again;
+#  7. both gateways shut down cleanly, and no lock is left.
 # A cluster that cannot start fails the test with ceph-dev's reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 84   # gateways on control ports 5785-5786, portals 13785-13786
@@ -47,6 +56,7 @@ stopped="" holder="" mon="" mon_waker="" bench=""
 fencing_cleanup() {
   local rc=$?
   [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  [[ -z $late ]] || { kill "$late" 2>/dev/null; wait "$late"; }
   [[ -z $mon_waker ]] || { kill "$mon_waker" 2>/dev/null; wait "$mon_waker"; }
   [[ -z $mon ]] || kill -CONT "$mon" 2>/dev/null
   [[ -z $holder ]] || { kill -TERM "$holder" 2>/dev/null && wait "$holder"; }
@@ -63,15 +73,21 @@ set_groups "1 active/optimized" "2 active/optimized"
 # Gateway 2 waits for monitors at most 2 s (rbd_timeout) while it opens
 # the image; that must not bound its later waits for them (step 2).
 RBD_TIMEOUT=2
-# export G: gateway G serving the image with the shared identity.
+# add_lu G BSOPTS: gateway G's LU on the image, with the shared identity.
+add_lu() {
+  gw_adm "$1" --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/lun --bstype rbio --bsopts "$2" &&
+    gw_adm "$1" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
+}
+# export G: gateway G serving the image. Gateway 1 stays fenced until the
+# test re-adds its LU (rbd_reopen=manual), until step 6.
 export_rbd() {
   local g=$1 opts="rbd_conf=$CONF"
+  (( g == 1 )) && opts+=";rbd_reopen=manual"
   (( g == 2 )) && opts+=";rbd_timeout=$RBD_TIMEOUT"
-  gw_start "$g" &&
+  gw_start "$g" RBIO_METRICS_FILE="$WORK/gw$g.prom" &&
     gw_adm "$g" --op new --mode target --tid 1 -T "$GW_TARGET" &&
     gw_adm "$g" --op bind --mode target --tid 1 -I ALL &&
-    gw_adm "$g" --op new --mode logicalunit --tid 1 --lun 1 -b rbd:rbd/lun --bstype rbio --bsopts "$opts" &&
-    gw_adm "$g" --op update --mode logicalunit --tid 1 --lun 1 --params "scsi_id=$SCSI_ID,scsi_sn=$SCSI_SN"
+    add_lu "$g" "$opts"
 }
 
 for g in 1 2; do must_start "gateway $g exports the image" export_rbd "$g"; done
@@ -189,7 +205,53 @@ check "bench completes once the lock is free, every write verified (exit $brc)" 
 (( brc == 0 )) || tail -15 "$WORK/bench.out"
 check "gateway 2 writes again once it is released" "$PROBE" "$(gw_url 2)" write 0 64 3
 check "... and reads that back" "$PROBE" "$(gw_url 2)" verify 0 64 3
-check "the fenced gateway 1 shuts down cleanly" "$SANDBOX" stop "$(gw_state 1)"
+
+# --- 6. rbd_reopen=auto: the fenced gateway serves again by itself ---------------------
+# Gateway 1 was fenced in step 3, seconds ago: with rbd_reopen=manual it
+# has not opened the image again.
+out=$(timeout 60 "$PROBE" "$(gw_url 1)" reads 0 8) || :
+check "manual: gateway 1 still refuses reads as unavailable" sense_all "$unavailable" "$out"
+check "manual: ... its log never says it opened the image again" eval '! gw_log_has 1 "opened again as client"'
+check "manual: ... and its metrics say it is fenced" metric 1 rbio_lu_rbd_fenced 1
+check "the fenced LU on gateway 1 is deleted" gw_adm 1 --op delete --mode logicalunit --tid 1 --lun 1
+must_start "... and added again with the default, rbd_reopen=auto" add_lu 1 "rbd_conf=$CONF"
+A1=$(addr_of 1)
+echo "gateway 1 is now $A1"
+check "auto: gateway 1 reads gateway 2's data through its new client" "$PROBE" "$(gw_url 1)" verify 0 64 3
+check "auto: pattern 4 written through gateway 1" "$PROBE" "$(gw_url 1)" write 0 8 4
+check "auto: gateway 1 owns the lock (gateway 2 handed it over)" eval '[[ $(owner) == "$A1" ]]'
+# A session that logged in before the fault; its write of pattern 3 comes
+# late (below).
+must_start "auto: a host session to gateway 1 logs in" start_late 1 late
+stopped=$(gw_pid 1)
+kill -STOP "$stopped"
+check "auto: with gateway 1 hung, pattern 5 written through gateway 2 once gateway 1's watch expired" \
+  env SCSI_PROBE_TIMEOUT=90 "$PROBE" "$(gw_url 2)" write 0 8 5
+check "auto: gateway 1's client is blocklisted" blocklisted "$A1"
+kill -CONT "$stopped"
+stopped=""
+check "auto: gateway 1 learns it was fenced, and ends the LU's sessions (its log)" \
+  wait_for 30 gw_log_has 1 "The LU's sessions are ended, and every request fails until a new client"
+check "auto: ... opens the image with a new client, without its admin" \
+  wait_for 30 gw_log_has 1 "opened again as client"
+check "auto: ... its metrics count the fence (rbio_lu_rbd_fences_total 1), fenced no more" \
+  wait_for 10 eval 'metric 1 rbio_lu_rbd_fences_total 1 && metric 1 rbio_lu_rbd_fenced 0'
+# The late write comes once the new client serves: only the end of its
+# session keeps it from landing over pattern 5.
+rc=0; finish_late late || rc=$?
+check "auto: the late write through gateway 1's old session does not land (exit $rc)" \
+  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/late.out"'
+check "auto: the image keeps gateway 2's pattern 5" "$PROBE" "$(gw_url 2)" verify 0 8 5
+check "auto: a new session to gateway 1 reads it (the new client)" "$PROBE" "$(gw_url 1)" verify 0 8 5
+check "auto: ... its REPORT TARGET PORT GROUPS is as the groups file says again" \
+  eval '[[ $(timeout 60 "$PROBE" "$(gw_url 1)" rtpg) == "$(printf "group 1 active/optimized ports 1\ngroup 2 active/optimized ports 2")" ]]'
+A1=$(addr_of 1)
+check "auto: ... and it writes pattern 7" "$PROBE" "$(gw_url 1)" write 0 8 7
+check "auto: gateway 1's new client $A1 owns the lock" eval '[[ -n $A1 && $(owner) == "$A1" ]]'
+check "auto: gateway 2 reads pattern 7" "$PROBE" "$(gw_url 2)" verify 0 8 7
+
+# --- 7. shutdown ------------------------------------------------------------------------
+check "gateway 1 shuts down cleanly" "$SANDBOX" stop "$(gw_state 1)"
 check "gateway 2 shuts down cleanly" "$SANDBOX" stop "$(gw_state 2)"
 check "no lock is left" eval '[[ $(rbd_ lock ls --format json lun) == "[]" ]]'
 finish

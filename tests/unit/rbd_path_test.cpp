@@ -69,6 +69,7 @@ TEST(RbdOptions, Defaults) {
     EXPECT_EQ(o.rbd.timeout_s, 10u);
     EXPECT_EQ(o.rbd.lock, rbio::bs::RbdSettings::Lock::Cooperative);
     EXPECT_EQ(o.rbd.quiet_s, 10u);
+    EXPECT_EQ(o.rbd.reopen, rbio::bs::RbdSettings::Reopen::Auto);
     // File LUs show no Ceph settings in their canonical options.
     EXPECT_EQ(rbio::bs::to_string(o).find("rbd_"), std::string::npos);
 }
@@ -87,6 +88,12 @@ TEST(RbdOptions, AllKeys) {
     EXPECT_EQ(o.queue_depth, 64u);
     EXPECT_EQ(parse_options("rbd_lock=cooperative").rbd.lock, rbio::bs::RbdSettings::Lock::Cooperative);
     EXPECT_EQ(parse_options(rbio::bs::to_string(o)).rbd, o.rbd);
+    auto m = parse_options("rbd_lock=cooperative:rbd_reopen=manual");
+    EXPECT_EQ(m.rbd.reopen, rbio::bs::RbdSettings::Reopen::Manual);
+    EXPECT_NE(rbio::bs::to_string(m).find(":rbd_reopen=manual"), std::string::npos);
+    EXPECT_EQ(parse_options(rbio::bs::to_string(m)).rbd, m.rbd);
+    EXPECT_EQ(parse_options("rbd_lock=takeover:rbd_reopen=auto").rbd.reopen,
+              rbio::bs::RbdSettings::Reopen::Auto);
 }
 
 TEST(RbdOptions, BadValuesSayWhy) {
@@ -107,4 +114,9 @@ TEST(RbdOptions, BadValuesSayWhy) {
     EXPECT_NE(msg("rbd_quiet_s=3601").find("0 to 3600"), std::string::npos);
     EXPECT_NE(msg("rbd_quiet_s=ten").find("rbd_quiet_s"), std::string::npos);
     EXPECT_NE(msg("rbd_lock=managed").find("expected cooperative or takeover"), std::string::npos);
+    EXPECT_NE(msg("rbd_reopen=never").find("expected auto or manual"), std::string::npos);
+    // A takeover fences the old owner at every change of the writing
+    // gateway: without a reopen, failback would leave it fenced for good.
+    EXPECT_NE(msg("rbd_lock=takeover:rbd_reopen=manual").find("use rbd_reopen=auto"), std::string::npos);
+    EXPECT_NE(msg("rbd_reopen=manual:rbd_lock=takeover").find("use rbd_reopen=auto"), std::string::npos);
 }

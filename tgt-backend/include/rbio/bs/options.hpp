@@ -8,7 +8,8 @@
 namespace rbio::bs {
 
 // How an LU on "rbd:POOL/IMAGE" reaches its Ceph cluster (bsopts rbd_conf,
-// rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock). Ignored for files.
+// rbd_id, rbd_keyring, rbd_cluster, rbd_timeout, rbd_lock, rbd_quiet_s,
+// rbd_reopen). Ignored for files.
 struct RbdSettings {
     std::string conf;          // ceph.conf; empty: librados' own search (/etc/ceph/$cluster.conf)
     std::string id = "admin";  // client id, without "client."
@@ -27,6 +28,14 @@ struct RbdSettings {
     // up and written through another gateway since (docs/ceph-rbd.md).
     // 0: off.
     uint32_t quiet_s = 10;
+    // After the cluster fenced this gateway's client (blocklisted it), auto:
+    // end the LU's sessions and open the image with a new client, as a
+    // restart would; manual: refuse every request until tgtd restarts or the
+    // LU is added again (an admin who fenced the gateway on purpose keeps
+    // it out). takeover needs auto: it fences the old owner at every change
+    // of the writing gateway.
+    enum class Reopen : uint8_t { Auto, Manual };
+    Reopen reopen = Reopen::Auto;
     bool operator==(const RbdSettings&) const = default;
 };
 
