@@ -55,12 +55,12 @@ gateways_init 1M
 stopped="" holder="" mon="" mon_waker="" bench=""
 fencing_cleanup() {
   local rc=$?
-  [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
-  [[ -z $late ]] || { kill "$late" 2>/dev/null; wait "$late"; }
-  [[ -z $mon_waker ]] || { kill "$mon_waker" 2>/dev/null; wait "$mon_waker"; }
-  [[ -z $mon ]] || kill -CONT "$mon" 2>/dev/null
-  [[ -z $holder ]] || { kill -TERM "$holder" 2>/dev/null && wait "$holder"; }
-  [[ -z $bench ]] || { kill "$bench" 2>/dev/null; wait "$bench"; }
+  [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null || :
+  [[ -z $late ]] || end_started "$late"
+  [[ -z $mon_waker ]] || end_started "$mon_waker"
+  [[ -z $mon ]] || kill -CONT "$mon" 2>/dev/null || :
+  [[ -z $holder ]] || end_started "$holder"
+  [[ -z $bench ]] || end_started "$bench"
   gateways_stop "$rc" || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
   tgt_test_cleanup "$rc"

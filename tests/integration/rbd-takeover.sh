@@ -52,9 +52,9 @@ gateways_init 1M
 stopped="" late=""
 takeover_cleanup() {
   local rc=$?
-  [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null
+  [[ -z $stopped ]] || kill -CONT "$stopped" 2>/dev/null || :
   [[ ! -e $CONF.away ]] || mv "$CONF.away" "$CONF"
-  [[ -z $late ]] || { kill "$late" 2>/dev/null; wait "$late"; }
+  [[ -z $late ]] || end_started "$late"
   gateways_stop "$rc" || rc=1
   bash "$CEPH_DEV" stop --dir "$CEPH_DIR" > /dev/null 2>&1 || :
   tgt_test_cleanup "$rc"

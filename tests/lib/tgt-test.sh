@@ -49,6 +49,12 @@ tgt_gateway() {
   [[ " ${TGT_GATEWAYS[*]} " == *" $STATE "* ]] || TGT_GATEWAYS+=("$STATE")
 }
 
+# end_started PID: for an EXIT trap, ends a process the test started and
+# reaps it. Its status is no result, and it never fails: under set -e a
+# failing kill or wait (a process already gone, or ended by the signal)
+# would end the trap before the rest of the cleanup.
+end_started() { kill "$1" 2>/dev/null || :; wait "$1" 2>/dev/null || :; }
+
 # tgt_test_cleanup [STATUS]: the EXIT trap (STATUS defaults to $?).
 tgt_test_cleanup() {
   local rc=${1:-$?} s
