@@ -933,8 +933,7 @@ void Engine::rbd_fenced() {
                                ": the cluster fenced this gateway (blocklisted: another gateway took the "
                                "image's lock over). " +
                                (opts_.rbd.reopen == RbdSettings::Reopen::Auto
-                                    ? "The LU's sessions are ended, and every request fails until a new "
-                                      "client has opened the image"
+                                    ? "Every request fails until a new client has opened the image"
                                     : "Every request fails from now on; restart tgtd (or delete and add the "
                                       "LU) to serve the image again (rbd_reopen=manual)"));
 }
@@ -953,6 +952,9 @@ void Engine::tell_fence() {
                                    "the image again");
         return;
     }
+    log(RBIO_BS_LOG_INFO, "rbd image " + rbd_->name() +
+                              ": ended the sessions of the LU's target that existed at the fence (their late "
+                              "commands are refused); opening the image with a new client");
     try {
         reopen_.start([where = parse_rbd_path(path_), how = opts_.rbd,
                        fd = ring_.event_fd()] { return std::make_unique<RbdImage>(where, how, fd); },

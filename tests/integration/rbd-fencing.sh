@@ -230,8 +230,10 @@ check "auto: with gateway 1 hung, pattern 5 written through gateway 2 once gatew
 check "auto: gateway 1's client is blocklisted" blocklisted "$A1"
 kill -CONT "$stopped"
 stopped=""
-check "auto: gateway 1 learns it was fenced, and ends the LU's sessions (its log)" \
-  wait_for 30 gw_log_has 1 "The LU's sessions are ended, and every request fails until a new client"
+check "auto: gateway 1 learns it was fenced, and waits for a new client (its log)" \
+  wait_for 30 gw_log_has 1 "Every request fails until a new client has opened the image"
+check "auto: ... ends the sessions of the LU's target (its log)" \
+  wait_for 30 gw_log_has 1 "ended the sessions of the LU's target that existed at the fence"
 check "auto: ... opens the image with a new client, without its admin" \
   wait_for 30 gw_log_has 1 "opened again as client"
 check "auto: ... its metrics count the fence (rbio_lu_rbd_fences_total 1), fenced no more" \

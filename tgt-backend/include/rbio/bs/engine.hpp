@@ -111,8 +111,9 @@ public:
     // Whether the open backing store is an RBD image.
     bool rbd() const { return rbd_ != nullptr; }
     // The cluster fenced this gateway's client (librbd said ESHUTDOWN:
-    // blocklisted, after another gateway broke its lock). For good: only
-    // a new client (tgtd restarted, the LU re-added) serves the image.
+    // blocklisted, after another gateway broke its lock). Until a new
+    // client has opened the image (rbd_reopen=auto: by itself; manual:
+    // tgtd restarted or the LU re-added).
     bool fenced() const { return fenced_; }
     // Most blocks of 2^block_shift bytes one COMPARE AND WRITE may carry
     // (0: none). Files: RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS. RBD: what

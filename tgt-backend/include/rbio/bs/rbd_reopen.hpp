@@ -1,6 +1,6 @@
 #pragma once
 // Opening an RBD image again after the cluster fenced this gateway's client
-// (rbd_lock=takeover: another gateway broke its lock, which blocklists it).
+// (another gateway broke its lock, which blocklists it; rbd_reopen=auto).
 //
 // librbd's open waits for the cluster (up to rbd_timeout per attempt), so
 // it runs on a thread of its own, never in tgtd's event loop. A gateway
