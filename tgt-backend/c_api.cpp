@@ -84,8 +84,7 @@ int rbio_bs_ends_quiet_session(rbio_bs_lu* lu, const rbio_bs_cmd* cmd) {
 }
 
 uint32_t rbio_bs_lu_rbd_quiet_s(const rbio_bs_lu* lu) {
-    const auto& r = lu->engine.options().rbd;
-    return lu->engine.rbd() && r.lock == rbio::bs::RbdSettings::Lock::Takeover ? r.quiet_s : 0;
+    return lu->engine.rbd() ? lu->engine.options().rbd.quiet_limit_s() : 0;
 }
 
 void rbio_bs_flush(rbio_bs_lu* lu) { lu->engine.flush(); }

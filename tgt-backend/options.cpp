@@ -145,7 +145,7 @@ std::string rbd_to_string(const RbdSettings& r) {
     if (r.cluster != d.cluster) out += ":rbd_cluster=" + r.cluster;
     if (r.timeout_s != d.timeout_s) out += ":rbd_timeout=" + std::to_string(r.timeout_s);
     if (r.lock != d.lock) out += ":rbd_lock=takeover";
-    if (r.quiet_s != d.quiet_s) out += ":rbd_quiet_s=" + std::to_string(r.quiet_s);
+    if (r.quiet_s) out += ":rbd_quiet_s=" + std::to_string(*r.quiet_s);
     if (r.reopen != d.reopen) out += ":rbd_reopen=manual";
     return out;
 }

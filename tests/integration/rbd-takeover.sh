@@ -7,14 +7,18 @@
 # (scripts/ceph-dev.sh, memstore, Ceph's default 30 s watch timeout):
 #  A. the control, librbd's cooperative lock (the default):
 #     1. gateway 1 writes pattern 1 and so owns the lock;
-#     2. a host session to gateway 1 logs in; its write comes late (as one
-#        held in a cut link, or in a stalled loop, does);
+#     2. a host session to gateway 1 logs in; its write comes late, after
+#        4 s of silence (as one held in a cut link, or in a stalled loop,
+#        does);
 #     3. the host writes pattern 2 through gateway 2 (its retry on the
 #        other path): gateway 1 hands the lock over on request;
 #     4. the late write of pattern 3 reaches gateway 1, which asks for the
 #        lock back and gets it: the write lands over pattern 2. This is the
 #        lost write the cooperative lock allows; the test requires it, so
 #        it is known to detect one.
+#     5. the same with rbd_quiet_s=3 on the cooperative lock (off unless
+#        set there): gateway 1 ends the late write's session instead, and
+#        the image keeps pattern 2.
 #  B. the same with rbd_lock=takeover on both gateways: gateway 2 breaks
 #     gateway 1's lock, which blocklists gateway 1's client, so the late
 #     write fails with NOT READY, target port unavailable (02/04/0C), and
@@ -77,7 +81,8 @@ export_rbd() {
 stop_gw() { "$SANDBOX" stop "$(gw_state "$1")"; }
 
 
-# late_write_phase BSOPTS NAME: steps 1-4 with both gateways on BSOPTS.
+# late_write_phase BSOPTS NAME [SILENCE_S]: steps 1-3 with both gateways
+# on BSOPTS, the late session silent for SILENCE_S seconds.
 late_write_phase() {
   for g in 1 2; do must_start "gateway $g exports the image ($2)" export_rbd "$g" "$1"; done
   A1=$(addr_of 1) A2=$(addr_of 2)
@@ -85,18 +90,37 @@ late_write_phase() {
   check "$2: pattern 1 written through gateway 1" "$PROBE" "$(gw_url 1)" write 0 8 1
   check "$2: gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
   must_start "$2: a host session to gateway 1 logs in" start_late 1 "$2"
+  (( ${3:-0} == 0 )) || sleep "$3" # the stimulus, not a wait: the session's silence
   check "$2: pattern 2 written through gateway 2" "$PROBE" "$(gw_url 2)" write 0 8 2
   check "$2: gateway 2 owns the lock" eval '[[ $(owner) == "$A2" ]]'
 }
 
 # --- A. the control: the cooperative lock loses the late write ----------------------
-late_write_phase "" cooperative
+late_write_phase "" cooperative 4
 check "cooperative: the late write through gateway 1 is GOOD" finish_late cooperative
 check "cooperative: it landed over gateway 2's newer data (the lost write)" \
   "$PROBE" "$(gw_url 2)" verify 0 8 3
 check "cooperative: no gateway was blocklisted" eval '! blocklisted "$A1" && ! blocklisted "$A2"'
 check "cooperative: gateway 1's metrics say it is not fenced" wait_for 10 metric 1 rbio_lu_rbd_fenced 0
+check "cooperative: ... and count no session ended for a silence (rbd_quiet_s is off there by default)" \
+  metric 1 rbio_lu_rbd_quiet_sessions_ended_total 0
 for g in 1 2; do check "cooperative: gateway $g shuts down cleanly" stop_gw "$g"; done
+
+# 5. rbd_quiet_s set on the cooperative lock ends the late write's session.
+late_write_phase "rbd_quiet_s=3" cooperative-quiet 4
+rc=0; finish_late cooperative-quiet || rc=$?
+check "cooperative-quiet: the late write through gateway 1 does not land (its session was ended)" \
+  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/cooperative-quiet.out"'
+check "cooperative-quiet: gateway 1's log says why" \
+  gw_log_has 1 "heard nothing from its host for [0-9]* s (rbd_quiet_s=3): ending its session"
+check "cooperative-quiet: ... and its metrics count it (rbio_lu_rbd_quiet_sessions_ended_total 1)" \
+  wait_for 10 metric 1 rbio_lu_rbd_quiet_sessions_ended_total 1
+check "cooperative-quiet: the image keeps gateway 2's pattern 2" "$PROBE" "$(gw_url 2)" verify 0 8 2
+check "cooperative-quiet: no gateway was blocklisted" eval '! blocklisted "$A1" && ! blocklisted "$A2"'
+check "cooperative-quiet: a new session to gateway 1 writes (gateway 2 hands the lock over)" \
+  "$PROBE" "$(gw_url 1)" write 0 8 4
+check "cooperative-quiet: ... gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
+for g in 1 2; do check "cooperative-quiet: gateway $g shuts down cleanly" stop_gw "$g"; done
 
 # --- B. rbd_lock=takeover refuses it ----------------------------------------------------
 late_write_phase "rbd_lock=takeover" takeover

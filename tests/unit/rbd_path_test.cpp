@@ -68,7 +68,12 @@ TEST(RbdOptions, Defaults) {
     EXPECT_EQ(o.rbd.keyring, "");
     EXPECT_EQ(o.rbd.timeout_s, 10u);
     EXPECT_EQ(o.rbd.lock, rbio::bs::RbdSettings::Lock::Cooperative);
-    EXPECT_EQ(o.rbd.quiet_s, 10u);
+    // rbd_quiet_s follows the lock unless set: off for cooperative LUs.
+    EXPECT_FALSE(o.rbd.quiet_s.has_value());
+    EXPECT_EQ(o.rbd.quiet_limit_s(), 0u);
+    EXPECT_EQ(parse_options("rbd_lock=takeover").rbd.quiet_limit_s(), 10u);
+    EXPECT_EQ(parse_options("rbd_quiet_s=7").rbd.quiet_limit_s(), 7u);
+    EXPECT_EQ(parse_options("rbd_lock=takeover:rbd_quiet_s=0").rbd.quiet_limit_s(), 0u);
     EXPECT_EQ(o.rbd.reopen, rbio::bs::RbdSettings::Reopen::Auto);
     // File LUs show no Ceph settings in their canonical options.
     EXPECT_EQ(rbio::bs::to_string(o).find("rbd_"), std::string::npos);
@@ -85,6 +90,7 @@ TEST(RbdOptions, AllKeys) {
     EXPECT_EQ(o.rbd.timeout_s, 30u);
     EXPECT_EQ(o.rbd.lock, rbio::bs::RbdSettings::Lock::Takeover);
     EXPECT_EQ(o.rbd.quiet_s, 0u);
+    EXPECT_EQ(o.rbd.quiet_limit_s(), 0u);
     EXPECT_EQ(o.queue_depth, 64u);
     EXPECT_EQ(parse_options("rbd_lock=cooperative").rbd.lock, rbio::bs::RbdSettings::Lock::Cooperative);
     EXPECT_EQ(parse_options(rbio::bs::to_string(o)).rbd, o.rbd);

@@ -48,7 +48,7 @@ struct rbio_lu_priv {
 	struct rbio_alua_lu alua;
 	struct list_head siblings;        /* rbio_lus, for the metrics */
 	struct rbio_stale_sessions stale; /* sessions of a fenced RBD client */
-	uint32_t quiet_limit_s;           /* rbd_quiet_s of an RBD takeover LU, or 0 */
+	uint32_t quiet_limit_s;           /* rbd_quiet_s of an RBD LU, or 0: off */
 };
 
 static LIST_HEAD(rbio_lus);

@@ -6,8 +6,8 @@
  * gave up on: held in a cut link (the host's TCP sends it again once the
  * link is back, also after the host closed the connection) or in this
  * tgtd's stalled event loop, while the host timed the path out and wrote
- * it through another gateway, perhaps with newer data after it. With
- * rbd_lock=takeover such a write would take the image's lock back and land
+ * it through another gateway, perhaps with newer data after it. Such a
+ * write would take the image's lock back (over, or by asking) and land
  * over that newer data. A live host is never silent that long: open-iscsi
  * sends a NOP-Out after noop_out_interval (5 s) without a PDU from the
  * target, and answers the target's NOP-In pings.

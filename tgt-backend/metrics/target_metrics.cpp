@@ -74,13 +74,14 @@ constexpr Family kLuInFlight{"rbio_lu_ios_in_flight", G, "I/Os handed to io_urin
 constexpr Family kLuRbdFenced{"rbio_lu_rbd_fenced", G,
                               "1: the Ceph cluster blocklisted this gateway's client for the LU's RBD image "
                               "(another gateway took its lock over); it serves nothing until reopened"};
-constexpr Family kLuRbdFences{"rbio_lu_rbd_fences_total", C,
-                              "Times the Ceph cluster fenced this gateway's client for the LU's RBD image "
-                              "(with rbd_lock=takeover its sessions are then ended and it is opened again)"};
+constexpr Family kLuRbdFences{
+    "rbio_lu_rbd_fences_total", C,
+    "Times the Ceph cluster fenced this gateway's client for the LU's RBD image "
+    "(its sessions are then ended and it is opened again, unless rbd_reopen=manual)"};
 constexpr Family kLuRbdQuietEnds{
     "rbio_lu_rbd_quiet_sessions_ended_total", C,
     "Sessions ended because a write to the RBD image came after its connection had been "
-    "silent for rbd_quiet_s (rbd_lock=takeover)"};
+    "silent for rbd_quiet_s"};
 constexpr Family kLuRbdTakeovers{"rbio_lu_rbd_lock_takeovers_total", C,
                                  "Takeovers of the RBD image's exclusive lock (rbd_lock=takeover)"};
 

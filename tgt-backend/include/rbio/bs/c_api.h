@@ -125,7 +125,8 @@ int rbio_bs_refuse(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
  * rbd_quiet_s: 1 when cmd writes data to the image, so that its session is
  * to end (counted), else 0. */
 int rbio_bs_ends_quiet_session(struct rbio_bs_lu *lu, const struct rbio_bs_cmd *cmd);
-/* rbd_quiet_s of an RBD LU with rbd_lock=takeover; 0 for any other LU. */
+/* rbd_quiet_s of an RBD LU as it applies (10 by default with
+ * rbd_lock=takeover, 0 with the cooperative lock); 0 for a file LU. */
 uint32_t rbio_bs_lu_rbd_quiet_s(const struct rbio_bs_lu *lu);
 /* End of an event-loop pass: submit what was gathered, reap what is done. */
 void rbio_bs_flush(struct rbio_bs_lu *lu);

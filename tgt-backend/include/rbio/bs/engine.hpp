@@ -96,10 +96,8 @@ public:
     int submit(const rbio_bs_cmd& c) noexcept;
     // Completes c later with 02/04/0C without running it (see c_api.h).
     int refuse(const rbio_bs_cmd& c) noexcept;
-    // rbd_lock=takeover, c came after its connection's silence of
-    // rbd_quiet_s: whether it writes data to the image (whoever owns the
-    // lock: a late write must not land anywhere), so that its session is
-    // to end; counted.
+    // c came after its connection's silence of rbd_quiet_s: whether it writes data to the image (whoever owns
+    // the lock: a late write must not land anywhere), so that its session is to end; counted.
     bool ends_quiet_session(const rbio_bs_cmd& c) noexcept;
     // End of an event-loop pass.
     void flush() noexcept;

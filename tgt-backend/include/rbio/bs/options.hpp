@@ -2,6 +2,7 @@
 // The --bsopts of an rbio logical unit: "key=value:key=value" (';' works
 // too, except through tgt-admin, whose shell takes ';').
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,12 +23,14 @@ struct RbdSettings {
     // blocklists the owner, and takes it for good (see docs/ceph-rbd.md).
     enum class Lock : uint8_t { Cooperative, Takeover };
     Lock lock = Lock::Cooperative;
-    // takeover: a write from a connection that had heard nothing from its
-    // host for at least this many seconds (and whose host has not read a
-    // response since) ends its session instead: its host may have given it
-    // up and written through another gateway since (docs/ceph-rbd.md).
-    // 0: off.
-    uint32_t quiet_s = 10;
+    // A write from a connection that had heard nothing from its host for
+    // at least this many seconds (and whose host has not read a response
+    // since) ends its session instead: its host may have given it up and
+    // written through another gateway since (docs/ceph-rbd.md). 0: off.
+    // Unset: 10 with takeover, off with the cooperative lock, whose LUs
+    // keep serving as they did for hosts that are silent longer.
+    std::optional<uint32_t> quiet_s;
+    uint32_t quiet_limit_s() const { return quiet_s ? *quiet_s : lock == Lock::Takeover ? 10 : 0; }
     // After the cluster fenced this gateway's client (blocklisted it), auto:
     // end the LU's sessions and open the image with a new client, as a
     // restart would; manual: refuse every request until tgtd restarts or the
