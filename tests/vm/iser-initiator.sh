@@ -12,7 +12,9 @@
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
 # port nobody listens on. Last under rbio's transport, data_budget_mib = 64:
 # I/O within it runs, 16 MiB reads x 8 close their connection; and the same
-# reads close it under data_budget_total_mib = 64.
+# reads close it under data_budget_total_mib = 64, as does, on another
+# connection, a command that would take tgtd over that total while host A
+# holds 64 MiB in reads its LU's store delays.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/iser-guest.sh" 780 "$@"
 RBIO="$RBIO_BUILD_DIR/initiator/rbio"
@@ -164,6 +166,54 @@ check "data_budget_total_mib = 64: 16 MiB reads, 8 in flight: the connection is 
   reads_closed total-r16m "the most of any connection, and tgtd's would go over data_budget_total_mib=64"
 check "data_budget_total_mib = 64: tgtd is alive" tgtd_alive
 tgtd_stop
+
+# The total's other victim over iSER: host A holds 48 MiB in three 16 MiB reads
+# that the store keeps (LUN 2 on a dm-delay device, O_DIRECT: every read
+# takes SLOW_MS), and host B's first command on LUN 1 would take tgtd over
+# data_budget_total_mib = 64. A, holding the most, is closed by B's
+# command (conn_fail and a scheduled pass, with its commands still in the
+# store), B is served, and A's buffers come back once the store is done.
+SLOW_MS=20000
+SLOW_FILE="$WORK/slow.img"
+truncate -s 128M "$SLOW_FILE"
+must "the loop driver and dm-delay load" modprobe -a loop dm-delay
+slow_loop=$(losetup -f --show "$SLOW_FILE")
+must "a dm-delay device of $SLOW_MS ms over a loop device" \
+  eval 'dmsetup create rbio-slow --table "0 $(( 128 * 2048 )) delay $slow_loop 0 $SLOW_MS" &&
+    dmsetup mknodes rbio-slow && [[ -b /dev/mapper/rbio-slow ]]' # no udev in the guest
+: > "$STATE/tgtd.log"
+RBIO_CONFIG="$WORK/rbio-total.conf" RBIO_METRICS_FILE=$METRICS start_tgtd_rbio_iser
+must "the target again, LUN 1 on a file" iser_target 1 "$IQN" "$BACKING"
+must "... and LUN 2 on the delayed device" \
+  iser_adm --op new --mode logicalunit --tid 1 --lun 2 -b /dev/mapper/rbio-slow --bstype rbio --bsoflags direct
+# data_held: tgtd's rbio_data_buffer_bytes, read with awk: the window
+# below is SLOW_MS long, and python with Prometheus' parser takes seconds
+# to start under emulation.
+data_held() { awk '$1 ~ /^rbio_data_buffer_bytes\{/ { print $NF }' "$METRICS"; }
+data_held_is() { [[ $(data_held) == "$1" ]]; }
+data_held_at_least() { local v; v=$(data_held) && [[ -n $v ]] && (( v >= $1 )); }
+# Host A: three reads at once, then no more (--time 1); its commands wait
+# SLOW_MS in the store, far below its --timeout, so none is aborted.
+timeout 120 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 2 --initiator-name "$ME-a" \
+  --rw read --bs 16M --iodepth 3 --size 96M --time 1 --timeout 60 --replacement-timeout 0 \
+  > "$WORK/victim-a.out" 2>&1 &
+host_a=$!
+check "victim: host A's three 16 MiB reads are held in the store (tgtd's buffers: 48 MiB or more)" \
+  wait_for 30 data_held_at_least $(( 48 << 20 ))
+check "victim: host B writes and reads back 16 MiB on LUN 1 meanwhile" \
+  eval 'bench victim-b --rw write --bs 16M --iodepth 1 --size 32M --verify && verified victim-b'
+check "victim: tgtd closed host A's connection for B's command (its log)" \
+  wait_for 10 log_has "rbio: iser: .*closing connection: it holds [0-9]* MiB of data buffers, the most of the connections not being closed, and a command of 16 MiB on another would take tgtd's over data_budget_total_mib=64"
+rc=0; wait "$host_a" || rc=$?
+cat "$WORK/victim-a.out"
+check "victim: host A's bench fails: the target closed its connection (exit $rc)" \
+  eval '(( rc != 0 )) && grep -q "connection-lost: .*the target disconnected" "$WORK/victim-a.out"'
+check "victim: the store done, tgtd holds no data buffer (rbio_data_buffer_bytes 0)" \
+  wait_for $(( SLOW_MS / 1000 + 15 )) data_held_is 0
+check "victim: tgtd is alive" tgtd_alive
+tgtd_stop
+dmsetup remove rbio-slow
+losetup -d "$slow_loop"
 fi
 
 # --- tgt's own iSER (RBIO_ISER=off) ------------------------------------------
