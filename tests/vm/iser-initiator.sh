@@ -167,13 +167,14 @@ check "data_budget_total_mib = 64: 16 MiB reads, 8 in flight: the connection is 
 check "data_budget_total_mib = 64: tgtd is alive" tgtd_alive
 tgtd_stop
 
-# The total's other victim over iSER: host A holds 48 MiB in three 16 MiB reads
-# that the store keeps (LUN 2 on a dm-delay device, O_DIRECT: every read
-# takes SLOW_MS), and host B's first command on LUN 1 would take tgtd over
-# data_budget_total_mib = 64. A, holding the most, is closed by B's
-# command (conn_fail and a scheduled pass, with its commands still in the
-# store), B is served, and A's buffers come back once the store is done.
-SLOW_MS=20000
+# The total's other victim over iSER: host A holds 48 MiB in three 16 MiB
+# reads that the store keeps (LUN 2 on a dm-delay device, O_DIRECT: every
+# read takes SLOW_MS), and host B writes 16 MiB two at a time on LUN 1:
+# its second write would take tgtd over data_budget_total_mib = 64 (48 +
+# 16 + 16), and closing A, which holds more than B, makes room. A is closed
+# (conn_fail and a scheduled pass, with its commands still in the store),
+# B is served; A's buffers count until the store is done, then come back.
+SLOW_MS=30000
 SLOW_FILE="$WORK/slow.img"
 truncate -s 128M "$SLOW_FILE"
 must "the loop driver and dm-delay load" modprobe -a loop dm-delay
@@ -200,10 +201,12 @@ timeout 120 "$RBIO" bench --transport iser -T "$IQN" -p "$RXE_ADDR" --lun 2 --in
 host_a=$!
 check "victim: host A's three 16 MiB reads are held in the store (tgtd's buffers: 48 MiB or more)" \
   wait_for 30 data_held_at_least $(( 48 << 20 ))
-check "victim: host B writes and reads back 16 MiB on LUN 1 meanwhile" \
-  eval 'bench victim-b --rw write --bs 16M --iodepth 1 --size 32M --verify && verified victim-b'
+check "victim: host B writes 16 MiB two at a time on LUN 1 meanwhile, read back and verified" \
+  eval 'bench victim-b --rw write --bs 16M --iodepth 2 --size 64M --verify && verified victim-b'
 check "victim: tgtd closed host A's connection for B's command (its log)" \
   wait_for 10 log_has "rbio: iser: .*closing connection: it holds [0-9]* MiB of data buffers, the most of the connections not being closed, and a command of 16 MiB on another would take tgtd's over data_budget_total_mib=64"
+check "victim: A's buffers still count while its reads are in the store (48 MiB or more)" \
+  data_held_at_least $(( 48 << 20 ))
 rc=0; wait "$host_a" || rc=$?
 cat "$WORK/victim-a.out"
 check "victim: host A's bench fails: the target closed its connection (exit $rc)" \
@@ -212,8 +215,8 @@ check "victim: the store done, tgtd holds no data buffer (rbio_data_buffer_bytes
   wait_for $(( SLOW_MS / 1000 + 15 )) data_held_is 0
 check "victim: tgtd is alive" tgtd_alive
 tgtd_stop
-dmsetup remove rbio-slow
-losetup -d "$slow_loop"
+free_slow() { dmsetup remove rbio-slow && losetup -d "$slow_loop"; }
+check "victim: tgtd has let the delayed device go (dmsetup remove)" free_slow
 fi
 
 # --- tgt's own iSER (RBIO_ISER=off) ------------------------------------------
