@@ -108,9 +108,8 @@ for g in 1 2; do check "cooperative: gateway $g shuts down cleanly" stop_gw "$g"
 
 # 5. rbd_quiet_s set on the cooperative lock ends the late write's session.
 late_write_phase "rbd_quiet_s=3" cooperative-quiet 4
-rc=0; finish_late cooperative-quiet || rc=$?
 check "cooperative-quiet: the late write through gateway 1 does not land (its session was ended)" \
-  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/cooperative-quiet.out"'
+  late_refused cooperative-quiet
 check "cooperative-quiet: gateway 1's log says why" \
   gw_log_has 1 "heard nothing from its host for [0-9]* s (rbd_quiet_s=3): ending its session"
 check "cooperative-quiet: ... and its metrics count it (rbio_lu_rbd_quiet_sessions_ended_total 1)" \
@@ -137,9 +136,8 @@ check "takeover: ... ends the sessions that existed then and opens the image wit
   wait_for 30 gw_log_has 1 "opened again as client"
 check "takeover: ... its metrics count the fence (rbio_lu_rbd_fences_total 1), fenced no more" \
   wait_for 10 eval 'metric 1 rbio_lu_rbd_fences_total 1 && metric 1 rbio_lu_rbd_fenced 0'
-rc=0; finish_late takeover || rc=$?
 check "takeover: the late write through gateway 1's old session does not land (its session was ended)" \
-  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/takeover.out"'
+  late_refused takeover
 check "takeover: the image keeps gateway 2's data" "$PROBE" "$(gw_url 2)" verify 0 8 2
 check "takeover: a new session to gateway 1 reads it (the new client)" "$PROBE" "$(gw_url 1)" verify 0 8 2
 check "takeover: ... and its REPORT TARGET PORT GROUPS is as the groups file says again" \
@@ -205,9 +203,8 @@ check "quiet-off: gateway 1's metrics count no session ended for a silence" \
 for g in 1 2; do check "quiet-off: gateway $g shuts down cleanly" stop_gw "$g"; done
 
 quiet_phase "rbd_quiet_s=3" quiet
-rc=0; finish_late quiet || rc=$?
 check "quiet: the late write through gateway 1 does not land (its session was ended)" \
-  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/quiet.out"'
+  late_refused quiet
 check "quiet: gateway 1's log says why" \
   gw_log_has 1 "heard nothing from its host for [0-9]* s (rbd_quiet_s=3): ending its session"
 check "quiet: ... and its metrics count it (rbio_lu_rbd_quiet_sessions_ended_total 1)" \
@@ -224,9 +221,8 @@ check "quiet: gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
 # gateway taken the lock back for another session).
 must_start "quiet: a host session to gateway 1, the owner, logs in" start_late 1 quiet-owner
 sleep 4   # the stimulus, not a wait: the session's silence
-rc=0; finish_late quiet-owner || rc=$?
 check "quiet: its write after the silence does not land either" \
-  eval '(( rc == 1 )) && ! grep -q GOOD "$WORK/quiet-owner.out"'
+  late_refused quiet-owner
 check "quiet: ... the image keeps pattern 7" "$PROBE" "$(gw_url 1)" verify 0 8 7
 # A live host reads a response after the silence before it writes.
 must_start "quiet: a host session to gateway 1 logs in, and will read a response first" \

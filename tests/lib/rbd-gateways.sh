@@ -36,3 +36,10 @@ finish_late() {
   sed 's/^/  late write: /' "$WORK/$1.out"
   return "$rc"
 }
+# late_refused NAME: lets it write; the write failed, none of it GOOD
+# (its session was ended), as scsi_probe's exit 1 and output say.
+late_refused() {
+  local rc=0
+  finish_late "$1" || rc=$?
+  (( rc == 1 )) && ! grep -q GOOD "$WORK/$1.out"
+}
