@@ -157,8 +157,8 @@ ScsiCommand make_read16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<u
     return c;
 }
 
-ScsiCommand make_write16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer) {
-    ScsiCommand c = command(lun, {0x8a}, 16, DataDirection::Write, buffer);
+ScsiCommand make_write16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer, bool fua) {
+    ScsiCommand c = command(lun, {0x8a, uint8_t(fua ? 0x08 : 0)}, 16, DataDirection::Write, buffer);
     put_be(c.cdb.data() + 2, lba, 8);
     put_be(c.cdb.data() + 10, blocks, 4);
     return c;

@@ -120,9 +120,9 @@ std::string report(const SessionRecord& rec, const fuse::LunIo& io) {
     const fuse::IoCounters& c = s.io;
     o << "  io reads=" << c.reads << " writes=" << c.writes << " syncs=" << c.syncs
       << " read_bytes=" << c.read_bytes << " written_bytes=" << c.written_bytes << " rmw=" << c.rmw
-      << " unaligned_reads=" << c.unaligned_reads << " ordered_waits=" << c.ordered_waits
-      << " errors=" << c.errors << " in_flight=" << s.in_flight << " max_in_flight=" << c.max_in_flight
-      << "\n";
+      << " fua_writes=" << c.fua_writes << " unaligned_reads=" << c.unaligned_reads
+      << " ordered_waits=" << c.ordered_waits << " errors=" << c.errors << " in_flight=" << s.in_flight
+      << " max_in_flight=" << c.max_in_flight << "\n";
     const auto& t = s.session.transport;
     o << "  transport pdus_out=" << t[iser::Counter::PdusOut] << " pdus_in=" << t[iser::Counter::PdusIn]
       << " send_calls=" << t[iser::Counter::SendCalls] << " recv_calls=" << t[iser::Counter::RecvCalls]

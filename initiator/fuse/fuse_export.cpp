@@ -1,6 +1,7 @@
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include "fuse_export.hpp"
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -128,14 +129,20 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_i
     });
 }
 
-void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info*) {
+void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
     FuseExport& fx = self(req);
     long i = lun_index(fx, ino);
     if (i < 0 || off < 0) return void(fuse_reply_err(req, EINVAL));
+    // A file opened O_SYNC or O_DSYNC (or a pwritev2 with RWF_DSYNC): the
+    // kernel passes the flag here and sends no fsync after a direct-I/O
+    // write, so the write itself must be durable before it is answered,
+    // also on a target with a volatile write cache. (O_SYNC includes
+    // O_DSYNC's bit.)
+    const bool fua = fi && (fi->flags & O_DSYNC);
     // libfuse reuses its buffer once we return: the bytes are copied.
     std::vector<uint8_t> data(reinterpret_cast<const uint8_t*>(buf),
                               reinterpret_cast<const uint8_t*>(buf) + size);
-    fx.io().write(size_t(i), uint64_t(off), std::move(data), [req, size](int err) {
+    fx.io().write(size_t(i), uint64_t(off), std::move(data), fua, [req, size](int err) {
         if (err) fuse_reply_err(req, err);
         else fuse_reply_write(req, size);
     });

@@ -73,9 +73,10 @@ bool LunIo::enqueue(std::unique_ptr<Op>& op) {
     return true;
 }
 
-void LunIo::write(size_t index, uint64_t offset, std::vector<uint8_t> data, Done done) {
+void LunIo::write(size_t index, uint64_t offset, std::vector<uint8_t> data, bool fua, Done done) {
     auto op = std::make_unique<Op>();
     op->kind = Kind::Write;
+    op->fua = fua;
     op->index = index;
     op->offset = offset;
     op->size = data.size();
@@ -262,7 +263,8 @@ void LunIo::begin_write(Op& o) {
     auto write_all = [this](Op& x, int err) {
         if (err) return finish(x.id, err);
         const LunInfo& l = luns_.at(x.index);
-        issue(x, initiator::make_write16(l.lun, x.first_lba, uint32_t(x.end_lba - x.first_lba), x.buf),
+        if (x.fua) counters_.fua_writes++;
+        issue(x, initiator::make_write16(l.lun, x.first_lba, uint32_t(x.end_lba - x.first_lba), x.buf, x.fua),
               [this](Op& y, int e) { finish(y.id, e); });
     };
     if (o.offset % bs == 0 && o.size % bs == 0) {

@@ -47,7 +47,8 @@ struct LunInfo {
 struct IoCounters {
     uint64_t reads = 0, writes = 0, syncs = 0;
     uint64_t read_bytes = 0, written_bytes = 0;
-    uint64_t rmw = 0;  // writes that needed read-modify-write
+    uint64_t rmw = 0;         // writes that needed read-modify-write
+    uint64_t fua_writes = 0;  // writes sent with FUA (the file opened O_SYNC / O_DSYNC)
     uint64_t unaligned_reads = 0;
     uint64_t ordered_waits = 0;  // writes that waited for an overlapping one
     uint64_t errors = 0;         // requests answered with an error
@@ -108,8 +109,10 @@ public:
     // Reads up to `size` bytes at `offset` of LU `index` (short at the end of
     // the LU, empty beyond it).
     void read(size_t index, uint64_t offset, size_t size, ReadDone done);
-    // Writes `data` at `offset`; beyond the end of the LU: ENOSPC.
-    void write(size_t index, uint64_t offset, std::vector<uint8_t> data, Done done);
+    // Writes `data` at `offset`; beyond the end of the LU: ENOSPC. `fua`:
+    // answered only once the data is on stable storage (WRITE with FUA),
+    // for a file opened O_SYNC or O_DSYNC.
+    void write(size_t index, uint64_t offset, std::vector<uint8_t> data, bool fua, Done done);
     // SYNCHRONIZE CACHE on the LU.
     void sync(size_t index, Done done);
 
@@ -131,6 +134,7 @@ private:
         std::vector<uint8_t> buf;             // the covered blocks
         std::vector<uint8_t> data;            // a write's bytes (unaligned writes)
         int pending = 0;                      // RMW reads outstanding
+        bool fua = false;                     // a write: durable before it is answered
         int err = 0;
         ReadDone read_done;
         Done done;

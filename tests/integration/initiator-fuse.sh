@@ -2,7 +2,8 @@
 # `rbio login --mount`: the LUs of a tgtd target (bs_rbio.so) as files of a
 # FUSE mount, served by rbio's background session process. Checks unaligned
 # reads and writes from several threads (read-modify-write) against a
-# shadow copy; an ext4 file system on a loop device over the LU file whose
+# shadow copy; O_DSYNC writes reaching tgtd's store as RWF_DSYNC writes
+# (FUA), plain ones as plain writes; an ext4 file system on a loop device over the LU file whose
 # checksummed files survive logout and a second login; `rbio session`;
 # logout refused while a loop device holds a file, then clean (no process,
 # mount, loop device or state left); CHAP wrong (exit 5, nothing mounted)
@@ -125,6 +126,30 @@ check "... were in flight together (max_in_flight > 1)" grep -Eq "max_in_flight=
 check "the session counted read-modify-writes and syncs" \
   bash -c "'$RBIO' session --state-dir '$SD' | grep -Eq 'syncs=[1-9].* rmw=[1-9].* errors=0'"
 
+
+echo "== O_DSYNC writes reach the target's store as durable writes (FUA)"
+# The kernel sends no fsync after a direct-I/O write to a file opened
+# O_DSYNC; it passes the flag with the write, which the session sends with
+# FUA. tgtd (write cache on, the LU on tmpfs: I/O inline) then writes with
+# RWF_DSYNC; a plain write is a plain pwrite. Seen by strace on tgtd.
+command -v strace >/dev/null || skip_test "strace not installed (scripts/setup.sh installs it)"
+strace -f -e trace=pwrite64,pwritev2 -o "$WORK/strace" -p "$(tgtd_pid)" 2>"$WORK/strace.err" &
+tracer=$!
+check "strace attached to tgtd" wait_for 10 grep -q attached "$WORK/strace.err"
+check "4 writes of 4 KiB with oflag=dsync" \
+  dd if=/dev/urandom of="$MNT/lun2" bs=4k seek=100 count=4 oflag=dsync conv=notrunc status=none
+check "4 writes of 4 KiB without" \
+  dd if=/dev/urandom of="$MNT/lun2" bs=4k seek=200 count=4 conv=notrunc status=none
+end_started "$tracer"
+# pwrite64(fd, buf, 4096, OFFSET) / pwritev2(fd, [...], N, OFFSET, FLAGS)
+dsync_at() { grep -E "pwritev2\(.*, $1, RWF_DSYNC\)" "$WORK/strace" | wc -l; }
+plain_at() { grep -E "pwrite64\(.*, 4096, $1\)" "$WORK/strace" | wc -l; }
+check "each dsync write reached the store with RWF_DSYNC" \
+  eval '(( $(dsync_at 409600) == 1 && $(dsync_at 413696) == 1 && $(dsync_at 417792) == 1 && $(dsync_at 421888) == 1 ))'
+check "... each plain one as a plain pwrite, none with RWF_DSYNC" \
+  eval '(( $(plain_at 819200) == 1 && $(plain_at 831488) == 1 && $(grep -c "RWF_DSYNC" "$WORK/strace") == 4 ))'
+check "the session counted 4 FUA writes" \
+  bash -c "'$RBIO' session --state-dir '$SD' | grep -q ' fua_writes=4 '"
 echo "== ext4 on a loop device over the LU file"
 LOOP=$(losetup -f --show "$MNT/lun1")
 check "losetup attached $MNT/lun1" test -b "$LOOP"

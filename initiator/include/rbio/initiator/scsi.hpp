@@ -75,7 +75,9 @@ ScsiCommand make_inquiry(uint64_t lun, std::span<uint8_t> buffer);          // s
 ScsiCommand make_read_capacity16(uint64_t lun, std::span<uint8_t> buffer);  // >= 32 bytes
 ScsiCommand make_report_luns(std::span<uint8_t> buffer);
 ScsiCommand make_read16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer);
-ScsiCommand make_write16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer);
+// fua: the target answers only once the data is on stable storage.
+ScsiCommand make_write16(uint64_t lun, uint64_t lba, uint32_t blocks, std::span<uint8_t> buffer,
+                         bool fua = false);
 ScsiCommand make_synchronize_cache10(uint64_t lun);
 // INQUIRY with EVPD=1 for `page`; the allocation length is the buffer's size
 // (at most 65535 bytes are used).
