@@ -270,7 +270,9 @@ static enum fio_q_status eng_queue(struct thread_data *td, struct io_u *io_u)
 		op = RBIO_FIO_READ;
 		break;
 	case DDIR_WRITE:
-		op = RBIO_FIO_WRITE;
+		/* sync=1 or sync=dsync: file engines open with O_SYNC / O_DSYNC;
+		 * here each write asks the target for durability itself. */
+		op = td->o.sync_io ? RBIO_FIO_WRITE_FUA : RBIO_FIO_WRITE;
 		break;
 	case DDIR_SYNC:
 	case DDIR_DATASYNC:

@@ -82,7 +82,10 @@ struct rbio_fio_conn {
         ScsiCommand cmd;
         switch (op) {
             case RBIO_FIO_READ: cmd = make_read16(lun, lba, uint32_t(buf.size() / bs), buf); break;
-            case RBIO_FIO_WRITE: cmd = make_write16(lun, lba, uint32_t(buf.size() / bs), buf); break;
+            case RBIO_FIO_WRITE:
+            case RBIO_FIO_WRITE_FUA:
+                cmd = make_write16(lun, lba, uint32_t(buf.size() / bs), buf, op == RBIO_FIO_WRITE_FUA);
+                break;
             case RBIO_FIO_SYNC: cmd = make_synchronize_cache10(lun); break;
         }
         cmd.timeout = timeout;
@@ -95,9 +98,10 @@ struct rbio_fio_conn {
             in_flight.erase(cookie);
             if (!o.good()) {
                 std::fprintf(stderr, "rbio fio engine: %s: %s at LBA %llu failed: %s\n", where.c_str(),
-                             op == RBIO_FIO_READ    ? "read"
-                             : op == RBIO_FIO_WRITE ? "write"
-                                                    : "sync",
+                             op == RBIO_FIO_READ        ? "read"
+                             : op == RBIO_FIO_WRITE     ? "write"
+                             : op == RBIO_FIO_WRITE_FUA ? "write (FUA)"
+                                                        : "sync",
                              (unsigned long long)lba, describe(o).c_str());
                 done.push_back({cookie, EIO, 0});
                 return;

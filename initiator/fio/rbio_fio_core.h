@@ -30,7 +30,9 @@ struct rbio_fio_settings {
 
 struct rbio_fio_conn;
 
-enum rbio_fio_op { RBIO_FIO_READ = 0, RBIO_FIO_WRITE = 1, RBIO_FIO_SYNC = 2 };
+/* RBIO_FIO_WRITE_FUA: a write the target answers once it is durable (fio's
+ * sync=1 / sync=dsync, which other engines get from O_SYNC / O_DSYNC). */
+enum rbio_fio_op { RBIO_FIO_READ = 0, RBIO_FIO_WRITE = 1, RBIO_FIO_SYNC = 2, RBIO_FIO_WRITE_FUA = 3 };
 
 /* Logs in and reads the LU's capacity. NULL on failure (message in err). */
 struct rbio_fio_conn *rbio_fio_connect(const struct rbio_fio_settings *s, char *err, size_t errlen);

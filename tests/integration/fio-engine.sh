@@ -4,6 +4,8 @@
 # with verify=crc32c read every block back and check it (4 KiB random at
 # 32 in flight, 1 MiB sequential at 8, mixed sizes with CRC32C digests);
 # commands of one commit leave together (fewer sendmsg calls than commands);
+# sync=1 writes reach tgtd's store as durable (RWF_DSYNC) writes, plain ones
+# do not;
 # a wrong target and an unreachable portal make fio fail with the reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 30
@@ -31,6 +33,28 @@ tadm --op update --mode target --tid 1 --name HeaderDigest --value CRC32C
 tadm --op update --mode target --tid 1 --name DataDigest --value CRC32C
 check "fio: 4-256 KiB random writes with CRC32C digests, verify=crc32c" \
   fio_verify_ok mixed "$P" "$IQN" 1 randwrite 4k-256k 16 32M header_digest=crc32c data_digest=crc32c
+
+# sync=1: file engines open with O_SYNC; this one sends each write with
+# FUA, which tgtd's store (write cache on, the LU on tmpfs: I/O inline)
+# writes with RWF_DSYNC. Seen by strace on tgtd, against a job without.
+command -v strace >/dev/null || skip_test "strace not installed (scripts/setup.sh installs it)"
+strace -f -e trace=pwrite64,pwritev2 -o "$WORK/strace" -p "$(tgtd_pid)" 2>"$WORK/strace.err" &
+tracer=$!
+check "strace attached to tgtd" wait_for 10 grep -q attached "$WORK/strace.err"
+check "fio: 16 writes of 4 KiB with sync=1, one in flight, verify=crc32c" \
+  fio_verify_ok sync "$P" "$IQN" 1 write 4k 1 64k sync=1
+check "fio: the same without sync=1, at 1 MiB (control)" \
+  fio_verify_ok nosync "$P" "$IQN" 1 write 4k 1 64k offset=1M
+end_started "$tracer"
+check "each sync=1 write reached the store with RWF_DSYNC, no other write did" \
+  eval '(( $(grep -cE "pwritev2\(.*, 1, [0-9]+, RWF_DSYNC\)" "$WORK/strace") == 16 &&
+          $(grep -c RWF_DSYNC "$WORK/strace") == 16 ))'
+# plain_writes_in LO HI: pwrite64 calls of 4 KiB at offsets LO <= off < HI
+plain_writes_in() {
+  sed -nE 's/.*pwrite64\(.*, 4096, ([0-9]+)\) += 4096$/\1/p' "$WORK/strace" |
+    awk -v lo="$1" -v hi="$2" '$1 >= lo && $1 < hi { n++ } END { print n + 0 }'
+}
+check "... the control's 16 as plain pwrites" eval '(( $(plain_writes_in 1048576 1114112) == 16 ))'
 
 check "an unknown target fails the job (fio exits non-zero)" \
   fio_verify_fails nosuch "$P" iqn.2026-11.io.rbio:no-such-target 1 randwrite 4k 1 1M
