@@ -76,7 +76,9 @@ initiator::Portal login_portal(const Args& args, const std::string& target,
 std::vector<SessionRecord> selected(const Args& args, const std::string& dir) {
     if (!args.has("--target")) return list_records(dir);
     auto r = read_record(dir, state_key(args.get("--target")));
-    if (!r)
+    // Another target's record under the same key (names that differ only
+    // in characters the key replaces): not this target's session.
+    if (!r || r->target != args.get("--target"))
         throw CommandError(kExitNoSession, "no session for " + args.get("--target") + " (in " + dir + ")");
     return {*r};
 }
@@ -198,6 +200,12 @@ int login_main(int argc, char** argv) {
         throw CommandError(kExitInternal, e.what());
     }
     auto r = read_record(c.state_dir, c.key);
+    if (!lock && r && r->target != target)
+        throw CommandError(kExitBusy, "the state files " + state_path(c.state_dir, c.key, ".*") +
+                                          " are those of the session of " + r->target + " (pid " +
+                                          std::to_string(r->pid) + "): its name and " + target +
+                                          " differ only in characters outside A-Z a-z 0-9 . _ -; log in "
+                                          "to one of them with another --state-dir");
     if (!lock)
         throw CommandError(kExitBusy,
                            "already logged in to " + target +
