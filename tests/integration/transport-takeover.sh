@@ -142,6 +142,15 @@ tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"
 check "the new portal is served by rbio's transport (within 10 s)" wait_for 10 log_has "$(served_line "$PORT2")"
 check "data reads back through the new portal" \
   "$RW_CHECK" "iscsi://127.0.0.1:$PORT2/iqn.2026-11.io.rbio:takeover/1" --inflight 8 --rounds 1
+# Deleted and added back within one tick: tgt's new portal and socket may
+# get the old ones' address and number; the takeover must see a new one.
+served_count() { grep -c -- "$(served_line "$PORT2")" "$STATE/tgtd.log"; }
+tadm --op delete --mode portal --param "portal=127.0.0.1:$PORT2"
+tadm --op new --mode portal --param "portal=127.0.0.1:$PORT2"
+check "a portal deleted and added back at once is taken over again (within 10 s)" \
+  wait_for 10 eval '(( $(served_count) == 2 ))'
+check "data reads back through it" \
+  "$RW_CHECK" "iscsi://127.0.0.1:$PORT2/iqn.2026-11.io.rbio:takeover/1" --inflight 8 --rounds 1
 
 tgtd_stop >/dev/null
 check "tgtd's exit removes the statistics file" test ! -e "$STATS"

@@ -12,16 +12,24 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "iscsid.h"
 
 #include "rbio/bs/tcp_transport.h"
 #include "portal_takeover.h"
 
-/* Listening sockets already served by rbio's accept handler. */
+/*
+ * Listening sockets already served by rbio's accept handler. A portal is
+ * known by its struct, its socket's number and that socket's inode: when
+ * an admin deletes a portal and adds one back between two ticks, tgt's
+ * new struct and socket can get the freed address and number, but never
+ * the same socket inode, and tgt's own accept handler is then on it.
+ */
 struct taken_portal {
 	void *portal;
 	int fd;
+	ino_t ino;
 	int watched; /* in tgtd's epoll set: accepting */
 };
 #define RBIO_MAX_PORTALS 64
@@ -56,16 +64,31 @@ static unsigned queued_connections(int lfd)
 	return ti.tcpi_unacked;
 }
 
+/* The inode of the socket fd, 0 when it has none (closed). */
+static ino_t socket_ino(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) ? 0 : st.st_ino;
+}
+
+static int same_portal(const struct taken_portal *t, const struct iscsi_portal *p)
+{
+	return t->portal == (const void *)p && t->fd == p->fd && t->ino == socket_ino(p->fd);
+}
+
 static int portal_taken(struct iscsi_portal *p)
 {
 	int i;
 
 	for (i = 0; i < nr_taken; i++)
-		if (taken[i].portal == p && taken[i].fd == p->fd)
+		if (same_portal(&taken[i], p))
 			return 1;
 	return 0;
 }
 
+/* Before anything acts on a taken socket's number: it may be another
+ * socket's by now (a connection's, tgtadm's, a new portal's). */
 static void forget_removed_portals(void)
 {
 	int i = 0;
@@ -74,9 +97,11 @@ static void forget_removed_portals(void)
 		struct iscsi_portal *p;
 		int present = 0;
 
-		list_for_each_entry(p, &iscsi_portals_list,
-				    iscsi_portal_siblings) if ((void *)p == taken[i].portal &&
-							       p->fd == taken[i].fd) present = 1;
+		list_for_each_entry(p, &iscsi_portals_list, iscsi_portal_siblings)
+		{
+			if (same_portal(&taken[i], p))
+				present = 1;
+		}
 		if (present)
 			i++;
 		else
@@ -89,8 +114,7 @@ unsigned rbio_portals_accepting(int on)
 	unsigned waiting = 0;
 	int i;
 
-	if (on)
-		forget_removed_portals();
+	forget_removed_portals();
 	for (i = 0; i < nr_taken; i++) {
 		if (on)
 			waiting += queued_connections(taken[i].fd);
@@ -119,6 +143,7 @@ void rbio_portals_take_over(const struct rbio_tp_settings *s, rbio_accept_fn acc
 		tgt_event_del(p->fd);
 		taken[nr_taken].portal = p;
 		taken[nr_taken].fd = p->fd;
+		taken[nr_taken].ino = socket_ino(p->fd);
 		taken[nr_taken].watched = 0;
 		if (accepting && watch_portal(&taken[nr_taken], 1)) {
 			log_error("rbio: tcp: portal %s:%d: not served\n", p->addr, p->port);
