@@ -261,6 +261,19 @@ int login_main(int argc, char** argv) {
     return kExitOk;
 }
 
+// A logout that got no answer: the session process answers one logout and
+// ends, so another one sent at the same time (an admin's and systemd's
+// ExecStop) sees its connection closed. Done if the process ended within 5
+// s and removed its record on the way out, as a clean logout does; a
+// process that died leaves its record.
+bool logged_out_by_another(const std::string& dir, const SessionRecord& r) {
+    for (int i = 0; i < 200 && (session_running(dir, r) || process_alive(r.pid)); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    if (session_running(dir, r) || process_alive(r.pid)) return false;
+    auto now = read_record(dir, r.key);
+    return !now || now->pid != r.pid;
+}
+
 // How often `rbio logout` says it is still waiting.
 constexpr std::chrono::milliseconds kLogoutProgressEvery{5000};
 
@@ -285,6 +298,10 @@ int logout_main(int argc, char** argv) {
                              "up to its replacement timeout for a path)\n";
                 return true;
             });
+        if (err == 0 && reply.empty() && logged_out_by_another(dir, r)) {
+            std::cout << "rbio: logged out of " << r.target << " (by another logout at the same time)\n";
+            continue;
+        }
         if ((err == 0 && reply.empty()) || (err == ETIMEDOUT && !process_alive(r.pid))) {
             std::cerr << "rbio: " << r.target << ": the session process " << r.pid
                       << " ended without answering the logout; its log: " << r.log << "\n";

@@ -223,6 +223,25 @@ check "... one session process runs" test "$(sessions_of "$SD2")" = 1
 check "logout (exit 0)" rc_is 0 "$RBIO" logout --state-dir "$SD2"
 check "... and no session process is left" wait_for 5 eval '[[ $(sessions_of "$SD2") == 0 ]]'
 
+echo "== two logouts at once (an admin's and systemd's ExecStop)"
+# The session process answers one logout and ends; the other's connection,
+# still in its control socket's queue, is closed unanswered. tgtd stopped
+# holds the first logout (its SYNCHRONIZE CACHE) while the second queues.
+check "login (exit 0)" rc_is 0 "$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2" --log-level info
+sock2=$(sed -n 's/^socket=//p' "$SD2"/*.state)
+queued_on() { [[ $(ss -xlnH | awk -v s="$1" '$5 == s { print $3 }') == 1 ]]; }
+kill -STOP "$(tgtd_pid)"
+"$RBIO" logout --state-dir "$SD2" > "$WORK/lo1.out" 2>&1 & lo1=$!
+check "the first logout reached the session process" wait_for 10 grep -q "logout requested" "$SD2"/*.log
+"$RBIO" logout --state-dir "$SD2" > "$WORK/lo2.out" 2>&1 & lo2=$!
+check "... the second waits in the control socket's queue" wait_for 10 queued_on "$sock2"
+kill -CONT "$(tgtd_pid)"
+rc1=0; wait "$lo1" || rc1=$?
+rc2=0; wait "$lo2" || rc2=$?
+check "both exit 0 (exits $rc1 and $rc2)" test "$rc1 $rc2" = "0 0"
+check "... the second says another logout did it" grep -q "by another logout at the same time" "$WORK/lo2.out"
+check "... and no session process is left" wait_for 5 eval '[[ $(sessions_of "$SD2") == 0 ]]'
+
 echo "== a stale record: its process gone, its pid now another process's"
 printf 'pid=1\ntarget=%s\nportal=%s\nsocket=%s\n' "$IQN" "$P" "$SD2/gone.sock" > "$SD2/${IQN//[^A-Za-z0-9._-]/_}.state"
 check "rbio session says it ended" eval 'rc_is 0 "$RBIO" session --state-dir "$SD2" && out_has "state ended (stale"'
