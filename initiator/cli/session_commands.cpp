@@ -245,14 +245,18 @@ int login_main(int argc, char** argv) {
                                                   std::to_string(status) + "); see " + c.log);
         throw CommandError(code, rest);
     }
-    // Usable files: each one answers stat() through the mount.
+    // Usable files: each one answers stat() through the mount. A line is
+    // "PATH SIZE"; the path may hold spaces (the --mount folder's).
     std::istringstream lines(rest);
-    std::string path;
-    uint64_t size = 0;
+    std::string line;
     std::string at;
     for (const initiator::Portal& p : c.portals) at += (at.empty() ? "" : ",") + p.to_string();
     std::cout << "rbio: logged in to " << target << " at " << at << " (session process " << pid << ")\n";
-    while (lines >> path >> size) {
+    while (std::getline(lines, line)) {
+        const size_t sp = line.rfind(' ');
+        if (sp == std::string::npos || sp == 0) continue;
+        const std::string path = line.substr(0, sp);
+        const uint64_t size = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
         struct stat st;
         if (::stat(path.c_str(), &st) != 0 || uint64_t(st.st_size) != size)
             throw CommandError(kExitMount, path + " is not usable: " + std::strerror(errno));

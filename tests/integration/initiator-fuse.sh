@@ -20,6 +20,7 @@ HOSTNAME_IQN=iqn.2026-11.io.rbio:fuse-test-host
 P="127.0.0.1:$PORT"
 SD="$WORK/state"
 MNT="$WORK/mnt"
+MNT2="$WORK/mnt two"  # a space in the folder's name
 FS="$WORK/fs"
 mkdir -p "$MNT" "$FS"
 
@@ -39,7 +40,9 @@ fuse_cleanup() {
   [[ -n ${holder:-} ]] && kill "$holder" 2>/dev/null
   [[ -f $STATE/tgtd.pid ]] && kill -CONT "$(tgtd_pid)" 2>/dev/null  # stopped by a test step
   [[ -x $RBIO ]] && "$RBIO" logout --state-dir "$SD" >/dev/null 2>&1
+  [[ -x $RBIO ]] && "$RBIO" logout --state-dir "$WORK/state2" >/dev/null 2>&1
   mountpoint -q "$MNT" && umount -l "$MNT"
+  mountpoint -q "$MNT2" && umount -l "$MNT2"
   tgt_test_cleanup "$rc"
 }
 trap fuse_cleanup EXIT
@@ -241,6 +244,13 @@ rc2=0; wait "$lo2" || rc2=$?
 check "both exit 0 (exits $rc1 and $rc2)" test "$rc1 $rc2" = "0 0"
 check "... the second says another logout did it" grep -q "by another logout at the same time" "$WORK/lo2.out"
 check "... and no session process is left" wait_for 5 eval '[[ $(sessions_of "$SD2") == 0 ]]'
+
+echo "== a --mount folder with a space in its name"
+mkdir -p "$MNT2"
+check "login --mount '$MNT2' (exit 0) lists both files" \
+  eval 'rc_is 0 "$RBIO" login -T "$IQN" -p "$P" --mount "$MNT2" --state-dir "$SD2" &&
+        out_has "$MNT2/lun1 (134217728 bytes)" && out_has "$MNT2/lun2 (16777216 bytes)"'
+check "logout (exit 0)" rc_is 0 "$RBIO" logout --state-dir "$SD2"
 
 echo "== a stale record: its process gone, its pid now another process's"
 printf 'pid=1\ntarget=%s\nportal=%s\nsocket=%s\n' "$IQN" "$P" "$SD2/gone.sock" > "$SD2/${IQN//[^A-Za-z0-9._-]/_}.state"
