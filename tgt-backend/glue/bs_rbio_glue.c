@@ -534,7 +534,7 @@ static int ends_quiet_session(struct rbio_lu_priv *priv, struct scsi_cmd *cmd,
 		  "), since its host may have given the write up and written through another "
 		  "gateway since\n",
 		  lu->tgt->tid, lu->lun, cmd->scb[0], quiet, priv->quiet_limit_s, cmd->cmd_itn_id);
-	if (rbio_stale_sessions_add(&priv->stale, cmd->cmd_itn_id))
+	if (rbio_stale_sessions_add(&priv->stale, cmd->it_nexus))
 		log_error("rbio: tid:%d lun:%" PRIu64 ": no memory to end I_T nexus %" PRIu64
 			  "; its command is refused\n",
 			  lu->tgt->tid, lu->lun, cmd->cmd_itn_id);

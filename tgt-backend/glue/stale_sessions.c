@@ -35,39 +35,53 @@ static void close_session(uint64_t itn_id)
 	}
 }
 
-int rbio_stale_sessions_take(struct rbio_stale_sessions *s, struct target *t)
+/* Room for `more` entries; 0, or -1 without memory. */
+static int reserve(struct rbio_stale_sessions *s, size_t more)
 {
-	struct it_nexus *itn;
-	uint64_t *ids;
-	size_t n = 0, i = 0;
+	struct rbio_stale_nexus *e = realloc(s->ended, (s->n + more + 1) * sizeof(*e));
 
-	list_for_each_entry(itn, &t->it_nexus_list, nexus_siblings) n++;
-	ids = realloc(s->itn_ids, (s->n + n + 1) * sizeof(*ids));
-	if (!ids)
+	if (!e)
 		return -1;
-	s->itn_ids = ids;
-	list_for_each_entry(itn, &t->it_nexus_list, nexus_siblings) s->itn_ids[s->n + i++] =
-		itn->itn_id;
-	s->n += n;
-	for (i = 0; i < s->n; i++)
-		close_session(s->itn_ids[i]);
+	s->ended = e;
 	return 0;
 }
 
-int rbio_stale_sessions_add(struct rbio_stale_sessions *s, uint64_t itn_id)
+static int known(const struct rbio_stale_sessions *s, const struct it_nexus *itn)
 {
-	uint64_t *ids;
 	size_t i;
 
 	for (i = 0; i < s->n; i++)
-		if (s->itn_ids[i] == itn_id)
-			return 0; /* closing already */
-	ids = realloc(s->itn_ids, (s->n + 1) * sizeof(*ids));
-	if (!ids)
+		if (s->ended[i].itn_id == itn->itn_id && s->ended[i].ctime == itn->ctime)
+			return 1;
+	return 0;
+}
+
+int rbio_stale_sessions_take(struct rbio_stale_sessions *s, struct target *t)
+{
+	struct it_nexus *itn;
+	size_t n = 0, i;
+
+	list_for_each_entry(itn, &t->it_nexus_list, nexus_siblings) n++;
+	if (reserve(s, n))
 		return -1;
-	s->itn_ids = ids;
-	s->itn_ids[s->n++] = itn_id;
-	close_session(itn_id);
+	list_for_each_entry(itn, &t->it_nexus_list, nexus_siblings)
+	{
+		if (!known(s, itn))
+			s->ended[s->n++] = (struct rbio_stale_nexus){ itn->itn_id, itn->ctime };
+	}
+	for (i = 0; i < s->n; i++)
+		close_session(s->ended[i].itn_id);
+	return 0;
+}
+
+int rbio_stale_sessions_add(struct rbio_stale_sessions *s, const struct it_nexus *itn)
+{
+	if (known(s, itn))
+		return 0; /* closing already */
+	if (reserve(s, 1))
+		return -1;
+	s->ended[s->n++] = (struct rbio_stale_nexus){ itn->itn_id, itn->ctime };
+	close_session(itn->itn_id);
 	return 0;
 }
 
@@ -77,11 +91,13 @@ int rbio_stale_sessions_has(struct rbio_stale_sessions *s, int tid, uint64_t itn
 	int found = 0;
 
 	while (i < s->n) {
-		if (!it_nexus_lookup(tid, s->itn_ids[i])) {
-			s->itn_ids[i] = s->itn_ids[--s->n];
+		const struct it_nexus *now = it_nexus_lookup(tid, s->ended[i].itn_id);
+
+		if (!now || now->ctime != s->ended[i].ctime) {
+			s->ended[i] = s->ended[--s->n];
 			continue;
 		}
-		if (s->itn_ids[i] == itn_id)
+		if (s->ended[i].itn_id == itn_id)
 			found = 1;
 		i++;
 	}
@@ -90,7 +106,7 @@ int rbio_stale_sessions_has(struct rbio_stale_sessions *s, int tid, uint64_t itn
 
 void rbio_stale_sessions_free(struct rbio_stale_sessions *s)
 {
-	free(s->itn_ids);
-	s->itn_ids = NULL;
+	free(s->ended);
+	s->ended = NULL;
 	s->n = 0;
 }

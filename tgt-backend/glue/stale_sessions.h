@@ -13,9 +13,20 @@
 #include <stdint.h>
 
 struct target;
+struct it_nexus;
+
+/* A nexus is known by its id and its creation time: tgt hands out ids (iSCSI:
+ * the session's 16-bit TSIH) one after another over all targets and reuses
+ * them once they wrap, and an entry is forgotten only when a command reaches
+ * the LU, which a standby gateway's LU may not see for a long time. A new
+ * session given the id is not the ended one. */
+struct rbio_stale_nexus {
+	uint64_t itn_id;
+	long ctime; /* struct it_nexus's, in seconds */
+};
 
 struct rbio_stale_sessions {
-	uint64_t *itn_ids; /* I_T nexus ids (iSCSI: the session's TSIH) */
+	struct rbio_stale_nexus *ended;
 	size_t n;
 };
 
@@ -23,11 +34,12 @@ struct rbio_stale_sessions {
  * connections to close (hosts log in again, as a new nexus). Returns 0, or
  * -1 when memory for the list could not be had (nothing is then closed). */
 int rbio_stale_sessions_take(struct rbio_stale_sessions *s, struct target *t);
-/* The same for the one nexus itn_id (rbd_quiet_s: a session whose late
+/* The same for the one nexus itn (rbd_quiet_s: a session whose late
  * write would take the lock over). Returns 0, or -1 without memory. */
-int rbio_stale_sessions_add(struct rbio_stale_sessions *s, uint64_t itn_id);
+int rbio_stale_sessions_add(struct rbio_stale_sessions *s, const struct it_nexus *itn);
 /* Whether a command of nexus itn_id must be refused. Forgets the nexuses
- * that are gone (all their commands are done by then). */
+ * that are gone (all their commands are done by then), also when a new
+ * nexus has their id. */
 int rbio_stale_sessions_has(struct rbio_stale_sessions *s, int tid, uint64_t itn_id);
 void rbio_stale_sessions_free(struct rbio_stale_sessions *s);
 
