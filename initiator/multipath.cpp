@@ -842,6 +842,7 @@ void MultipathSession::check_fences(Clock::time_point now) {
                   "): its " + std::to_string(x.held.size()) +
                   " commands that may change the LU were not re-sent, as that gateway may still apply "
                   "them, and they may or may not have been applied";
+        unfenced_ = true;
         fail(ErrorKind::ConnectionLost, failed_);
     }
 }

@@ -141,6 +141,30 @@ void LunIo::publish(const std::string& state) {
     snapshot_.in_flight = ops_.size();
 }
 
+// The session has thrown: its end, its commands failed (EIO), and whether
+// a new one may come (try_reconnect).
+void LunIo::session_ended(const std::string& why) {
+    failed_ = why;
+    RBIO_LOG(Error,
+             "session ended: " << failed_ << "; failing " << ops_.size() << " requests in flight with EIO");
+    if (session_->left_unfenced_writes() && reconnect_) {
+        unfenced_ = true;
+        failed_ +=
+            "; not logging in again by itself: a gateway that was not fenced may "
+            "still apply those writes over newer ones. Once it cannot (its tgtd "
+            "stopped, or its sessions ended), rbio logout and rbio login again";
+        RBIO_LOG(Error,
+                 "not logging in again by itself: a gateway that was not fenced may still "
+                 "apply the writes given up on over newer ones; every request fails "
+                 "until an admin has seen to it and logged out and in again");
+    }
+    publish("failed: " + failed_);
+    // Outstanding commands never complete now; their buffers are
+    // ours, so the Session goes first.
+    session_.reset();
+    fail_all(EIO);
+}
+
 void LunIo::thread_main() {
     publish("up");
     for (;;) {
@@ -160,14 +184,7 @@ void LunIo::thread_main() {
             try {
                 session_->run_once(kIdleWait);
             } catch (const std::exception& e) {
-                failed_ = e.what();
-                RBIO_LOG(Error, "session ended: " << failed_ << "; failing " << ops_.size()
-                                                  << " requests in flight with EIO");
-                publish("failed: " + failed_);
-                // Outstanding commands never complete now; their buffers are
-                // ours, so the Session goes first.
-                session_.reset();
-                fail_all(EIO);
+                session_ended(e.what());
             }
         } else {
             if (!stopping) try_reconnect();
@@ -393,7 +410,7 @@ void LunIo::set_reconnect(Reconnect reconnect, std::chrono::milliseconds interva
 // wait in `incoming_` and fail with EIO if it does not work.
 void LunIo::try_reconnect() {
     const auto now = std::chrono::steady_clock::now();
-    if (!reconnect_ || failed_.empty() || now < next_reconnect_) return;
+    if (!reconnect_ || unfenced_ || failed_.empty() || now < next_reconnect_) return;
     next_reconnect_ = now + reconnect_interval_;
     try {
         NewSession n = reconnect_();

@@ -95,7 +95,10 @@ public:
     // within its replacement timeout), requests fail with EIO and this is
     // called every `interval` until a session is back, as open-iscsi keeps
     // trying after its replacement timeout. Without it the export stays
-    // failed.
+    // failed; so it does after a session that left writes unfenced
+    // (IoSession::left_unfenced_writes): a gateway may still apply them
+    // over what a new session would write, and only an admin can tell when
+    // it no longer can.
     void set_reconnect(Reconnect reconnect, std::chrono::milliseconds interval);
 
     void start();
@@ -148,6 +151,7 @@ private:
     void release_writes(const Op& done);
     bool overlaps_active(const Op& op) const;
     void fail_all(int err);
+    void session_ended(const std::string& why);
     void try_reconnect();
     void publish(const std::string& state);
 
@@ -181,6 +185,7 @@ private:
     std::chrono::milliseconds reconnect_interval_{5000};
     std::chrono::steady_clock::time_point next_reconnect_{};
     std::string reconnect_error_;  // the last attempt's, logged once
+    bool unfenced_ = false;        // the session left writes unfenced: no reconnect
 };
 
 }  // namespace rbio::fuse

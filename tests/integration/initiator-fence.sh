@@ -48,6 +48,8 @@ fence_cleanup() {
   [[ -n $gw1 ]] && kill -CONT "$gw1" 2>/dev/null
   # Every held write goes, and none is held from here (USR2).
   [[ -n $fuse_pid ]] && kill -USR2 "$fuse_pid" 2>/dev/null
+  [[ -n ${FSD:-} ]] && "$RBIO" logout --state-dir "$FSD" >/dev/null 2>&1
+  [[ -n ${FUSE_MNT:-} ]] && mountpoint -q "$FUSE_MNT" && umount -l "$FUSE_MNT"
   gateways_stop "$rc" || rc=1
   # The gateways' namespaces held copies of the mount: it goes last.
   if [[ -n $fuse_pid ]] && ! { fusermount3 -u "$MNT" &&
@@ -146,4 +148,42 @@ cat "$WORK/out"
 check "... as the check says" out_has "through another portal: 1"
 check "... and the write held for the cut portal never landed there: the block holds the newer write" \
   out_has "holds W2, the newest write"
+
+# --- the session process of rbio login --mount, after a fence that never came -------
+# It used to log in again 5 s later through gateway 2 alone and serve
+# writes, while gateway 1 might still apply the write given up on.
+echo "== rbio login --mount: a failed fence stops the session for good"
+relay_stop
+check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
+must_start "a fresh relay" relay_start
+FSD="$WORK/state-fence"
+FUSE_MNT="$WORK/fence-mnt"
+mkdir -p "$FUSE_MNT"
+check "rbio login --mount through the relay to gateway 1 and gateway 2 (exit 0)" \
+  rc_is 0 "$RBIO" login -T "$GW_TARGET" -p "127.0.0.1:$RELAY_PORT" -p "$(gw_portal 2)" --mount "$FUSE_MNT" \
+  --state-dir "$FSD" --replacement-timeout 4 --noop-out-interval 1 --noop-out-timeout 1 \
+  --connect-timeout 2 --login-timeout 2 --log-level info
+session_state() { "$RBIO" session --state-dir "$FSD" 2>&1; }
+ao_path_usable() { session_state | grep -q "path 127.0.0.1:$RELAY_PORT port group 1 active/optimized:"; }
+check "... its path through gateway 1 is active/optimized" wait_for 10 ao_path_usable
+check "a write through the mount" \
+  dd if=/dev/zero of="$FUSE_MNT/lun1" bs=4k seek=40 count=1 oflag=direct conv=notrunc status=none
+kill -STOP "$relay_pid"
+wrote=0
+dd if=/dev/urandom of="$FUSE_MNT/lun1" bs=4k seek=40 count=1 oflag=direct conv=notrunc status=none || wrote=$?
+kill -CONT "$relay_pid"
+check "with gateway 1's portal cut, the write fails (EIO) once no fence came (dd exit $wrote)" test "$wrote" -ne 0
+FLOG=$(ls "$FSD"/*.log)
+check "the session process says it will not log in again by itself" \
+  grep -q "not logging in again by itself" "$FLOG"
+check "rbio session shows it failed, and why" \
+  eval 'session_state | grep -q "state failed: .*not logging in again by itself"'
+# Its reconnect interval is 5 s: twice that without a new session.
+check "no new session in 10 s, though gateway 2 answers" eval '! wait_for 10 grep -q "session established again" "$FLOG"'
+check "... and a write still fails" \
+  eval '! dd if=/dev/zero of="$FUSE_MNT/lun1" bs=4k seek=41 count=1 oflag=direct conv=notrunc status=none'
+logout_rc=0
+"$RBIO" logout --state-dir "$FSD" > "$WORK/out" 2>&1 || logout_rc=$?
+check "rbio logout ends it (exit $logout_rc: the session had failed), nothing left mounted" \
+  eval '! grep -q " $FUSE_MNT " /proc/self/mountinfo && ! ls "$FSD"/*.state 2>/dev/null'
 finish

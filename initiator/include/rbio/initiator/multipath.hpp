@@ -188,6 +188,10 @@ public:
     // trying all.
     void logout(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) override;
 
+    // A path failed with commands held for its fence, and no fence came
+    // within no_path_timeout (the failure run_once threw).
+    bool left_unfenced_writes() const override { return unfenced_; }
+
     MultipathStats multipath_stats() const;
     // One line per path: "PORTAL group G STATE: commands=... ...".
     std::vector<std::string> describe_paths() const;
@@ -244,6 +248,7 @@ private:
     std::optional<std::chrono::steady_clock::time_point> no_path_since_;
     std::optional<std::chrono::steady_clock::time_point> failover_since_;
     std::string failed_;     // set once run_once gave up
+    bool unfenced_ = false;  // ... with held commands never fenced
     bool closing_ = false;   // logout: no new state reads or logins
     MultipathStats totals_;  // everything but `paths`
 };

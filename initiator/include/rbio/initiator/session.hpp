@@ -234,6 +234,12 @@ public:
     virtual SessionStats stats() const = 0;
     // Logout; needs no outstanding commands.
     virtual void logout(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) = 0;
+    // Once run_once has thrown: whether it gave up on commands that may
+    // change the LU at a gateway it could not fence, which may still apply
+    // them. A new session must then not write to the LU before that
+    // gateway is seen to (stopped, or its sessions ended), or an old write
+    // may land over a newer one.
+    virtual bool left_unfenced_writes() const { return false; }
     // submit + run_once until done.
     ScsiOutcome execute(ScsiCommand command);
 };
