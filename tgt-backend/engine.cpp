@@ -105,6 +105,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         throw Error(path + " is a directory; the backing store must be a regular file or a block device");
     if (fd < 0) throw sys_error("open " + path, errno);
     UniqueFd owned(fd);
+    sync_open_ = (oflags & O_DSYNC) != 0;  // O_SYNC includes O_DSYNC's bit
     struct stat st {};
     if (::fstat(fd, &st) < 0) throw sys_error("stat " + path, errno);
     if (S_ISREG(st.st_mode)) {
@@ -1331,9 +1332,10 @@ void Engine::rw_failed(Io* io, int res) {
     // commands may be fine. Not a FUA write (RWF_DSYNC), whose error may be
     // an earlier write-back's anywhere in the file: the kernel reports that
     // once per open file, to its next sync, so a retry would succeed and no
-    // host would learn that acknowledged data was lost. librbd's errors are
-    // the cluster's, not a bad block's.
-    const bool whole = io->n == 1 || rbd_ || (io->write && io->cmds[0]->fua);
+    // host would learn that acknowledged data was lost. The same for every
+    // write of a file opened O_SYNC (bsoflags sync), which syncs each one.
+    // librbd's errors are the cluster's, not a bad block's.
+    const bool whole = io->n == 1 || rbd_ || (io->write && (io->cmds[0]->fua || sync_open_));
     uint64_t start = 0;
     for (uint32_t i = 0; i < io->n; ++i) {
         Cmd* c = io->cmds[i];

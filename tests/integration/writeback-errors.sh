@@ -7,7 +7,8 @@
 # every FUA write would be GOOD and so would every later SYNCHRONIZE CACHE:
 # data lost without any host being told. faulty_disk --cached stands for
 # the disk: its writeback cache holds writes until they are written back,
-# and writing blocks 1000-1007 (one page) fails then.
+# and writing blocks 1000-1007 (one page) fails then. The same for plain
+# writes to an LU opened O_SYNC (bsoflags sync), each of which syncs.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 75
 source "$(dirname "$0")/../lib/faulty-disk.sh"
@@ -52,6 +53,17 @@ for lun in 1 2; do
     eval '[[ $(grep -c " GOOD$" "$WORK/again-$lun.out") == 32 ]]'
   check "LUN $lun: and so is SYNCHRONIZE CACHE" eval '[[ $(probe '"$lun"' cdb $SYNC_CACHE) == GOOD ]]'
 done
+# The same error reaching a file opened O_SYNC (bsoflags sync), where each
+# write syncs: the merged plain writes that hear it fail as one, as FUA
+# ones do. Opened now, it has heard of none of the errors above.
+check "LUN 3 on the same disk, opened O_SYNC (I/O through io_uring)" \
+  tadm --op new --mode logicalunit --tid 1 --lun 3 -b "$MNT/disk" --bstype rbio --bsoflags sync --bsopts inline_io=off
+check "LUN 1: a write to block 1000 is acknowledged from the cache" probe 1 write 1000 8 1
+check "writing block 1000 back fails (EIO)" eval '! sync "$MNT/disk"'
+probe 3 writes 3000 32 > "$WORK/sync-3.out"
+check "LUN 3: its next writes (merged, each synced) report it (03, 0C/00), none other fails" \
+  reports_loss "$WORK/sync-3.out"
+check "LUN 3: the failure is logged" log_has "lun:3: write of 512 bytes at offset"
 tgtd_stop
 check "the faulty disk failed the write-backs it was asked to" \
   faulty_disk_unmount "injected 0 read errors, [1-9][0-9]* write errors"

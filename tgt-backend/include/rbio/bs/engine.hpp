@@ -270,6 +270,7 @@ private:
     uint32_t inflight_ = 0;     // Ios in the kernel
     bool in_pump_ = false;
     bool inline_io_ = false;
+    bool sync_open_ = false;      // opened O_SYNC / O_DSYNC (bsoflags sync): every write syncs
     bool in_submit_ = false;      // inside tgt's submit call: nothing may complete
     bool told_no_punch_ = false;  // logged that UNMAP cannot punch this file
     bool flush_requested_ = false;
