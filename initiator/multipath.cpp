@@ -610,7 +610,28 @@ void MultipathSession::path_failed(size_t p, const std::string& why) {
         RBIO_LOG(Warning, "multipath: path " << x.stats.portal << " failed: " << why << "; " << moved.size()
                                              << " commands re-sent on other paths; logging in again every "
                                              << options_.relogin_interval.count() << " ms");
-    for (uint32_t s : moved) dispatch(s);
+    for (uint32_t s : moved) resend_or_give_up(s, x.stats.portal);
+}
+
+// A command re-sent off a failed path counts against max_resends as a
+// refused one does: a command that breaks every path it takes (one that
+// crashes the target, or is answered with a protocol error) would go
+// round the paths forever, never done, failing everyone else's I/O on them
+// each time. Once over, it fails.
+void MultipathSession::resend_or_give_up(uint32_t slot, const std::string& portal) {
+    Entry& e = entries_[slot];
+    if (e.resends < options_.max_resends) {
+        ++e.resends;
+        dispatch(slot);
+        return;
+    }
+    RBIO_LOG(Error, "multipath: a command (opcode 0x"
+                        << std::hex << int(e.cmd.cdb[0]) << std::dec << ") was sent " << e.resends + 1
+                        << " times and its path failed each time (last " << portal
+                        << "): failing it (max_resends " << options_.max_resends << ")");
+    ScsiOutcome o;
+    o.response = 0x01;  // target failure: not completed at the target
+    finish(slot, o);
 }
 
 void MultipathSession::release_held(size_t p, bool by_refusal, const std::string& through) {
@@ -637,7 +658,7 @@ void MultipathSession::release_held(size_t p, bool by_refusal, const std::string
                                          << how << "); re-sending the " << held.size()
                                          << " commands held for it");
     for (uint32_t s : held)
-        if (entries_[s].live) dispatch(s);
+        if (entries_[s].live) resend_or_give_up(s, x.stats.portal);
 }
 
 Clock::time_point MultipathSession::fence_deadline(const Path& x) const {

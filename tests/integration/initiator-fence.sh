@@ -48,6 +48,8 @@ fence_cleanup() {
   [[ -n $gw1 ]] && kill -CONT "$gw1" 2>/dev/null
   # Every held write goes, and none is held from here (USR2).
   [[ -n $fuse_pid ]] && kill -USR2 "$fuse_pid" 2>/dev/null
+  [[ -n ${bounce_a:-} ]] && end_started "$bounce_a"
+  [[ -n ${bounce_b:-} ]] && end_started "$bounce_b"
   [[ -n ${FSD:-} ]] && "$RBIO" logout --state-dir "$FSD" >/dev/null 2>&1
   [[ -n ${FUSE_MNT:-} ]] && mountpoint -q "$FUSE_MNT" && umount -l "$FUSE_MNT"
   gateways_stop "$rc" || rc=1
@@ -148,6 +150,29 @@ cat "$WORK/out"
 check "... as the check says" out_has "through another portal: 1"
 check "... and the write held for the cut portal never landed there: the block holds the newer write" \
   out_has "holds W2, the newest write"
+
+# --- a command that breaks every path: bounded by max_resends ------------------------
+# Relays to both gateways that cut any connection sending a READ(16) of LBA
+# 12345: that read fails each path it is sent on. It used to be moved from
+# path to path for ever (a path failure did not count as a resend).
+relay_stop
+check "states back to 1 active/optimized, 2 active/non-optimized" ao_ano
+READ_12345=88000000000000003039
+python3 "$(dirname "$0")/tcp_relay.py" "$RELAY_PORT" "$(gw_portal 1)" "$WORK/bounce-a.ready" "$READ_12345" \
+  2> "$WORK/bounce-a.log" &
+bounce_a=$!
+python3 "$(dirname "$0")/tcp_relay.py" "$PORT" "$(gw_portal 2)" "$WORK/bounce-b.ready" "$READ_12345" \
+  2> "$WORK/bounce-b.log" &
+bounce_b=$!
+must_start "relays that cut a READ(16) of LBA 12345, to each gateway" \
+  wait_for 10 eval 'test -f "$WORK/bounce-a.ready" && test -f "$WORK/bounce-b.ready"'
+check "that read fails after 3 resends (4 path failures), and the next read is GOOD" \
+  rc_is 0 "$CHECK" bounce "127.0.0.1:$RELAY_PORT" "127.0.0.1:$PORT" "$GW_TARGET" 1
+cat "$WORK/out"
+check "... both relays cut it" eval 'grep -q "cut" "$WORK/bounce-a.log" && grep -q "cut" "$WORK/bounce-b.log"'
+end_started "$bounce_a"
+end_started "$bounce_b"
+bounce_a="" bounce_b=""
 
 # --- the session process of rbio login --mount, after a fence that never came -------
 # It used to log in again 5 s later through gateway 2 alone and serve

@@ -57,6 +57,7 @@
 // In the other modes, A's tgtd is then let finish whatever it had (a
 // LOGICAL UNIT RESET of its own through A, answered only then) and the
 // block is read.
+// A command that breaks every path (MODE bounce, see run_bounce).
 // Exit 0: the LU holds W2 (timeout: the session gave up with W1 not done);
 // 1: it holds W1 (the stale copy landed over the newer write), or a
 // lu-reset/timeout expectation failed; 2: usage or setup error.
@@ -170,8 +171,9 @@ int usage(const char* self) {
         "usage: %s none|lu-reset|timeout PORTAL_A PORTAL_B IQN LUN PID_A\n"
         "       %s other-portal|other-portal-absent RELAY_A PORTAL_B IQN LUN RELAY_PID PORTAL_A2 RELAY_LOG\n"
         "       %s store-none|store-lu-reset PORTAL_A PORTAL_B IQN LUN PID_A DISK_PID DISK_LOG "
-        "GROUPS_FILE\n",
-        self, self, self);
+        "GROUPS_FILE\n"
+        "       %s bounce RELAY_A RELAY_B IQN LUN\n",
+        self, self, self, self);
     return 2;
 }
 
@@ -293,6 +295,64 @@ int run_other_portal(const std::string& mode, char** argv) {
     return 0;
 }
 
+// MODE bounce: RELAY_A and RELAY_B (relays to two gateways of one LU) cut
+// every connection that sends a READ(16) of LBA kBounceLba. That read
+// breaks each path it goes to; with max_resends 3 it must fail within 30 s
+// (paths log in again every 300 ms) instead of going round for ever, and
+// the paths, logged in again, serve the next read.
+constexpr uint64_t kBounceLba = 12345;
+
+int run_bounce(char** argv) {
+    MultipathOptions mo;
+    mo.session.target_name = argv[4];
+    mo.session.connect_timeout = 2s;
+    mo.session.login_timeout = 2s;
+    mo.lun = std::strtoull(argv[5], nullptr, 10);
+    mo.no_path_timeout = 60s;
+    mo.relogin_interval = 300ms;
+    mo.state_poll_interval = 500ms;
+    mo.max_resends = 3;
+    auto mp = MultipathSession::open({Portal::parse(argv[2]), Portal::parse(argv[3])}, mo);
+    const Capacity cap = read_capacity16(*mp, mo.lun);
+    std::vector<uint8_t> buf(cap.block_size);
+    std::optional<ScsiOutcome> got;
+    ScsiCommand c = make_read16(mo.lun, kBounceLba, 1, buf);
+    c.done = [&got](const ScsiOutcome& o) { got = o; };
+    mp->submit(std::move(c));
+    try {
+        run_until(
+            *mp, [&] { return got.has_value(); }, 30s, "end of the read that breaks every path");
+    } catch (const SetupError& e) {
+        std::printf("FAIL: %s (failures: A %llu, B %llu)\n", e.what(),
+                    (unsigned long long)mp->multipath_stats().paths.at(0).failures,
+                    (unsigned long long)mp->multipath_stats().paths.at(1).failures);
+        return 1;
+    }
+    const auto failures =
+        mp->multipath_stats().paths.at(0).failures + mp->multipath_stats().paths.at(1).failures;
+    std::printf("the read that breaks every path ended %s after %llu path failures\n",
+                got->good() ? "GOOD" : "failed", (unsigned long long)failures);
+    if (got->good() || failures != 4) {
+        std::printf("FAIL: want it failed after 4 path failures (3 resends)\n");
+        return 1;
+    }
+    if (ScsiOutcome o = mp->execute(make_read16(mo.lun, 0, 1, buf)); !o.good()) {
+        std::printf("FAIL: the next read: %s\n", describe(o).c_str());
+        return 1;
+    }
+    std::printf("the next read is GOOD\n");
+    return 0;
+}
+
+int bounce(char** argv) {
+    try {
+        return run_bounce(argv);
+    } catch (const std::exception& e) {
+        std::printf("error: %s\n", e.what());
+        return 2;
+    }
+}
+
 int other_portal(const std::string& mode, char** argv) {
     try {
         return run_other_portal(mode, argv);
@@ -317,6 +377,7 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if ((mode == "other-portal" || mode == "other-portal-absent") && argc == 9)
         return other_portal(mode, argv);
+    if (mode == "bounce" && argc == 6) return bounce(argv);
     const bool store = mode == "store-none" || mode == "store-lu-reset";
     // The socket modes ignore the last three (one command line for all).
     if ((argc != 7 && argc != 10) || (argc != 10 && store) ||

@@ -82,7 +82,8 @@ struct MultipathOptions {
     // carrying no I/O sees none), and every 100 ms while commands wait.
     std::chrono::milliseconds state_poll_interval{5000};
     // A command is re-sent at most this often (unit attentions, refusals,
-    // path failures) before its last outcome is reported.
+    // path failures) before its last outcome is reported (a path failure
+    // has none: iSCSI response 01h, target failure).
     unsigned max_resends = 64;
 };
 
@@ -206,6 +207,7 @@ private:
     void pass(std::chrono::milliseconds max_wait, bool nowait);
     void drive(size_t p);
     void path_failed(size_t p, const std::string& why);
+    void resend_or_give_up(uint32_t slot, const std::string& portal);
     void dispatch(uint32_t slot);
     void send_on(size_t p, uint32_t slot);
     void on_done(uint32_t slot, uint32_t gen, const ScsiOutcome& o);
