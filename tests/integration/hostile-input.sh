@@ -62,6 +62,13 @@
 #                   25% of a core; a socket left readable while tgtd waits
 #                   to send the login response spins it at 100%). Only
 #                   rbio's transport is held to it (strict runs).
+#   data-out-cut    ... then a WRITE(10) parked at ExpCmdSN + 1 and part of
+#                   its unsolicited Data-Out, then close (and again with a
+#                   reset): tgt's conn_close freed that task as a parked
+#                   one and again as the PDU being received, and tgtd
+#                   crashed; then, in a session of two connections, a
+#                   Data-Out on the second for a WRITE of the first, which
+#                   must close the second. Strict runs only.
 #   truncate-close  ... then part of a PDU, then close
 #   truncate-reset  ... then part of a PDU, then a TCP reset (SO_LINGER 0)
 #   idle            a connection that sends nothing, held while the good
@@ -136,7 +143,7 @@ IQN=iqn.2026-11.io.rbio:hostile
 MODES=${HOSTILE_MODES:-off on}
 CASES=${HOSTILE_CASES:-}
 MALFORMED=(random bad-opcode over-mrdsl max-dsl huge-edtl data-out-beyond data-out-unasked bad-ahs cmdsn-window
-  cmdsn-connections)
+  cmdsn-connections data-out-cut)
 
 tgt_test_init 5
 stock_issues=()
@@ -398,6 +405,7 @@ run_all() {
   (( STRICT )) && quick_case bad-ahs --expect-close
   (( STRICT )) && quick_case cmdsn-window --expect-close
   (( STRICT )) && quick_case cmdsn-connections --expect-close --max-connections 2
+  (( STRICT )) && quick_case data-out-cut --expect-close --max-connections 2
   idle_case login-flood 2000
   quick_case truncate-close
   quick_case truncate-reset

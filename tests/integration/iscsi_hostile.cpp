@@ -66,6 +66,11 @@
 //                   in the security stage (T=0, unknown X- keys the target
 //                   answers NotUnderstood) without reading a response, until
 //                   the target stops reading; hold the connection
+//   data-out-cut    log in, send a WRITE(10) of 8 KiB at ExpCmdSN + 1 (parked)
+//                   and part of its unsolicited Data-Out, then close (then
+//                   the same ending with a TCP reset); then a session of two
+//                   connections: a WRITE(10) on the first, its Data-Out on
+//                   the second (watched for --expect-close)
 //   truncate-close  log in, send part of a PDU, close (twice: cut inside
 //                   the BHS, and cut inside the data segment)
 //   truncate-reset  the same, but end with a TCP reset (SO_LINGER 0)
@@ -982,6 +987,50 @@ int case_truncate(const Options& o, bool reset) {
     return 0;
 }
 
+// A Data-Out cut short by the connection's end, for a task on one of the
+// lists tgt's conn_close frees first (then it freed the Data-Out's task a
+// second time, and tgtd crashed): a WRITE(10) parked ahead of ExpCmdSN
+// with its unsolicited data to come, part of that data, then a close or a
+// reset. Then a Data-Out sent on a joined connection for a command of the
+// first (the core looks ITTs up session-wide): reported, and with
+// --expect-close that connection must be closed.
+int case_data_out_cut(const Options& o) {
+    const auto cdb = cdb10(0x2a, 0, 16);  // WRITE(10) of 8 KiB, no immediate data
+    auto data_out = [&o](const Session& s, uint32_t itt) {
+        Bhs out(Opcode::DataOut);
+        out.set_final(false).set_lun(uint64_t(o.lun & 0xff) << 48).set_itt(itt).set_ttt(0xffffffffu);
+        out.set_exp_stat_sn(s.exp_stat_sn).set_data_sn(0).set_buffer_offset(0).set_data_segment_length(4096);
+        return encode(out, pattern(4096));
+    };
+    for (int variant = 0; variant < 2; ++variant) {
+        Session s = ready_session(o);
+        const uint32_t exp = s.cmd_sn;
+        Bhs w = scsi_command(s, o, cdb, false, true, 8192, 0);
+        w.set_cmd_sn(exp + 1).set_final(false);  // parked; unsolicited data follows (InitialR2T=No)
+        Bytes pdus(w.bytes().begin(), w.bytes().end());
+        const Bytes out = data_out(s, w.view().itt());
+        pdus.insert(pdus.end(), out.begin(), out.begin() + kBhsLength + 100);
+        s.conn.send_or_throw(pdus, "a parked WRITE(10) and part of its Data-Out");
+        const Reaction r = s.conn.watch(std::min(o.wait_ms, 300));
+        const bool reset = variant == 1;
+        if (reset) s.conn.reset();
+        else s.conn.close();
+        std::printf(
+            "%s: a WRITE(10) parked at ExpCmdSN + 1 and %zu of %zu bytes of its Data-Out, then %s; "
+            "before that the connection was %s\n",
+            o.test_case.c_str(), kBhsLength + 100, out.size(), reset ? "a TCP reset" : "close",
+            r.describe().c_str());
+    }
+    Session a = ready_session(o);
+    Bhs w = scsi_command(a, o, cdb, false, true, 8192, 0);
+    w.set_final(false);
+    a.conn.send_or_throw(w.bytes(), "a WRITE(10) waiting for its unsolicited data");
+    Session b = login(o, &a, a.cmd_sn);
+    b.conn.send_or_throw(data_out(b, w.view().itt()), "its Data-Out on the joined connection");
+    return report(o, "a Data-Out on a joined connection for the first connection's WRITE(10)",
+                  b.conn.watch(o.wait_ms));
+}
+
 // Holds for at least hold_ms, then until the release file exists.
 void hold(const Options& o) {
     const auto t0 = Clock::now();
@@ -1200,7 +1249,8 @@ int case_lone_after_burst(const Options& o) {
         status ? stderr : stdout,
         "usage: iscsi_hostile "
         "random|bad-opcode|over-mrdsl|max-dsl|huge-edtl|data-out-beyond|data-out-unasked|\n"
-        "         bad-ahs|cmdsn-window|cmdsn-connections|login-flood|truncate-close|truncate-reset|\n"
+        "         "
+        "bad-ahs|cmdsn-window|cmdsn-connections|login-flood|data-out-cut|truncate-close|truncate-reset|\n"
         "         idle|churn|flood|lone-after-burst|ping-reply\n"
         "         --port N [--target IQN] [--lun N] [--seed N] [--connections N] [--wait-ms N]\n"
         "         [--expect-close] [--hold-ms N] [--release FILE] [--max-hold-ms N]\n"
@@ -1268,6 +1318,7 @@ int main(int argc, char** argv) {
         if (c == "cmdsn-window") return case_cmdsn_window(o);
         if (c == "cmdsn-connections") return case_cmdsn_connections(o);
         if (c == "login-flood") return case_login_flood(o);
+        if (c == "data-out-cut") return case_data_out_cut(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);
         if (c == "idle") return case_idle(o);

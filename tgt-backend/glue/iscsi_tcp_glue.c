@@ -473,6 +473,7 @@ static size_t tp_close(struct iscsi_connection *conn)
 	rbio_tcp_conn_tx_cancel(rc->engine);
 	rc->tx_open = rbio_tcp_conn_tx_open(rc->engine);
 	deferred_release(rc, 0);
+	rbio_pdu_forget_rx_task_on_lists(conn);
 	return 0;
 }
 

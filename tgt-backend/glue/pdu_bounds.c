@@ -45,6 +45,24 @@ static int queued_to_send(const struct iscsi_task *task)
 	return 0;
 }
 
+void rbio_pdu_forget_rx_task_on_lists(struct iscsi_connection *conn)
+{
+	const struct iscsi_task *t, *rx = conn->rx_task;
+
+	if (!rx || !conn->session)
+		return;
+	if (rx == conn->tx_task || queued_to_send(rx))
+		goto freed_there;
+	list_for_each_entry(t, &conn->session->pending_cmd_list, c_list)
+	{
+		if (t == rx && t->conn == conn)
+			goto freed_there;
+	}
+	return;
+freed_there:
+	conn->rx_task = NULL;
+}
+
 int rbio_pdu_edtl_refused(const uint8_t *bhs, char *why, size_t why_len)
 {
 	snprintf(why, why_len,
@@ -217,6 +235,16 @@ int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t
 	cmd = (const struct iscsi_cmd *)&task->req;
 	offset = rbio_get_be32(bhs + OFF_BUFFER_OFFSET);
 	len = rbio_get_be24(bhs + OFF_DLENGTH);
+	/* A task's data comes on its command's connection (RFC 7143 connection
+	 * allegiance; no task reassignment at ErrorRecoveryLevel 0). The core
+	 * looks the ITT up over the whole session: another connection closed
+	 * while receiving it would free the task still queued on its own. */
+	if (task->conn != conn) {
+		snprintf(why, why_len,
+			 "Data-Out for ITT 0x%08x on another connection than its command's",
+			 ntohl(itt));
+		return 1;
+	}
 	if (!(cmd->flags & ISCSI_FLAG_CMD_WRITE)) {
 		snprintf(why, why_len, "Data-Out for ITT 0x%08x, a command that writes nothing",
 			 ntohl(itt));

@@ -50,6 +50,13 @@ int rbio_pdu_data_out_refused(const struct iscsi_connection *conn, const uint8_t
 __attribute__((cold)) int rbio_pdu_ahs_refused_for(const uint8_t *bhs, char *why, size_t why_len);
 int rbio_pdu_cmdsn_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			   size_t why_len);
+/* For the transport's close hook, which tgt's conn_close calls first: it
+ * then frees the connection's tasks waiting their CmdSN turn and those
+ * queued to send, and after them conn->rx_task, the task of a PDU cut
+ * short. A Data-Out cut short names a task that may be on either list (a
+ * parked WRITE's unsolicited data, a solicited Data-Out while the next
+ * R2T waits to be sent): freed twice, tgtd crashed. Clears rx_task then. */
+void rbio_pdu_forget_rx_task_on_lists(struct iscsi_connection *conn);
 /* rbio_pdu_out_of_bounds for every request but a SCSI Command. */
 int rbio_pdu_other_refused(const struct iscsi_connection *conn, const uint8_t *bhs, char *why,
 			   size_t why_len);
