@@ -288,6 +288,7 @@ struct login_override {
 	int rdma;
 	unsigned int trdsl;
 	unsigned int initial_r2t;
+	unsigned int header_digest, data_digest;
 };
 
 __attribute__((noinline, cold)) static void login_override_apply(struct login_override *o,
@@ -313,7 +314,15 @@ __attribute__((noinline, cold)) static void login_override_apply(struct login_ov
 			o->rdma = t->rdma;
 			o->trdsl = t->session_param[ISCSI_PARAM_TARGET_RDSL].val;
 			o->initial_r2t = t->session_param[ISCSI_PARAM_INITIAL_R2T_EN].val;
+			o->header_digest = t->session_param[ISCSI_PARAM_HDRDGST_EN].val;
+			o->data_digest = t->session_param[ISCSI_PARAM_DATADGST_EN].val;
 			t->rdma = 0;
+			/* iSER carries no digests (RFC 7145 5.1: both keys None).
+			 * A target set up for TCP may allow CRC32C; granted over
+			 * iSER, the core would wait for 4 digest bytes no receive
+			 * holds and read the next receive shifted by them. */
+			t->session_param[ISCSI_PARAM_HDRDGST_EN].val = DIGEST_NONE;
+			t->session_param[ISCSI_PARAM_DATADGST_EN].val = DIGEST_NONE;
 			if (o->trdsl > RBIO_ISER_RECV_DATA_MAX)
 				t->session_param[ISCSI_PARAM_TARGET_RDSL].val =
 					RBIO_ISER_RECV_DATA_MAX;
@@ -332,6 +341,8 @@ static void login_override_restore(const struct login_override *o)
 	o->t->rdma = o->rdma;
 	o->t->session_param[ISCSI_PARAM_TARGET_RDSL].val = o->trdsl;
 	o->t->session_param[ISCSI_PARAM_INITIAL_R2T_EN].val = o->initial_r2t;
+	o->t->session_param[ISCSI_PARAM_HDRDGST_EN].val = o->header_digest;
+	o->t->session_param[ISCSI_PARAM_DATADGST_EN].val = o->data_digest;
 }
 
 /* The send queue has room for a few work requests (a PDU becomes at most
@@ -413,6 +424,14 @@ static void feed(struct rbio_iser_conn *rc, const struct login_override *login)
 		login_override_restore(login);
 	if (conn->state != STATE_CLOSE && rc->rx_off < rc->rx_len)
 		conn_fail(rc, "the iSCSI core did not take a whole PDU");
+	/* Nor may it wait for more of this one (a digest): it would read the
+	 * next receive as the rest, shifted, with no check of what it then
+	 * takes for a header. Done: at a new PDU's header (conn_read_pdu), or
+	 * at its end while a login response is built. */
+	else if (conn->state != STATE_CLOSE && conn->rx_size != 0 &&
+		 !(conn->rx_buffer == (void *)&conn->req.bhs && conn->rx_size == BHS_SIZE))
+		conn_fail(rc,
+			  "a receive ended inside its PDU (the iSCSI core waits for more of it)");
 	rc->rx_len = rc->rx_off = 0;
 	if (rbio_pass_awaiting_login_response(&rc->pass))
 		run_tx(rc);
@@ -463,7 +482,7 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 {
 	struct rbio_iser_conn *rc = ctx;
 	struct iscsi_connection *conn = &rc->iscsi_conn;
-	struct login_override login = { NULL, 0, 0, 0 };
+	struct login_override login = { NULL, 0, 0, 0, 0, 0 };
 	uint32_t ahs;
 
 	if (conn->state == STATE_CLOSE || conn->closed)
