@@ -293,7 +293,14 @@ int bench_main(int argc, char** argv) {
         mo.lun = c.lun;
         // --replacement-timeout: how long I/O waits for a path.
         mo.no_path_timeout = opts.replacement_timeout;
-        auto m = initiator::MultipathSession::open(portals, mo);
+        std::unique_ptr<initiator::MultipathSession> m;
+        try {
+            m = initiator::MultipathSession::open(portals, mo);
+        } catch (const std::invalid_argument& e) {
+            // The options' fault (more than 16 portals, a replacement
+            // timeout of 0), found before any login: a usage error.
+            throw UsageError(e.what());
+        }
         mp = m.get();
         session = std::move(m);
     }

@@ -65,8 +65,14 @@ run_all() {
   # a zero size with a unit (its minimum was divided by the unit: 0); and
   # a --fence that is not one of its two values.
   local bad
+  # And two that MultipathSession refuses before any login (exit 1, an
+  # "internal error", until bench said so as a usage error): a second
+  # portal with a replacement timeout of 0, and 17 portals.
+  local seventeen
+  seventeen=$(for i in $(seq 2 17); do printf -- '-p 127.0.0.1:%s ' "$i"; done)
   for bad in "--bs 4194305k" "--bs 4294967808" "--lun=' -18446744073709551615'" "--verify=0" \
-             "--chap-secret=s3cret" "--iodepth=' 5'" "--size 0k" "--fence reset"; do
+             "--chap-secret=s3cret" "--iodepth=' 5'" "--size 0k" "--fence reset" \
+             "-p 127.0.0.1:2 --replacement-timeout 0" "$seventeen"; do
     check "rejected: bench $bad (exit 2, one line)" \
       eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1 '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
   done
