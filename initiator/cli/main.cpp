@@ -156,6 +156,13 @@ int main(int argc, char** argv) {
         std::cout << "rbio " RBIO_VERSION "\n";
         return cli::kExitOk;
     }
+    // `rbio COMMAND --help` (or -h): the help, which covers every command,
+    // rather than "--help needs a value".
+    for (int k = i + 1; k < argc; ++k)
+        if (!std::strcmp(argv[k], "--help") || !std::strcmp(argv[k], "-h")) {
+            std::cout << kHelp;
+            return cli::kExitOk;
+        }
     std::string cmd = argv[i];
     try {
         if (cmd == "discover") return cli::discover_main(argc - i, argv + i);

@@ -76,6 +76,8 @@ run_all() {
     check "rejected: bench $bad (exit 2, one line)" \
       eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1 '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
   done
+  check "rbio bench --help and rbio login -h print the help (exit 0)" \
+    eval 'rc_is 0 "$RBIO" bench --help && out_has "^usage: rbio" && rc_is 0 "$RBIO" login -T "$IQN" -h && out_has "^usage: rbio"'
   check "rejected: a misspelt --log-level (exit 2, named)" \
     eval 'rc_is 2 "$RBIO" --log-levelx bench -T "$IQN" -p 127.0.0.1:1 && out_has "unknown command .--log-levelx."'
   check "a LUN the target does not have (exit 7, one line naming it)" \
