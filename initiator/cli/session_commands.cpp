@@ -265,15 +265,21 @@ int login_main(int argc, char** argv) {
     return kExitOk;
 }
 
+// Waits up to 5 s for r's session process to end (its lock goes a moment
+// before the process: it exits after that); whether it did.
+bool wait_until_gone(const std::string& dir, const SessionRecord& r) {
+    for (int i = 0; i < 200 && (session_running(dir, r) || process_alive(r.pid)); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    return !session_running(dir, r) && !process_alive(r.pid);
+}
+
 // A logout that got no answer: the session process answers one logout and
 // ends, so another one sent at the same time (an admin's and systemd's
 // ExecStop) sees its connection closed. Done if the process ended within 5
 // s and removed its record on the way out, as a clean logout does; a
 // process that died leaves its record.
 bool logged_out_by_another(const std::string& dir, const SessionRecord& r) {
-    for (int i = 0; i < 200 && (session_running(dir, r) || process_alive(r.pid)); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    if (session_running(dir, r) || process_alive(r.pid)) return false;
+    if (!wait_until_gone(dir, r)) return false;
     auto now = read_record(dir, r.key);
     return !now || now->pid != r.pid;
 }
@@ -340,10 +346,8 @@ int logout_main(int argc, char** argv) {
             if (rc == kExitOk) rc = code ? code : kExitInternal;
             continue;
         }
-        // "ok" and EOF: the process is ending; wait until it is gone (its
-        // lock goes a moment before the process: it exits after that).
-        for (int i = 0; i < 200 && (session_running(dir, r) || process_alive(r.pid)); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        // "ok" and EOF: the process is ending; wait until it is gone.
+        wait_until_gone(dir, r);
         std::cout << "rbio: logged out of " << r.target << "\n";
     }
     return rc;
