@@ -838,9 +838,9 @@ static size_t tp_close(struct iscsi_connection *conn)
 	conn->state = STATE_CLOSE;
 	rbio_ping_stop(&rc->ping);
 	rbio_iser_ep_disconnect(rc->ep);
-	/* As over TCP (pdu_bounds.h). Each receive is a whole PDU, so the
-	 * core is never left in the middle of one here; kept for the day a
-	 * close comes from inside a receive. */
+	/* As over TCP (pdu_bounds.h): feed() closes a connection whose
+	 * receive ended inside its PDU, and the core then still holds that
+	 * PDU's task, which may be queued too. */
 	rbio_pdu_forget_rx_task_on_lists(conn);
 	return 0;
 }
