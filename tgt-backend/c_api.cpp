@@ -120,7 +120,8 @@ void rbio_bs_lu_counters(const rbio_bs_lu* lu, rbio_bs_counters* out) {
                             lu->engine.fenced() ? 1u : 0u,
                             k.rbd_lock_takeovers,
                             k.rbd_fences,
-                            k.rbd_quiet_ends};
+                            k.rbd_quiet_ends,
+                            k.miscompares};
 }
 
 }  // extern "C"

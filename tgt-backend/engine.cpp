@@ -1557,7 +1557,7 @@ void Engine::finish(Cmd* c, const rbio_bs_result& r) {
         return;
     }
     if (c == exclusive_) exclusive_ = nullptr;
-    if (r.status != kGood) ++counters_.errors;
+    if (r.status != kGood) ++(r.sense_key == kMiscompare ? counters_.miscompares : counters_.errors);
     void* handle = c->handle;
     // A copy: r may be c's own result, and completing may submit a command
     // that takes c's slot.
@@ -1588,7 +1588,7 @@ std::string Engine::stats() const {
                            " rbd_fences=" + std::to_string(k.rbd_fences) +
                            " rbd_quiet_ends=" + std::to_string(k.rbd_quiet_ends)
                      : std::string()) +
-           " errors=" + std::to_string(k.errors);
+           " miscompares=" + std::to_string(k.miscompares) + " errors=" + std::to_string(k.errors);
 }
 
 }  // namespace rbio::bs

@@ -682,6 +682,10 @@ TEST_F(EngineTest, CompareAndWriteWritesOnlyOnMatch) {
     EXPECT_EQ(r.asc, kAscMiscompareDuringVerify);
     EXPECT_TRUE(r.has_info);
     EXPECT_EQ(file_bytes(7 * kBs, kBs), neu);
+    // Counted apart: ATS locking makes miscompares in normal use, and the
+    // alert on errors must not fire on them.
+    EXPECT_EQ(engine_->counters().miscompares, 1u);
+    EXPECT_EQ(engine_->counters().errors, 0u);
 }
 
 // The Block Limits page advertises RBIO_BS_MAX_COMPARE_AND_WRITE_BLOCKS;
@@ -696,6 +700,8 @@ TEST_F(EngineTest, CompareAndWriteLongerThanAdvertisedIsRefused) {
     EXPECT_EQ(result_of(1).sense_key, kIllegalRequest);
     EXPECT_EQ(result_of(1).asc, kAscInvalidFieldInCdb);
     EXPECT_EQ(result_of(2).status, kGood);
+    EXPECT_EQ(engine_->counters().errors, 1u);
+    EXPECT_EQ(engine_->counters().miscompares, 0u);
 }
 
 // Data-out one byte longer than the two halves: the halves would be taken

@@ -31,7 +31,7 @@ TEST(TargetMetrics, EveryFamilyFollowsTheConventionsAndIsDocumented) {
         EXPECT_EQ(name.ends_with("_total"), f.type == MetricType::Counter) << name;
         EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << name << " is not in docs/metrics.md";
     }
-    EXPECT_EQ(names.size(), 30 + rbio::iser::kCounterCount);
+    EXPECT_EQ(names.size(), 31 + rbio::iser::kCounterCount);
 }
 
 TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
@@ -49,6 +49,8 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     k.rbd_fenced = 1;
     k.rbd_lock_takeovers = 3;
     k.rbd_quiet_ends = 2;
+    k.errors = 1;
+    k.miscompares = 7;
     t.add_lu({"iqn.2026-11.io.rbio:disk", 1, "rbio_rbd", "rbd:pool/im\"age", 1 << 20, k});
     rbio_bs_counters file{};  // a file LU: no RBD series
     t.add_lu({"iqn.2026-11.io.rbio:disk", 2, "rbio", "/srv/lu2", 1 << 20, file});
@@ -85,6 +87,8 @@ TEST(TargetMetrics, OneLuAndOneConnectionOfEachTransport) {
     EXPECT_NE(x.find("rbio_lu_read_bytes_total" + lu + " 16384\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_written_bytes_total" + lu + " 24576\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_ios_in_flight" + lu + " 2\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_failed_commands_total" + lu + " 1\n"), std::string::npos);
+    EXPECT_NE(x.find("rbio_lu_miscompares_total" + lu + " 7\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_rbd_fenced" + lu + " 1\n"), std::string::npos) << x;
     EXPECT_NE(x.find("rbio_lu_rbd_lock_takeovers_total" + lu + " 3\n"), std::string::npos);
     EXPECT_NE(x.find("rbio_lu_rbd_quiet_sessions_ended_total" + lu + " 2\n"), std::string::npos);

@@ -56,7 +56,12 @@ constexpr Family kLuReadBytes{"rbio_lu_read_bytes_total", C, "Bytes addressed by
 constexpr Family kLuWrites{"rbio_lu_writes_total", C, "WRITE and WRITE AND VERIFY commands taken"};
 constexpr Family kLuWrittenBytes{"rbio_lu_written_bytes_total", C,
                                  "Bytes addressed by WRITE and WRITE AND VERIFY commands"};
-constexpr Family kLuErrors{"rbio_lu_failed_commands_total", C, "Commands that ended in CHECK CONDITION"};
+constexpr Family kLuErrors{
+    "rbio_lu_failed_commands_total", C,
+    "Commands that ended in CHECK CONDITION, other than COMPARE AND WRITE miscompares"};
+constexpr Family kLuMiscompares{"rbio_lu_miscompares_total", C,
+                                "COMPARE AND WRITE commands that ended in MISCOMPARE (the data differed; "
+                                "VMware's ATS locking makes these in normal use)"};
 constexpr Family kLuIos{"rbio_lu_ios_total", C,
                         "Reads, writes and flushes issued to the backing file, after coalescing"};
 constexpr Family kLuMerged{"rbio_lu_merged_commands_total", C,
@@ -221,6 +226,7 @@ void TargetMetrics::add_lu(const LuValues& lu) {
     body_.add(kLuWrites, l, k.writes);
     body_.add(kLuWrittenBytes, l, k.written_bytes);
     body_.add(kLuErrors, l, k.errors);
+    body_.add(kLuMiscompares, l, k.miscompares);
     body_.add(kLuIos, l, k.ios);
     body_.add(kLuMerged, l, k.merged);
     body_.add(kLuInlineIos, l, k.inline_ios);
@@ -286,12 +292,13 @@ std::string TargetMetrics::text() const {
 }
 
 std::vector<Family> TargetMetrics::families() {
-    std::vector<Family> all{
-        kBuildInfo,     kOpen,           kAccepted,       kOverBudget,     kDataBuffers,    kDataBufferLimit,
-        kAluaPortState, kAluaGroupState, kAluaFileOk,     kLuInfo,         kLuSize,         kLuCommands,
-        kLuReads,       kLuReadBytes,    kLuWrites,       kLuWrittenBytes, kLuErrors,       kLuIos,
-        kLuMerged,      kLuInlineIos,    kLuSubmitCalls,  kLuPasses,       kLuReaped,       kLuWakeups,
-        kLuInFlight,    kLuRbdFenced,    kLuRbdTakeovers, kLuRbdFences,    kLuRbdQuietEnds, kConnDataBuffers};
+    std::vector<Family> all{kBuildInfo,       kOpen,          kAccepted,       kOverBudget,  kDataBuffers,
+                            kDataBufferLimit, kAluaPortState, kAluaGroupState, kAluaFileOk,  kLuInfo,
+                            kLuSize,          kLuCommands,    kLuReads,        kLuReadBytes, kLuWrites,
+                            kLuWrittenBytes,  kLuErrors,      kLuMiscompares,  kLuIos,       kLuMerged,
+                            kLuInlineIos,     kLuSubmitCalls, kLuPasses,       kLuReaped,    kLuWakeups,
+                            kLuInFlight,      kLuRbdFenced,   kLuRbdTakeovers, kLuRbdFences, kLuRbdQuietEnds,
+                            kConnDataBuffers};
     for (size_t i = 0; i < kCounterCount; ++i) all.push_back(connection_family(Counter(i)).family);
     return all;
 }

@@ -149,6 +149,7 @@ struct rbio_bs_counters {
     uint64_t rbd_lock_takeovers; /* rbd_lock=takeover: takeovers of the image's lock started */
     uint64_t rbd_fences;         /* times the cluster fenced the LU's client */
     uint64_t rbd_quiet_ends;     /* sessions ended for a write after a silence (rbd_quiet_s) */
+    uint64_t miscompares;        /* COMPARE AND WRITEs that ended in MISCOMPARE (not in errors) */
 };
 void rbio_bs_lu_counters(const struct rbio_bs_lu *lu, struct rbio_bs_counters *out);
 
