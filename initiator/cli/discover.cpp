@@ -43,7 +43,7 @@ int discover_main(int argc, char** argv) {
     Args args(argc, argv, 1, {"--no-store"});
     args.allow_only({"--portal", "--no-store"});
     if (!args.has("--portal")) throw UsageError("discover needs -p HOST[:PORT]");
-    initiator::Portal portal = portal_option(args);
+    initiator::Portal portal = portal_option(args, "discover");
     initiator::SessionOptions opts = session_options(args);
     opts.discovery = true;
     auto session = initiator::Session::login(portal, opts);

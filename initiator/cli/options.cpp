@@ -59,11 +59,15 @@ std::vector<std::string> Args::get_all(const std::string& key) const {
     return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-void Args::allow_only(const std::vector<std::string>& known) const {
-    for (const auto& [k, v] : values_)
-        if (std::find(known.begin(), known.end(), k) == known.end() &&
-            std::find(kSessionKeys.begin(), kSessionKeys.end(), k) == kSessionKeys.end())
-            throw UsageError("unknown option " + k);
+void Args::allow_only(const std::vector<std::string>& known, Login logs_in) const {
+    for (const auto& [k, v] : values_) {
+        if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+        const bool session_key = std::find(kSessionKeys.begin(), kSessionKeys.end(), k) != kSessionKeys.end();
+        if (!session_key) throw UsageError("unknown option " + k);
+        // Taken and ignored, it would look as if it had changed something.
+        if (logs_in == Login::No && k != "--log-level")
+            throw UsageError(k + " is a login option: this command does not log in");
+    }
 }
 
 uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo, uint64_t hi) {
@@ -95,7 +99,10 @@ uint64_t parse_size(const std::string& key, const std::string& text, uint64_t mi
     return parse_uint(key, digits, (min + mult - 1) / mult, (1ull << 50) / mult) * mult;
 }
 
-initiator::Portal portal_option(const Args& args) {
+initiator::Portal portal_option(const Args& args, const std::string& command) {
+    // Only the last would be used, with no word about the others.
+    if (const size_t n = args.get_all("--portal").size(); n > 1)
+        throw UsageError("-p given " + std::to_string(n) + " times: " + command + " talks to one portal");
     try {
         return initiator::Portal::parse(args.get("--portal"));
     } catch (const std::invalid_argument& e) {

@@ -29,8 +29,10 @@ public:
     std::string get(const std::string& key, const std::string& fallback = "") const;
     // Every value given for `key`, in order (e.g. several --portal).
     std::vector<std::string> get_all(const std::string& key) const;
-    // Keys given that are not in `known` make a UsageError.
-    void allow_only(const std::vector<std::string>& known) const;
+    // Keys given that are not in `known` (nor, for a command that logs in,
+    // in kSessionKeys) make a UsageError.
+    enum class Login { Yes, No };
+    void allow_only(const std::vector<std::string>& known, Login logs_in = Login::Yes) const;
 
 private:
     std::map<std::string, std::vector<std::string>> values_;
@@ -46,8 +48,9 @@ uint64_t parse_uint(const std::string& key, const std::string& text, uint64_t lo
 // --noop-out-interval, --noop-out-timeout, --abort-timeout, --lu-reset-timeout,
 // --chap-user-in, --chap-secret-in (or RBIO_CHAP_SECRET_IN).
 initiator::SessionOptions session_options(const Args& args);
-// --portal HOST[:PORT]; a malformed one is a UsageError.
-initiator::Portal portal_option(const Args& args);
+// --portal HOST[:PORT] of a command that talks to one portal; a malformed
+// one, or several, is a UsageError naming `command`.
+initiator::Portal portal_option(const Args& args, const std::string& command);
 // Every --portal given, in order; a malformed one, or one given twice, is a
 // UsageError.
 std::vector<initiator::Portal> portal_options(const Args& args);

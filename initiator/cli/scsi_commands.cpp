@@ -107,7 +107,7 @@ void print_page(Session& s, uint64_t lun, uint8_t page, std::ostream& out) {
 std::unique_ptr<Session> login_for(const Args& args, const char* what) {
     if (!args.has("--portal") || !args.has("--target"))
         throw UsageError(std::string(what) + " needs -T IQN and -p HOST[:PORT]");
-    initiator::Portal portal = portal_option(args);
+    initiator::Portal portal = portal_option(args, what);
     initiator::SessionOptions opts = session_options(args);
     opts.target_name = args.get("--target");
     return initiator::Session::login(portal, opts);

@@ -55,7 +55,8 @@ initiator::Portal login_portal(const Args& args, const std::string& target,
         if (!args.has("--portal")) throw UsageError(std::string("no -p, and ") + e.what());
     }
     std::optional<initiator::Portal> wanted;
-    if (args.has("--portal")) wanted = portal_option(args);
+    // With several -p (multipath) the first one's record gives the CHAP.
+    if (args.has("--portal")) wanted = portal_options(args).front();
     for (const NodeRecord& n : nodes) {
         if (n.target != target || (wanted && (n.address != wanted->host || n.port != wanted->port))) continue;
         if (!options.chap && n.chap) {
@@ -289,7 +290,7 @@ constexpr std::chrono::milliseconds kLogoutProgressEvery{5000};
 
 int logout_main(int argc, char** argv) {
     Args args(argc, argv, 1, {});
-    args.allow_only({"--target", "--state-dir"});
+    args.allow_only({"--target", "--state-dir"}, Args::Login::No);
     const std::string dir = state_dir_option(args);
     std::vector<SessionRecord> records = selected(args, dir);
     if (records.empty()) throw CommandError(kExitNoSession, "no sessions (in " + dir + ")");
@@ -355,7 +356,7 @@ int logout_main(int argc, char** argv) {
 
 int session_main(int argc, char** argv) {
     Args args(argc, argv, 1, {});
-    args.allow_only({"--target", "--state-dir"});
+    args.allow_only({"--target", "--state-dir"}, Args::Login::No);
     const std::string dir = state_dir_option(args);
     for (const SessionRecord& r : selected(args, dir)) {
         std::string reply;

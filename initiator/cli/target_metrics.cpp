@@ -42,7 +42,7 @@ std::string configured_path(unsigned control_port) {
 
 int target_metrics_main(int argc, char** argv) {
     Args args(argc, argv, 1, {});
-    args.allow_only({"--file", "--control-port"});
+    args.allow_only({"--file", "--control-port"}, Args::Login::No);
     if (args.has("--file") && args.has("--control-port"))
         throw UsageError("--control-port picks the configured file: not with --file");
     // As tgtadm's -C: which tgtd of the box, for a metrics_file with "%c".

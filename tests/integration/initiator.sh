@@ -76,6 +76,14 @@ run_all() {
     check "rejected: bench $bad (exit 2, one line)" \
       eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1 '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
   done
+  # Commands of one portal took the last of several -p without a word; the
+  # ones that do not log in took login options and ignored them.
+  for bad in "inquiry -T $IQN -p $P -p 127.0.0.1:1" "discard -T $IQN -p $P -p 127.0.0.1:1 --offset 0 --length 4k" \
+             "discover -p $P -p 127.0.0.1:1" "session --chap-user u" "logout -T $IQN --transport iser" \
+             "target-metrics --header-digest crc32c"; do
+    check "rejected: $bad (exit 2, one line)" \
+      eval 'rc_is 2 "$RBIO" '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
+  done
   check "rbio bench --help and rbio login -h print the help (exit 0)" \
     eval 'rc_is 0 "$RBIO" bench --help && out_has "^usage: rbio" && rc_is 0 "$RBIO" login -T "$IQN" -h && out_has "^usage: rbio"'
   check "rejected: a misspelt --log-level (exit 2, named)" \
