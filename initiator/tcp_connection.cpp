@@ -61,17 +61,25 @@ void TcpConnection::send_pdu(const iser::Bhs& bhs, std::vector<uint8_t> data, st
     out.bhs = bhs;
     out.data = std::move(data);
     out.itt = ext.empty() ? kNone : itt;
+    const uint32_t out_itt = out.itt;  // out goes with outq_'s entry on a refusal
     // Held before enqueue: it may write early and complete the PDU at once.
     if (out.itt != kNone) events_.buffer_held(out.itt);
     iser::TxPdu p{out.bhs.bytes(), ext.empty() ? std::span<const uint8_t>(out.data) : ext, 0};
-    switch (tx_.enqueue(p)) {
-        case iser::TxAccept::Queued: return;
-        case iser::TxAccept::Full:
-        case iser::TxAccept::Invalid:
-            outq_.pop_back();
-            throw std::logic_error("initiator: TxQueue refused a PDU (full or invalid)");
-        case iser::TxAccept::Failed: outq_.pop_back(); lost("send failed: " + tx_.error());
-    }
+    const iser::TxAccept accepted = tx_.enqueue(p);
+    if (accepted == iser::TxAccept::Queued) return;
+    // Not queued: no completion will give the buffer back, and a task that
+    // stays held never finishes, even after recovery has re-sent it.
+    outq_.pop_back();
+    if (out_itt != kNone) events_.buffer_released(out_itt);
+    if (accepted == iser::TxAccept::Invalid)
+        throw std::logic_error("initiator: TxQueue refused an invalid PDU");
+    // Only answers to the target's pings bypass room(): a target that sends
+    // thousands of them without reading ours is broken, and recovery (a new
+    // connection) is the answer, as over iSER.
+    if (accepted == iser::TxAccept::Full)
+        lost(std::string("send queue full: the target is not reading (") + iser::opcode_name(bhs.bytes()[0]) +
+             ")");
+    lost("send failed: " + tx_.error());
 }
 
 void TcpConnection::on_tx_complete() {
