@@ -139,25 +139,41 @@ void Session::Impl::abort_timed_out(Task& t) {
 void Session::Impl::reset_lun(uint64_t lun, std::chrono::milliseconds timeout,
                               std::function<void(uint8_t)> after) {
     stats_.lun_resets++;
+    // (itt, resends) of the tasks this reset takes out of their timeouts.
+    std::vector<std::pair<uint32_t, unsigned>> marked;
     for (auto& [itt, t] : tasks_)
-        if (t.cmd.lun == lun && t.sent && !t.outcome) t.aborting = true;
-    send_tmf(kLogicalUnitReset, lun, kNoTag, 0, timeout, [this, lun, after = std::move(after)](uint8_t r) {
-        if (r == uint8_t(TmfResponse::Complete)) {
-            // The reset ended the LU's tasks that were sent before it (marked
-            // above); re-send those in their order. Commands sent while it
-            // was on its way came after it on the connection: the target
-            // runs and answers them, and a second copy would run twice.
-            std::vector<std::pair<uint64_t, uint32_t>> again;
-            for (auto& [itt, t] : tasks_)
-                if (t.cmd.lun == lun && t.sent && t.aborting && !t.outcome) again.emplace_back(t.order, itt);
-            std::sort(again.rbegin(), again.rend());  // push_front: the oldest ends up first
-            for (const auto& [order, itt] : again) resend(tasks_.at(itt));
+        if (t.cmd.lun == lun && t.sent && !t.outcome && !t.aborting) {
+            t.aborting = true;
+            marked.emplace_back(itt, t.resends);
         }
-        after(r);
-    });
+    send_tmf(kLogicalUnitReset, lun, kNoTag, 0, timeout,
+             [this, lun, marked = std::move(marked), after = std::move(after)](uint8_t r) {
+                 if (r != uint8_t(TmfResponse::Complete)) {
+                     // The LU was not reset: its tasks still run on the target. Back
+                     // under their own timeouts, or one that hangs would wait for
+                     // ever (an aborting task has none) and never escalate.
+                     for (const auto& [itt, resends] : marked)
+                         if (auto it = tasks_.find(itt);
+                             it != tasks_.end() && !it->second.outcome && it->second.resends == resends)
+                             it->second.aborting = false;
+                 } else {
+                     // The reset ended the LU's tasks that were sent before it (marked
+                     // above); re-send those in their order. Commands sent while it
+                     // was on its way came after it on the connection: the target
+                     // runs and answers them, and a second copy would run twice.
+                     std::vector<std::pair<uint64_t, uint32_t>> again;
+                     for (auto& [itt, t] : tasks_)
+                         if (t.cmd.lun == lun && t.sent && t.aborting && !t.outcome)
+                             again.emplace_back(t.order, itt);
+                     std::sort(again.rbegin(), again.rend());  // push_front: the oldest ends up first
+                     for (const auto& [order, itt] : again) resend(tasks_.at(itt));
+                 }
+                 after(r);
+             });
 }
 
 TmfResponse Session::Impl::lun_reset(uint64_t lun, std::chrono::milliseconds timeout) {
+    check_lun(lun, "LOGICAL UNIT RESET");
     if (down_) fail(ErrorKind::ConnectionLost, "LOGICAL UNIT RESET: the session is being reinstated");
     std::optional<uint8_t> answer;
     reset_lun(lun, timeout, [&answer](uint8_t r) { answer = r; });
