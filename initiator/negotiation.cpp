@@ -241,6 +241,17 @@ const NegotiatedParams& Negotiation::finish() {
         p_.our_max_recv_data_segment_length = irdsl_;
         p_.target_max_recv_data_segment_length = trdsl_;
     }
+    // A digest the user required (--header-digest/--data-digest crc32c) and
+    // the target declined or left unanswered would leave the session
+    // without the protection asked for, silently.
+    auto required = [&](std::string_view key, DigestPolicy policy, bool chosen) {
+        if (offer_.rdma_extensions || policy != DigestPolicy::Require || chosen) return;
+        fail(ErrorKind::LoginRefused, "negotiation: " + std::string(key) +
+                                          "=CRC32C is required and the target " +
+                                          (answered(key) ? "declined it" : "did not answer it"));
+    };
+    required("HeaderDigest", offer_.header_digest, p_.header_digest);
+    required("DataDigest", offer_.data_digest, p_.data_digest);
     if (p_.first_burst_length > p_.max_burst_length)
         fail(ErrorKind::Protocol, "negotiation: FirstBurstLength " + std::to_string(p_.first_burst_length) +
                                       " exceeds MaxBurstLength " + std::to_string(p_.max_burst_length));

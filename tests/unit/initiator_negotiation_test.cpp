@@ -187,6 +187,43 @@ TEST(InitiatorNegotiation, BadAnswersEndTheLogin) {
     }));
 }
 
+// --header-digest/--data-digest crc32c: a target that declines the digest
+// or says nothing of it refuses the login; it does not go on without one.
+TEST(InitiatorNegotiation, ARequiredDigestTheTargetDeclinesEndsTheLogin) {
+    LoginOffer o;
+    o.header_digest = DigestPolicy::Require;
+    o.data_digest = DigestPolicy::Require;
+    auto refusal = [&](const KeyValues& answers) -> std::string {
+        try {
+            Negotiation n(o, false);
+            KeyValues replies;
+            n.apply(answers, replies);
+            n.finish();
+        } catch (const InitiatorError& e) {
+            return e.kind() == ErrorKind::LoginRefused ? e.what() : "";
+        }
+        return "";
+    };
+    EXPECT_NE(refusal({{"HeaderDigest", "Reject"}, {"DataDigest", "CRC32C"}})
+                  .find("HeaderDigest=CRC32C is required and the target declined it"),
+              std::string::npos);
+    EXPECT_NE(refusal({{"HeaderDigest", "CRC32C"}})
+                  .find("DataDigest=CRC32C is required and the target did not answer it"),
+              std::string::npos);
+    EXPECT_NE(refusal({{"HeaderDigest", "CRC32C"}, {"DataDigest", "Irrelevant"}}).find("DataDigest"),
+              std::string::npos);
+    Negotiation n(o, false);
+    KeyValues replies;
+    n.apply({{"HeaderDigest", "CRC32C"}, {"DataDigest", "CRC32C"}}, replies);
+    const NegotiatedParams& p = n.finish();
+    EXPECT_TRUE(p.header_digest && p.data_digest);
+    // Prefer (or Accept) takes None as an answer.
+    o.header_digest = o.data_digest = DigestPolicy::Prefer;
+    Negotiation prefer(o, false);
+    prefer.apply({{"HeaderDigest", "None"}}, replies);
+    EXPECT_FALSE(prefer.finish().header_digest);
+}
+
 TEST(InitiatorText, RoundTripAndMalformed) {
     KeyValues kv = {{"SendTargets", "All"}, {"TargetName", "iqn.x:y"}};
     auto bytes = encode_text(kv);
