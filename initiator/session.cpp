@@ -31,7 +31,14 @@ uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 
 uint64_t encode_lun(uint64_t lun) {
     if (lun < 256) return lun << 48;
-    return (0x4000 | (lun & 0x3fff)) << 48;
+    return (0x4000 | (lun & kMaxLun)) << 48;
+}
+
+void check_lun(uint64_t lun, const char* what) {
+    // LUN 16384 would go out as LUN 0: another LU's data.
+    if (lun > kMaxLun)
+        throw std::invalid_argument(std::string(what) + ": LUN " + std::to_string(lun) + " is beyond " +
+                                    std::to_string(kMaxLun) + ", the largest single-level LUN");
 }
 
 Session::Impl::Impl(UniqueFd fd, const SessionOptions& options, Portal portal, bool reconnectable)
@@ -174,6 +181,7 @@ void Session::Impl::submit(ScsiCommand command) {
     if (command.buffer.size() > UINT32_MAX) throw std::invalid_argument("SCSI command: buffer beyond 4 GiB");
     if (command.direction == DataDirection::None && !command.buffer.empty())
         throw std::invalid_argument("SCSI command: a buffer without a data direction");
+    check_lun(command.lun, "SCSI command");
     // Checked here, not when it is sent: recovery may have no connection yet.
     if (options_.transport == Transport::Iser)
         IserConnection::check_buffer(command.buffer, options_.iser_regions);

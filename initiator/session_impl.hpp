@@ -27,8 +27,11 @@ inline bool sn_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
 inline bool sn_gt(uint32_t a, uint32_t b) { return int32_t(a - b) > 0; }
 inline bool sn_le(uint32_t a, uint32_t b) { return !sn_gt(a, b); }
 
-// SAM single-level LUN: peripheral addressing below 256, flat space beyond.
+// SAM single-level LUN: peripheral addressing below 256, flat space beyond,
+// up to kMaxLun (check_lun refuses the rest: encoded, they would alias).
+inline constexpr uint64_t kMaxLun = 0x3fff;
 uint64_t encode_lun(uint64_t lun);
+void check_lun(uint64_t lun, const char* what);
 
 class Session::Impl final : private ConnectionEvents {
 public:

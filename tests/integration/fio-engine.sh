@@ -6,7 +6,8 @@
 # commands of one commit leave together (fewer sendmsg calls than commands);
 # sync=1 writes reach tgtd's store as durable (RWF_DSYNC) writes, plain ones
 # do not;
-# a wrong target and an unreachable portal make fio fail with the reason.
+# a wrong target, an unreachable portal and a LUN beyond 16383 make fio fail
+# with the reason.
 source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 30
 source "$(dirname "$0")/../lib/fio-rbio.sh"
@@ -62,5 +63,9 @@ check "... with the login status" grep -q "target not found" "$WORK/fio-nosuch.o
 check "an unreachable portal fails the job (fio exits non-zero)" \
   fio_verify_fails unreach 127.0.0.1:1 "$IQN" 1 randwrite 4k 1 1M
 check "... saying it cannot connect" grep -q "cannot connect" "$WORK/fio-unreach.out"
+# Encoded, LUN 16384 would go out as LUN 0 (flat addressing has 14 bits).
+check "lun=16384 fails the job: beyond the largest LUN" \
+  fio_verify_fails biglun "$P" "$IQN" 16384 randwrite 4k 1 1M
+check "... fio names the option and its limit" grep -qF "lun: max value out of range: 16384 (16383 max)" "$WORK/fio-biglun.out"
 check "tgtd is alive" tgtd_alive
 finish

@@ -8,6 +8,7 @@
 
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/scsi.hpp"
+#include "session_impl.hpp"
 
 using namespace rbio::initiator;
 
@@ -26,6 +27,20 @@ ErrorKind kind_of(const std::function<void()>& f) {
 }
 
 }  // namespace
+
+// Single-level LUNs: peripheral addressing below 256, flat space up to
+// 16383. Beyond, the 14 bits would wrap onto another LU (16384 -> 0), so
+// commands and resets for such a LUN are refused before they are sent.
+TEST(InitiatorScsiLun, EncodingAndItsLimit) {
+    using rbio::initiator::check_lun;
+    using rbio::initiator::encode_lun;
+    EXPECT_EQ(encode_lun(5), uint64_t(5) << 48);
+    EXPECT_EQ(encode_lun(256), uint64_t(0x4100) << 48);
+    EXPECT_EQ(encode_lun(16383), uint64_t(0x7fff) << 48);
+    EXPECT_NO_THROW(check_lun(16383, "t"));
+    EXPECT_THROW(check_lun(16384, "t"), std::invalid_argument);
+    EXPECT_THROW(check_lun(UINT64_MAX, "t"), std::invalid_argument);
+}
 
 TEST(InitiatorScsiCdb, Read10Write10) {
     std::vector<uint8_t> buf(8 * 512);
