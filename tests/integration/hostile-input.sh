@@ -62,6 +62,12 @@
 #                   25% of a core; a socket left readable while tgtd waits
 #                   to send the login response spins it at 100%). Only
 #                   rbio's transport is held to it (strict runs).
+#   request-flood   ... then TEST UNIT READYs in CmdSN order, their
+#                   responses never read: each is a task (about 1 KiB) in
+#                   tgt's core, and tgtd grew without bound until the OOM
+#                   killer ended it; rbio's transport stops reading once 1024
+#                   wait on a connection that takes no response. Strict runs
+#                   only, as stock tgt reads on.
 #   data-out-cut    ... then a WRITE(10) parked at ExpCmdSN + 1 and part of
 #                   its unsolicited Data-Out, then close (and again with a
 #                   reset): tgt's conn_close freed that task as a parked
@@ -249,6 +255,30 @@ idle_case() {
   after_case "$case" "$before"
 }
 
+# tgtd's resident memory now, and its peak since reset_peak (KiB).
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$(tgtd_pid)/status"; }
+peak_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$(tgtd_pid)/status"; }
+reset_peak() { echo 5 > "/proc/$(tgtd_pid)/clear_refs"; }
+
+# request-flood through idle_case, then: tgtd stopped reading, and its
+# memory stayed bounded while the requests came. Measured with the hold:
+# ~100,000 requests fit in the sockets' buffers before the client's stop,
+# tgtd's peak +1.5 MiB; without it (the control) tgtd reads all 24 MiB
+# (524,288 requests), +470 MiB.
+request_flood_case() {
+  wanted request-flood || return 0
+  local rss0 out="$WORK/request-flood-$RUN.out"
+  reset_peak
+  rss0=$(rss_kib)
+  idle_case request-flood 2000
+  local requests peak
+  requests=$(sed -n 's/^request-flood: requests=\([0-9]*\).*/\1/p' "$out")
+  peak=$(( $(peak_kib) - rss0 ))
+  check "[$RUN] request-flood: tgtd stopped reading the requests whose responses are not read (after ${requests:-?})" \
+    grep -q "stopped=1" "$out"
+  check "[$RUN] request-flood: tgtd's memory grew by ${peak} KiB meanwhile (limit 32 MiB)" test "$peak" -lt 32768
+}
+
 # The checks after every case: tgtd answers and gives back its fds; on the
 # rbio transport a malformed case leaves a "closing connection" line.
 after_case() {
@@ -407,6 +437,7 @@ run_all() {
   (( STRICT )) && quick_case cmdsn-connections --expect-close --max-connections 2
   (( STRICT )) && quick_case data-out-cut --expect-close --max-connections 2
   idle_case login-flood 2000
+  (( STRICT )) && request_flood_case
   quick_case truncate-close
   quick_case truncate-reset
   quick_case churn --hold-ms "$CHURN_MS"

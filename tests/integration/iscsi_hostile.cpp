@@ -66,6 +66,10 @@
 //                   in the security stage (T=0, unknown X- keys the target
 //                   answers NotUnderstood) without reading a response, until
 //                   the target stops reading; hold the connection
+//   request-flood   log in, then send TEST UNIT READYs in CmdSN order
+//                   without reading a response, until the target stops
+//                   reading or has taken --max-mib; hold the connection.
+//                   Prints "requests=N stopped=0|1"
 //   data-out-cut    log in, send a WRITE(10) of 8 KiB at ExpCmdSN + 1 (parked)
 //                   and part of its unsolicited Data-Out, then close (then
 //                   the same ending with a TCP reset); then a session of two
@@ -107,6 +111,7 @@
 //   --release FILE       idle/flood: after --hold-ms, hold until FILE exists
 //   --max-hold-ms N      idle/flood: never hold longer (default 60000)
 //   --count N, --kib N   flood: commands and KiB per command (64, 1024)
+//   --max-mib N          request-flood: most MiB of requests sent (24)
 //   --mrdsl N            the MaxRecvDataSegmentLength we declare at login
 //                        (default 262144; the target's Data-In PDUs are at
 //                        most this long)
@@ -178,6 +183,7 @@ struct Options {
     int max_hold_ms = 60000;
     unsigned count = 64;
     unsigned kib = 1024;
+    unsigned max_mib = 24;  // request-flood: most it sends
     int io_timeout_ms = 10000;
     uint32_t mrdsl = 262144;       // the MaxRecvDataSegmentLength we declare
     unsigned max_connections = 1;  // the MaxConnections we offer
@@ -1159,6 +1165,54 @@ int case_login_flood(const Options& o) {
     return 0;
 }
 
+// TEST UNIT READYs in CmdSN order, sent without reading a response until
+// the target stops reading (2 s without taking a byte) or takes
+// --max-mib of them; then the connection is held. Each is a task in tgt's
+// core whose response waits on the connection: a target that reads on
+// grows by about 1 KiB per 48-byte request.
+int case_request_flood(const Options& o) {
+    Session s = ready_session(o);
+    // Small socket buffers on this side: what the target reads is what it
+    // takes, not what sits in our kernel.
+    const int small = 4096;
+    ::setsockopt(s.conn.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    ::setsockopt(s.conn.fd(), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    const int flags = ::fcntl(s.conn.fd(), F_GETFL);
+    ::fcntl(s.conn.fd(), F_SETFL, flags | O_NONBLOCK);
+    const std::array<uint8_t, 6> tur{};
+    const size_t limit = size_t(o.max_mib) << 20;
+    size_t sent = 0, requests = 0, off = 0;
+    Bytes next = encode(scsi_command(s, o, tur, false, false, 0, 0));
+    bool stopped = false;
+    while (sent < limit) {
+        pollfd p{s.conn.fd(), POLLOUT, 0};
+        if (::poll(&p, 1, 2000) == 0) {  // long enough not to take a pause of tgtd for a stop
+            stopped = true;
+            break;
+        }
+        ssize_t n = ::send(s.conn.fd(), next.data() + off, next.size() - off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            throw SetupError(errno_text("sending TEST UNIT READYs", errno));
+        }
+        sent += size_t(n);
+        off += size_t(n);
+        if (off == next.size()) {
+            off = 0;
+            ++requests;
+            next = encode(scsi_command(s, o, tur, false, false, 0, 0));
+        }
+    }
+    std::printf(
+        "request-flood: %zu TEST UNIT READYs (%zu bytes) sent without reading a response; %s; holding\n",
+        requests, sent, stopped ? "the target stopped reading" : "the target read on to the limit");
+    std::printf("request-flood: requests=%zu stopped=%d\n", requests, stopped ? 1 : 0);
+    std::fflush(stdout);
+    hold(o);
+    std::printf("request-flood: connection %s\n", s.conn.peer_gone() ? "closed by the target" : "still open");
+    return 0;
+}
+
 // --count TEST UNIT READY in one send, then their responses.
 void tur_burst(Session& s, const Options& o, unsigned n) {
     const std::array<uint8_t, 6> tur{};
@@ -1291,6 +1345,7 @@ Options parse(int argc, char** argv) {
         else if (k == "--max-hold-ms") o.max_hold_ms = int(number(k, v));
         else if (k == "--count") o.count = unsigned(number(k, v));
         else if (k == "--kib") o.kib = unsigned(number(k, v));
+        else if (k == "--max-mib") o.max_mib = unsigned(number(k, v));
         else if (k == "--io-timeout-ms") o.io_timeout_ms = int(number(k, v));
         else if (k == "--mrdsl") o.mrdsl = uint32_t(number(k, v));
         else if (k == "--max-connections") o.max_connections = unsigned(number(k, v));
@@ -1318,6 +1373,7 @@ int main(int argc, char** argv) {
         if (c == "cmdsn-window") return case_cmdsn_window(o);
         if (c == "cmdsn-connections") return case_cmdsn_connections(o);
         if (c == "login-flood") return case_login_flood(o);
+        if (c == "request-flood") return case_request_flood(o);
         if (c == "data-out-cut") return case_data_out_cut(o);
         if (c == "truncate-close") return case_truncate(o, false);
         if (c == "truncate-reset") return case_truncate(o, true);

@@ -171,15 +171,34 @@ static void defer_or_release(struct rbio_conn *rc, void *b)
 	release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine));
 }
 
+/* Requests a connection may have in tgt's core (each a task holding a
+ * reference to it) before tgtd stops reading more while the connection
+ * takes no response. Twice tgt's largest MaxQueueCmd: an initiator that
+ * reads its responses never meets it, and one that does not can no longer
+ * make tgtd keep a task (about 1 KiB) for every 48-byte request it sends,
+ * until the OOM killer ends tgtd and every session with it. */
+#define RBIO_CONN_TASKS_HELD 1024
+
+/* Reading waits: the socket takes no response (the initiator is not
+ * reading), and too many requests wait for theirs. EPOLLOUT is armed then,
+ * and the pass it brings reads on. Not while the queue is merely full:
+ * nothing would wake the connection once a flush emptied it. */
+static int rx_held(struct rbio_conn *rc)
+{
+	return rc->iscsi_conn.refcount > RBIO_CONN_TASKS_HELD &&
+	       rbio_tcp_conn_tx_state(rc->engine) == RBIO_TX_BLOCKED;
+}
+
 /* EPOLLOUT when a response waits for room. EPOLLIN always, but while a
  * login response waits for room: before full feature phase nothing more is
  * read until it leaves, so a client that sends login requests and never
  * reads the responses would fill the receive buffer and leave the socket
  * readable, waking tgtd for nothing on every loop (a busy spin for as long
- * as it holds the connection). EPOLLOUT brings the pass that goes on. */
+ * as it holds the connection); and while reading is held (rx_held), for
+ * the same reason. EPOLLOUT brings the pass that goes on. */
 static void arm_epollout(struct rbio_conn *rc, int on)
 {
-	const int in_off = on && rbio_pass_awaiting_login_response(&rc->pass);
+	const int in_off = on && (rbio_pass_awaiting_login_response(&rc->pass) || rx_held(rc));
 
 	if (rc->epollout_armed == on && rc->epollin_off == in_off)
 		return;
@@ -245,7 +264,7 @@ static void conn_pass(void *ctx)
 	do {
 		progress = 0;
 		while (conn->state != STATE_CLOSE &&
-		       !rbio_pass_awaiting_login_response(&rc->pass) &&
+		       !rbio_pass_awaiting_login_response(&rc->pass) && !rx_held(rc) &&
 		       rbio_tcp_conn_rx_ready(rc->engine)) {
 			uint64_t before = rc->rx_served;
 
