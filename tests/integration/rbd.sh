@@ -252,6 +252,15 @@ rbd_ config pool set rbd rbd_skip_partial_discard true
 check "a pool set to skip partial discards is refused, named" refused 19 x \
   "the pool's setting rbd_skip_partial_discard=true overrides rbio's false" rbd:rbd/cached "rbd_conf=$CONF"
 rbd_ config pool rm rbd rbd_skip_partial_discard
+# Fencing: a gateway that breaks another's lock must blocklist it.
+rbd_ config image set rbd/cached rbd_blocklist_on_break_lock false
+check "an image set not to fence the lock's previous owner is refused, named" refused 19 x \
+  "the image's setting rbd_blocklist_on_break_lock=false overrides rbio's true" rbd:rbd/cached "rbd_conf=$CONF"
+rbd_ config image rm rbd/cached rbd_blocklist_on_break_lock
+rbd_ config pool set rbd rbd_persistent_cache_mode ssd
+check "a pool set to a persistent write-back cache is refused, named" refused 19 x \
+  "the pool's setting rbd_persistent_cache_mode=ssd overrides rbio's disabled" rbd:rbd/cached "rbd_conf=$CONF"
+rbd_ config pool rm rbd rbd_persistent_cache_mode
 check "... and served once the setting is gone" new_lun 1 19 rbd:rbd/cached rbio "rbd_conf=$CONF"
 tadm --op delete --mode logicalunit --tid 1 --lun 19
 echo "--- what tgtd logged for the refused LUs ---"

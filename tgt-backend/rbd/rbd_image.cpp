@@ -158,6 +158,20 @@ RbdImage::RbdImage(const RbdLocation& where, const RbdSettings& how, int event_f
         // written (SBC: UNMAP=0 is a write; hosts preallocate with it, as
         // VMware's eager zeroing does); librbd would discard them instead.
         {"rbd_discard_on_zeroed_write_same", "false"},
+        // Fencing: a gateway that takes the image's lock from another
+        // (rbd_lock=takeover, or a dead owner's) must blocklist it, or the
+        // other's late writes land over the new owner's, and it must not
+        // leave the blocklisting to expire sooner than the cluster's own
+        // default (0: mon_osd_blocklist_default_expire, an hour), or a
+        // gateway stopped longer writes when it resumes.
+        {"rbd_blocklist_on_break_lock", "true",
+         "a gateway that takes the lock over would not fence the one it took it from"},
+        {"rbd_blocklist_expire_seconds", "0",
+         "a fenced gateway could write again once its blocklisting expired"},
+        // The persistent write-back cache acknowledges writes it holds on
+        // this gateway's disk, as librbd's cache does in memory.
+        {"rbd_persistent_cache_mode", "disabled",
+         "the persistent write-back cache would acknowledge writes only this gateway holds"},
         // A missing cluster, or an image whose placement groups are not
         // active, fails LU creation in seconds instead of holding tgtd's
         // event loop (every LU and session of this tgtd) for 300 s or for
