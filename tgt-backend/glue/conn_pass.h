@@ -21,6 +21,15 @@
 
 #include "iscsid.h"
 
+/* Requests a connection may have in tgt's core (each a task holding a
+ * reference to it, conn->refcount) while it takes no response. Twice tgt's
+ * largest MaxQueueCmd: an initiator that takes its responses never meets
+ * it, and one that does not can no longer make tgtd keep a task (about
+ * 1 KiB) for every 48-byte request it sends, until the OOM killer ends
+ * tgtd and every session with it. TCP stops reading such a connection;
+ * iSER, whose receives the peer's flow control does not slow, closes it. */
+#define RBIO_CONN_TASKS_HELD 1024
+
 struct rbio_pass {
 	struct iscsi_connection *conn;
 	struct event_data ev;   /* a pass outside the connection's own event */

@@ -499,6 +499,17 @@ static void on_rx(void *ctx, const struct rbio_iser_rx *rx)
 	} else {
 		char why[192];
 
+		/* A peer that posts no receives for our responses (its SENDs
+		 * wait, RNR-retried) yet sends requests: each keeps a task.
+		 * Its receive credit does not shrink (a receive is reposted
+		 * as soon as it is handled), so the request stream is not
+		 * slowed as TCP's would be: the connection closes. */
+		if (conn->refcount > RBIO_CONN_TASKS_HELD && !may_send(rc)) {
+			conn_fail(rc, "more than 1024 requests wait for responses it takes none of "
+				      "(the initiator posts no receives for them)");
+			rc->rx_len = 0;
+			return;
+		}
 		if (rbio_pdu_out_of_bounds(conn, rx->bhs, why, sizeof(why)) ||
 		    (rx->bhs[4] != 0 &&
 		     rbio_pdu_ahs_refused(rx->rest, (size_t)rx->bhs[4] * 4, why, sizeof(why)))) {

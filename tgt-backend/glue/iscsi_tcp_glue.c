@@ -171,16 +171,9 @@ static void defer_or_release(struct rbio_conn *rc, void *b)
 	release_after(rc, b, rbio_tcp_conn_tx_queued_total(rc->engine));
 }
 
-/* Requests a connection may have in tgt's core (each a task holding a
- * reference to it) before tgtd stops reading more while the connection
- * takes no response. Twice tgt's largest MaxQueueCmd: an initiator that
- * reads its responses never meets it, and one that does not can no longer
- * make tgtd keep a task (about 1 KiB) for every 48-byte request it sends,
- * until the OOM killer ends tgtd and every session with it. */
-#define RBIO_CONN_TASKS_HELD 1024
-
 /* Reading waits: the socket takes no response (the initiator is not
- * reading), and too many requests wait for theirs. EPOLLOUT is armed then,
+ * reading), and more than RBIO_CONN_TASKS_HELD requests wait for theirs
+ * (conn_pass.h). EPOLLOUT is armed then,
  * and the pass it brings reads on. Not while the queue is merely full:
  * nothing would wake the connection once a flush emptied it. */
 static int rx_held(struct rbio_conn *rc)
