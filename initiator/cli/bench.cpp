@@ -13,6 +13,7 @@
 #include <random>
 
 #include "commands.hpp"
+#include "latency_histogram.hpp"
 #include "options.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/log.hpp"
@@ -27,6 +28,11 @@ using initiator::InitiatorError;
 using Clock = std::chrono::steady_clock;
 
 enum class Mode { Read, Write, RandRead, RandWrite, Mixed };
+
+// --verify's tables (a generation and a busy bit per unit of --bs) stay
+// under 1.1 GiB: 1 TiB at 4 KiB. A whole 16 TiB LU at 512 bytes would need
+// 132 GiB.
+constexpr uint64_t kMaxVerifyUnits = uint64_t(1) << 28;
 enum class Op { Read, Write };
 
 struct Config {
@@ -65,9 +71,15 @@ void fill_pattern(std::span<uint8_t> buf, uint64_t unit, uint32_t gen) {
 class Runner {
 public:
     // `region` holds iodepth buffers of bs bytes (registered once for iSER).
+    // Only --verify keeps a table per unit (see kMaxVerifyUnits): without
+    // it, two I/Os may meet on a unit, as fio's do without norandommap.
     Runner(initiator::IoSession& s, const Config& c, uint32_t block_size, uint64_t units,
            std::span<uint8_t> region)
-        : s_(s), c_(c), block_size_(block_size), busy_(units, false), gen_(units, 0) {
+        : s_(s),
+          c_(c),
+          block_size_(block_size),
+          busy_(c.verify ? units : 0, false),
+          gen_(c.verify ? units : 0, 0) {
         for (uint32_t i = 0; i < c.iodepth; ++i) bufs_.push_back(region.subspan(size_t(i) * c.bs, c.bs));
     }
 
@@ -107,9 +119,9 @@ public:
         return ios_ - done_before;
     }
 
-    bool is_busy(uint64_t u) const { return busy_[u]; }
+    bool is_busy(uint64_t u) const { return c_.verify && busy_[u]; }
     uint32_t gen(uint64_t u) const { return gen_[u]; }
-    std::vector<uint32_t>& latencies_ns() { return lat_; }
+    LatencyHistogram& latencies() { return lat_; }
     double elapsed() const { return elapsed_; }
     // The longest time without any completion while I/O was in flight.
     double longest_gap_ms() const { return std::chrono::duration<double, std::milli>(max_gap_).count(); }
@@ -134,11 +146,14 @@ private:
     }
 
     void issue(uint32_t slot, Op op, uint64_t unit) {
-        busy_[unit] = true;
+        if (c_.verify) busy_[unit] = true;
         std::span<uint8_t> buf = bufs_[slot];
         uint32_t g = 0;
         if (op == Op::Write && c_.verify) {
-            g = ++write_gen_;
+            // 0 is "content unknown": after 2^32 writes the count skips it,
+            // or the blocks written then would never be checked.
+            if (++write_gen_ == 0) ++write_gen_;
+            g = write_gen_;
             fill_pattern(buf, unit, g);
         }
         uint64_t lba = unit * (c_.bs / block_size_);
@@ -163,7 +178,7 @@ private:
             auto sense = initiator::decode_sense(o.sense);
             if (o.status == initiator::kStatusCheckCondition && sense.valid &&
                 sense.key == initiator::kSenseUnitAttention && ua_retries_++ < 16) {
-                busy_[unit] = false;
+                if (c_.verify) busy_[unit] = false;
                 issue(slot, op, unit);  // UNIT ATTENTION: the same I/O again
                 return;
             }
@@ -189,11 +204,10 @@ private:
             }
         }
         const Clock::time_point now = Clock::now();
-        lat_.push_back(uint32_t(std::min<int64_t>(
-            UINT32_MAX, std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count())));
+        lat_.record(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(now - t0).count()));
         max_gap_ = std::max(max_gap_, now - std::max(last_done_, t0));
         last_done_ = now;
-        busy_[unit] = false;
+        if (c_.verify) busy_[unit] = false;
         ++ios_;
         free_.push_back(slot);
         refill();
@@ -212,7 +226,7 @@ private:
     std::vector<uint32_t> free_;                                 // slots without an I/O
     const std::function<bool(Op&, uint64_t&)>* next_ = nullptr;  // the running run()'s source
     bool stop_ = false;
-    std::vector<uint32_t> lat_;
+    LatencyHistogram lat_;
     std::optional<std::pair<ErrorKind, std::string>> error_;
     uint32_t write_gen_ = 0;
     uint64_t ios_ = 0;
@@ -220,13 +234,6 @@ private:
     uint32_t ua_retries_ = 0;
     double elapsed_ = 0;
 };
-
-double percentile_us(std::vector<uint32_t>& v, double p) {
-    if (v.empty()) return 0;
-    size_t k = std::min(v.size() - 1, size_t(p / 100.0 * double(v.size())));
-    std::nth_element(v.begin(), v.begin() + long(k), v.end());
-    return v[k] / 1000.0;
-}
 
 Config parse_config(const Args& args) {
     Config c;
@@ -315,6 +322,11 @@ int bench_main(int argc, char** argv) {
     if (units < 2ull * c.iodepth)
         throw UsageError("the LU region holds " + std::to_string(units) + " blocks of " +
                          std::to_string(c.bs) + " bytes; need at least 2 x iodepth");
+    if (c.verify && units > kMaxVerifyUnits)
+        throw UsageError("--verify keeps a table of 4 bytes per block of --bs: the LU region holds " +
+                         std::to_string(units) + " of " + std::to_string(c.bs) +
+                         " bytes; use --size (at most " + std::to_string(kMaxVerifyUnits) +
+                         " blocks) or a larger --bs");
     RBIO_LOG(Info, "LUN " << c.lun << ": " << cap.blocks << " blocks of " << cap.block_size
                           << " bytes; using " << units << " x " << c.bs << " bytes");
 
@@ -342,7 +354,7 @@ int bench_main(int argc, char** argv) {
             },
             0, false);
     }
-    runner.latencies_ns().clear();
+    runner.latencies().clear();
 
     auto before = session->stats();
     uint64_t cursor = 0;
@@ -363,7 +375,7 @@ int bench_main(int argc, char** argv) {
     uint64_t ios = runner.run(next, c.seconds, true);
     double secs = runner.elapsed();
     auto after = session->stats();
-    std::vector<uint32_t> lat = std::move(runner.latencies_ns());
+    const LatencyHistogram lat = runner.latencies();
 
     uint64_t checked = runner.verified();
     if (c.verify && c.mode != Mode::Read && c.mode != Mode::RandRead) {
@@ -391,7 +403,7 @@ int bench_main(int argc, char** argv) {
     std::printf("  session:   %s\n", initiator::describe(session->params()).c_str());
     std::printf("  ios=%llu iops=%.0f MB/s=%.1f\n", (unsigned long long)ios, double(ios) / secs,
                 double(ios) * c.bs / secs / 1e6);
-    double p50 = percentile_us(lat, 50), p99 = percentile_us(lat, 99), p999 = percentile_us(lat, 99.9);
+    double p50 = lat.percentile_us(50), p99 = lat.percentile_us(99), p999 = lat.percentile_us(99.9);
     std::printf("  latency_us: p50=%.1f p99=%.1f p99.9=%.1f\n", p50, p99, p999);
     std::printf(
         "  transport: pdus_out=%llu pdus_in=%llu send_calls=%llu recv_calls=%llu poll_calls=%llu "

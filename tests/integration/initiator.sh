@@ -3,7 +3,7 @@
 # discovery, `rbio bench --verify` reads and writes at 4 KiB x 32 and
 # 1 MiB x 8, CHAP accepted and refused, header and data digests (CRC32C),
 # an unknown target, an unreachable portal, a LUN that does not exist and a
-# LUN removed under running I/O with their exit codes; all of
+# LUN removed under running I/O with their exit codes, a 16 TiB LU; all of
 # it once through rbio's transport and once through tgt's stock one
 # (RBIO_TRANSPORT=off).
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -90,6 +90,19 @@ run_all() {
     eval 'rc_is 2 "$RBIO" --log-levelx bench -T "$IQN" -p 127.0.0.1:1 && out_has "unknown command .--log-levelx."'
   check "a LUN the target does not have (exit 7, one line naming it)" \
     eval 'rc_is 7 "$RBIO" bench -T "$IQN" -p "$P" --lun 9 --time 1 && [[ $(grep -c "^rbio: " "$WORK/out") -eq 1 ]] && grep -q "LUN 9" "$WORK/out"'
+  # A 16 TiB LU (sparse) at 512 bytes: bench kept a generation and a busy
+  # bit per block even without --verify, 132 GiB, and failed as an
+  # internal error; --verify over all of it is a usage error naming --size.
+  truncate -s 16T "$WORK/huge.img"
+  new_lun 1 3 "$WORK/huge.img" rbio
+  check "bench over a whole 16 TiB LU at 512 bytes runs (no table per block without --verify)" \
+    eval 'rc_is 0 timeout 60 "$RBIO" bench -T "$IQN" -p "$P" --lun 3 --bs 512 --time 1 && out_has "iops="'
+  check "... with --verify: exit 2, naming --size" \
+    eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p "$P" --lun 3 --bs 512 --time 1 --verify && out_has "use --size"'
+  check "... and with --verify --size 64M it runs" \
+    rc_is 0 timeout 60 "$RBIO" bench -T "$IQN" -p "$P" --lun 3 --bs 512 --time 1 --verify --size 64M
+  tadm --op delete --mode logicalunit --tid 1 --lun 3
+  rm -f "$WORK/huge.img"
   # A LUN removed while I/O runs on it: the commands fail, bench ends with
   # the I/O error's exit code, well before its 30 s.
   new_lun 1 2 "$WORK/lun2.img" rbio
