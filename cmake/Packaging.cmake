@@ -4,7 +4,9 @@
 #
 #   rbio-tgt  bs_rbio.so for tgtd, Depends tgt (= the tgt it was built for)
 #             and the libraries dpkg-shlibdeps finds it linked with;
-#             /etc/rbio/tgtd.conf (a conffile; as shipped, all defaults)
+#             /etc/rbio/tgtd.conf (a conffile; as shipped, all defaults);
+#             says when a running tgtd needs a restart, and warns on
+#             removal when /etc/tgt still uses bs-type rbio
 #   rbio      the rbio command (its --help is the manual), the
 #             rbio-session@.service unit; Depends fuse3 (fusermount3, the
 #             FUSE mount helper of `rbio login --mount`) and its libraries
@@ -41,7 +43,10 @@ string(CONCAT CPACK_DEBIAN_TGT_DESCRIPTION
     "rbio backing store and transports for tgtd\n"
     "bs_rbio.so, loaded by the stock tgtd: an io_uring backing store (--bstype rbio)\n"
     "and faster iSCSI TCP and iSER transports taken over inside tgtd.")
-set(CPACK_DEBIAN_TGT_PACKAGE_CONTROL_EXTRA "${PROJECT_SOURCE_DIR}/packaging/rbio-tgt/conffiles")
+# postinst: a running tgtd keeps the module it loaded until restarted;
+# prerm: targets of /etc/tgt with bs-type rbio fail tgt's next start.
+set(CPACK_DEBIAN_TGT_PACKAGE_CONTROL_EXTRA
+    "${PROJECT_SOURCE_DIR}/packaging/rbio-tgt/conffiles;${PROJECT_SOURCE_DIR}/packaging/rbio-tgt/postinst;${PROJECT_SOURCE_DIR}/packaging/rbio-tgt/prerm")
 
 set(CPACK_DEBIAN_RBIO_PACKAGE_NAME "rbio")
 set(CPACK_DEBIAN_RBIO_PACKAGE_DEPENDS "fuse3")
@@ -68,9 +73,10 @@ set(_pkg "${PROJECT_SOURCE_DIR}/packaging")
 # Only in the package, where dpkg keeps an admin's edits (a conffile): a
 # plain `cmake --install` would overwrite them.
 install(FILES "${_pkg}/rbio-tgt/tgtd.conf" DESTINATION /etc/rbio COMPONENT tgt EXCLUDE_FROM_ALL)
+# The pages the installed ones and the alerting rules link to, too.
 install(FILES "${_pkg}/copyright" "${PROJECT_SOURCE_DIR}/docs/tcp-transport.md"
               "${PROJECT_SOURCE_DIR}/docs/iser-transport.md" "${PROJECT_SOURCE_DIR}/docs/several-gateways.md"
-              "${PROJECT_SOURCE_DIR}/docs/metrics.md"
+              "${PROJECT_SOURCE_DIR}/docs/metrics.md" "${PROJECT_SOURCE_DIR}/docs/ceph-rbd.md"
         DESTINATION share/doc/rbio-tgt COMPONENT tgt)
 install(FILES "${_pkg}/rbio-tgt/rbio-alerts.yml" DESTINATION share/doc/rbio-tgt/examples COMPONENT tgt)
 # Package only too: the unit runs /usr/bin/rbio, not a plain install's
@@ -79,6 +85,7 @@ install(FILES "${_pkg}/rbio/rbio-session@.service" DESTINATION /lib/systemd/syst
         EXCLUDE_FROM_ALL)
 install(DIRECTORY DESTINATION /etc/rbio/sessions COMPONENT rbio EXCLUDE_FROM_ALL)
 install(FILES "${_pkg}/copyright" "${PROJECT_SOURCE_DIR}/docs/initiator.md"
+              "${PROJECT_SOURCE_DIR}/docs/several-gateways.md"
         DESTINATION share/doc/rbio COMPONENT rbio)
 install(FILES "${_pkg}/rbio/session.conf" DESTINATION share/doc/rbio/examples COMPONENT rbio)
 install(FILES "${_pkg}/copyright" DESTINATION share/doc/rbio-fio COMPONENT fio)

@@ -18,7 +18,9 @@
 #     served, tgtd exits cleanly; the module's lines are in tgtd's output
 #     (under systemd: the journal of tgt.service);
 #   - rbio-session@.service: systemd-analyze verify, and its ExecStart and
-#     ExecStop (with its EnvironmentFile) log in with a FUSE mount and out.
+#     ExecStop (with its EnvironmentFile) log in with a FUSE mount and out;
+#   - rbio-tgt installed again while tgtd runs says it needs a restart, and
+#     removed while /etc/tgt uses bs-type rbio warns, naming the file.
 # The root's tgtds listen in their own network namespace, so the default
 # portal 0.0.0.0:3260 of tgt.service clashes with nothing on the host.
 source "$(dirname "$0")/../lib/tgt-test.sh"
@@ -151,8 +153,10 @@ done
 check "the root's tgt is the one rbio-tgt was built for ($host_tgt)" eval '[[ $(field tgt Version) == "$host_tgt" ]]'
 check "/etc/rbio/tgtd.conf is a conffile of rbio-tgt" eval '[[ $(field rbio-tgt Conffiles) == *"/etc/rbio/tgtd.conf "* ]]'
 check "bs_rbio.so is in tgtd's module folder" in_root test -f /usr/lib/tgt/backing-store/bs_rbio.so
-check "rbio-tgt ships the alerting rules and the metrics page" eval \
-  'in_root test -f /usr/share/doc/rbio-tgt/examples/rbio-alerts.yml && in_root test -f /usr/share/doc/rbio-tgt/metrics.md'
+check "rbio-tgt ships the alerting rules and the pages they name (metrics, Ceph RBD, several gateways)" eval \
+  'in_root test -f /usr/share/doc/rbio-tgt/examples/rbio-alerts.yml && in_root test -f /usr/share/doc/rbio-tgt/metrics.md &&
+   in_root test -f /usr/share/doc/rbio-tgt/ceph-rbd.md && in_root test -f /usr/share/doc/rbio-tgt/several-gateways.md'
+check "rbio ships the several-gateways page its own links to" in_root test -f /usr/share/doc/rbio/several-gateways.md
 rbio_help() {
   in_root rbio --help > "$WORK/help.out" 2>&1
   [[ $(head -1 "$WORK/help.out") == "usage: rbio "* ]]
@@ -271,6 +275,10 @@ if (( ${#starts[@]} == 1 )) && [[ ${starts[0]} =~ ^/[A-Za-z0-9_./=\ -]*$ ]]; the
   check "the conf.d target is served with backing store rbio" served
   check "the installed rbio reads it" eval \
     'in_root_net rbio inquiry -T "$SVC_IQN" -p 127.0.0.1:3260 --lun 1 >> "$WORK/inquiry.log" 2>&1'
+  # Installed again while tgtd runs: that tgtd keeps the module it loaded.
+  check "rbio-tgt installed again while tgtd runs says tgtd needs a restart" eval \
+    'in_root dpkg -i "${ROOT_DEBS[0]}" > "$WORK/reinstall.log" 2>&1 &&
+     grep -q "^rbio-tgt: tgtd (pid [0-9 ]*) runs without this version of bs_rbio.so until it restarts" "$WORK/reinstall.log"'
 
   # --- rbio-session@.service's commands against it -------------------------------
   SUNIT=/lib/systemd/system/rbio-session@.service
@@ -355,6 +363,13 @@ if (( ${#starts[@]} == 1 )) && [[ ${starts[0]} =~ ^/[A-Za-z0-9_./=\ -]*$ ]]; the
     check "ExecStop=$line" run_line "$line"
   done
   check "tgt.service's tgtd exits cleanly" stopped_cleanly
+  # Removed while a target of /etc/tgt uses it: tgt's next start would
+  # fail on that target and serve none.
+  check "apt-get remove rbio-tgt warns, naming the conf.d file with bs-type rbio" eval \
+    'in_root DEBIAN_FRONTEND=noninteractive apt-get remove -y -q rbio-tgt > "$WORK/remove.log" 2>&1 &&
+     grep -q "^rbio-tgt:   /etc/tgt/conf.d/rbio-package-test.conf" "$WORK/remove.log" &&
+     grep -q "serves no target at all" "$WORK/remove.log"'
+  check "... and removes it (bs_rbio.so gone)" in_root test ! -e /usr/lib/tgt/backing-store/bs_rbio.so
 fi
 
 echo "package test: $((SECONDS - t0)) s"
