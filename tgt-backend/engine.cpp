@@ -643,6 +643,15 @@ Engine::Cmd* Engine::pop_pending() {
 void Engine::fill() {
     while (pending_head_ && !exclusive_) {
         Cmd* c = pending_head_;
+        // The fenced client refuses everything (ESHUTDOWN: 02/04/0C), and
+        // the new one may serve nothing taken before it (swap_reopened).
+        // Answered here, without a trip through librbd: under a host's
+        // steady retries, I/O always in flight on the old client would put
+        // the swap to the new one off for as long as they came.
+        if (fenced_ && c->kind != Kind::Done) [[unlikely]] {
+            c->result = check(kNotReady, kAscTargetPortUnavailable);
+            c->kind = Kind::Done;
+        }
         if (lock_ >= LockState::Wanted) [[unlikely]]
             if (!lock_for(c)) break;
         if (c->kind != Kind::Done) {
@@ -876,7 +885,7 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
 // the lock (EROFS): a flush then takes the lock again as a write does, and
 // librbd orders it after the writes still in flight.
 bool Engine::lock_for(Cmd* c) {
-    if (fenced_) return true;  // librbd refuses it: ESHUTDOWN
+    if (fenced_) return true;  // fill() answers it
     if (c->kind == Kind::Flush && !lock_owned_once_) {
         c->result = good();
         c->kind = Kind::Done;
