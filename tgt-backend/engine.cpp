@@ -82,10 +82,10 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
         f.blksize = 4096;
         size_ = f.size;
         inline_io_ = false;  // librbd's calls do not block: nothing to run inline
-        if (opts_.inline_io == Options::Inline::On)
-            log(RBIO_BS_LOG_ERROR,
-                "rbd " + image->name() +
-                    ": inline_io=on is for files and ignored: librbd's requests never block");
+        if (opts_.inline_io == Options::Inline::On || opts_.inline_max_kib != Options{}.inline_max_kib)
+            log(RBIO_BS_LOG_ERROR, "rbd " + image->name() +
+                                       ": inline_io=on and inline_max_kib are for files and ignored: "
+                                       "librbd's requests never block");
         if (opts_.debug_unsafe_fua) warn_unsafe_fua("rbd " + image->name());
         rbd_ = std::move(image);
         was_rbd_ = true;

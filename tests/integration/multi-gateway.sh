@@ -264,7 +264,7 @@ check "... and logs what is wrong with the file" gw_log_has 3 "unknown state 'sl
 # A gateway whose own settings are wrong keeps running but refuses rbio LUs:
 # serving one without knowing its port group would mislead hosts.
 check "a gateway with RBIO_PORT_GROUP=abc starts" gw_start 3 RBIO_PORT_GROUP=abc
-check "... logs why" gw_log_has 3 "rbio: alua: bad settings, rbio LUs are refused"
+check "... logs why" gw_log_has 3 "rbio: alua: the ALUA settings cannot be read, so rbio LUs are refused"
 rbio_lu_refused() {
   gw_adm 3 --op new --mode target --tid 1 -T iqn.2026-11.io.rbio:mp &&
     gw_adm 3 --op bind --mode target --tid 1 -I ALL || return 1

@@ -113,6 +113,26 @@ TEST(TransportSettings, AutoTotalIsHalfOfMemoryWithinBounds) {
     EXPECT_EQ(rbio_tp_auto_total_mib(uint64_t(8) << 40), 1048576u);
 }
 
+// '#' starts a comment at a line's start or after a blank; inside a value
+// it is kept (it was cut there, silently: /run/rbio#1.stats became /run/rbio).
+TEST(TransportSettings, AHashInsideAValueIsTheValues) {
+    Env env;
+    auto path = write_config(
+        "#first\n\t# indented\nstats_file = /run/rbio#1.stats   # a comment\n"
+        "coalesce = off# not a comment: a bad value\n");
+    ::setenv("RBIO_CONFIG", path.c_str(), 1);
+    rbio_tp_settings s;
+    char err[256] = "";
+    EXPECT_NE(rbio_tp_load_settings(&s, err, sizeof err), 0);
+    EXPECT_NE(std::string(err).find(":4: coalesce"), std::string::npos) << err;
+    auto good = write_config("#first\n\t# indented\nstats_file = /run/rbio#1.stats   # a comment\n");
+    ::setenv("RBIO_CONFIG", good.c_str(), 1);
+    ASSERT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_STREQ(s.stats_file, "/run/rbio#1.stats");
+    ::unlink(path.c_str());
+    ::unlink(good.c_str());
+}
+
 TEST(TransportSettings, FileThenEnvironment) {
     Env env;
     auto path = write_config(

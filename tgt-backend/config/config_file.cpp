@@ -31,6 +31,19 @@ void expand_placeholder(std::string_view pattern, char letter, uint64_t value, s
     }
 }
 
+namespace {
+
+// A '#' starts a comment at the start of a line or after a blank; inside a
+// value it is the value's ("metrics_file = /srv/prom/rbio#1.prom"), as it
+// is in the environment's, which has no comments.
+size_t comment_start(std::string_view l) {
+    for (size_t i = 0; i < l.size(); ++i)
+        if (l[i] == '#' && (i == 0 || l[i - 1] == ' ' || l[i - 1] == '\t')) return i;
+    return l.size();
+}
+
+}  // namespace
+
 bool read_config(const std::string& path, bool must_exist,
                  const std::function<void(std::string_view, std::string_view, const std::string&)>& apply) {
     // A folder opens as an ifstream and then reads as an empty file: the
@@ -52,7 +65,7 @@ bool read_config(const std::string& path, bool must_exist,
     int no = 1;
     for (; std::getline(in, line); ++no) {
         std::string_view l = line;
-        if (auto hash = l.find('#'); hash != l.npos) l = l.substr(0, hash);
+        l = l.substr(0, comment_start(l));
         l = trim(l);
         if (l.empty()) continue;
         std::string where = path + ":" + std::to_string(no);

@@ -93,8 +93,9 @@ void rbio_alua_glue_start(void)
 
 	if (rbio_alua_create(&gateway, settings_error, sizeof(settings_error))) {
 		settings_bad = 1;
-		log_error("rbio: alua: bad settings, rbio LUs are refused until they are fixed "
-			  "and tgtd restarted: %s\n",
+		log_error("rbio: alua: the ALUA settings cannot be read, so rbio LUs are refused "
+			  "until the file is fixed and tgtd restarted (served without them, hosts "
+			  "could use a gateway they must not): %s\n",
 			  settings_error);
 		return;
 	}
@@ -203,7 +204,8 @@ int rbio_alua_glue_lu_init(struct scsi_lu *lu, struct rbio_alua_lu *al)
 
 	memset(al, 0, sizeof(*al));
 	if (settings_bad) {
-		log_error("rbio: tid:%d lun:%" PRIu64 ": refused: bad ALUA settings: %s\n",
+		log_error("rbio: tid:%d lun:%" PRIu64
+			  ": refused: the ALUA settings cannot be read: %s\n",
 			  lu->tgt->tid, lu->lun, settings_error);
 		return -1;
 	}
