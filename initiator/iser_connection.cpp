@@ -140,10 +140,11 @@ IserConnection::IserConnection(Resolved r, const Portal& portal, std::chrono::mi
       counters_(counters),
       events_(events),
       channel_(std::move(r.channel)),
+      id_(std::move(r.id)),
       pd_(std::move(r.pd)),
       regions_(regions),
       bounce_(pd_.get(), kBounceSlotBytes, kBounceSlots, kAccess),
-      ep_(std::move(r.id), pd_.get(), endpoint_config(), counters, nullptr) {
+      ep_(std::move(id_), pd_.get(), endpoint_config(), counters, nullptr) {
     const Clock::time_point deadline = Clock::now() + timeout;
     for (std::span<uint8_t> reg : regions_) {
         MrPtr mr(ibv_reg_mr(pd_.get(), reg.data(), reg.size(), kAccess));
@@ -265,9 +266,16 @@ bool IserConnection::wait_and_receive(int timeout_ms, int wake_fd, bool more) {
     }
     // Completions first: a response that arrived before a disconnect counts.
     bool heard = false;
-    if (fds[0].revents || more) heard = receive();
-    if (fds[1].revents)
-        if (std::string why = poll_cm(); !why.empty()) lost(why);
+    try {
+        if (fds[0].revents || more) heard = receive();
+        if (fds[1].revents)
+            if (std::string why = poll_cm(); !why.empty()) lost(why);
+    } catch (const iser::rdma::RdmaError& e) {
+        // A verbs or CM call that failed (polling the CQ, rearming it,
+        // reading a CM event): the connection is gone, which recovery
+        // handles; RdmaError itself would pass it by and end the session.
+        lost(e.what());
+    }
     return heard;
 }
 

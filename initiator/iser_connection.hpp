@@ -119,6 +119,10 @@ private:
     iser::ConnectionCounters& counters_;
     ConnectionEvents& events_;
     iser::rdma::EventChannelPtr channel_;
+    // The CM id from resolve() until ep_ takes it: a member after channel_,
+    // so that when the constructor throws before (a bounce pool beyond
+    // RLIMIT_MEMLOCK) the id is destroyed while its channel still exists.
+    iser::rdma::CmIdPtr id_;
     iser::rdma::PdPtr pd_;
     std::vector<iser::rdma::MrPtr> mrs_;  // the caller's regions
     std::vector<std::span<uint8_t>> regions_;
