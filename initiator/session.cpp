@@ -88,13 +88,17 @@ bool Session::Impl::pump() {
     // Commands waiting from before a reinstatement wait for its login.
     if (!full_feature_) return false;
     bool queued = false;
+    no_slot_ = false;
     while (!dataout_.empty() && room()) {
         emit_data_out(dataout_.front());
         if (dataout_.front().offset == dataout_.front().end) dataout_.pop_front();
         queued = true;
     }
     while (!pending_.empty() && room() && sn_le(cmd_sn_, max_cmd_sn_)) {
-        if (!start_command(tasks_.at(pending_.front()))) break;
+        if (!start_command(tasks_.at(pending_.front()))) {
+            no_slot_ = true;  // until a response frees one: nothing to do before
+            break;
+        }
         pending_.pop_front();
         queued = true;
     }
@@ -154,6 +158,7 @@ bool Session::Impl::start_command(Task& t) {
 
 void Session::Impl::release_slot(Task& t) {
     if (conn_) conn_->release_slot(t.slot);
+    if (t.slot != Connection::kNoSlot) no_slot_ = false;
     t.slot = Connection::kNoSlot;
 }
 
@@ -229,7 +234,8 @@ void Session::Impl::step(Clock::time_point wait_until, bool nowait) {
 void Session::Impl::pass(Clock::time_point wait_until, bool nowait) {
     pump();
     const bool blocked = conn_->flush(tasks_.empty());
-    const bool more = (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_))) && room();
+    const bool more =
+        (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_) && !no_slot_)) && room();
     int timeout_ms = 0;
     if (!nowait && (!more || blocked)) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_until - Clock::now());
@@ -392,8 +398,13 @@ void Session::Impl::handle_scsi_response(const iser::RxPdu& pdu) {
                        std::to_string(edtl) + " bytes");
     if (conn_->rdma_data()) {
         // The target RDMA WROTE the read data before this SEND (RC ordering).
-        if (t.cmd.direction == DataDirection::Read) t.received = edtl - (o.underflow ? o.residual : 0);
+        // The residual says how much only for a command that completed
+        // (RFC 7143 11.4.5): after an error, nothing is known to have come,
+        // and a bounce slot still holds an earlier command's bytes.
+        if (t.cmd.direction == DataDirection::Read)
+            t.received = o.good() ? edtl - (o.underflow ? o.residual : 0) : 0;
         conn_->finish_command(t.slot, t.cmd.buffer, t.received, t.cmd.direction == DataDirection::Read);
+        if (t.slot != Connection::kNoSlot) no_slot_ = false;
         t.slot = Connection::kNoSlot;
     }
     if (t.cmd.direction == DataDirection::Read) {
@@ -573,8 +584,8 @@ Clock::time_point Session::Impl::poll_fds(std::vector<pollfd>& fds) const {
     // What the last pass received may have made work to send (Data-Out for
     // an R2T, a NOP-Out answer, commands the window now admits): it leaves
     // with the next pass, which is due now.
-    const bool ready =
-        full_feature_ && room() && (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_)));
+    const bool ready = full_feature_ && room() &&
+                       (!dataout_.empty() || (!pending_.empty() && sn_le(cmd_sn_, max_cmd_sn_) && !no_slot_));
     if (ready || conn_->unsent()) return Clock::now();
     for (const auto& [itt, t] : tasks_)
         if (!t.aborting) until = std::min(until, t.deadline);

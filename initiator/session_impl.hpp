@@ -210,6 +210,10 @@ private:
 
     NegotiatedParams params_;
     bool full_feature_ = false;
+    // The last pump stopped at a command the connection had no resource
+    // for (an iSER bounce slot): only a response frees one, so the pass
+    // waits for the target instead of polling without a timeout.
+    bool no_slot_ = false;
     std::array<uint8_t, 6> isid_{};
     uint16_t tsih_ = 0;
     uint32_t cmd_sn_ = 1;  // next CmdSN to assign
