@@ -12,6 +12,8 @@ source "$(dirname "$0")/../lib/tgt-test.sh"
 tgt_test_init 30
 source "$(dirname "$0")/../lib/fio-rbio.sh"
 [[ -f $FIO_ENGINE ]] || { echo "no $FIO_ENGINE: build first" >&2; exit 2; }
+# Before any check: a skip later would hide the failures before it.
+command -v strace >/dev/null || skip_test "strace not installed (scripts/setup.sh installs it)"
 IQN=iqn.2026-11.io.rbio:fio-disk
 P="127.0.0.1:$PORT"
 
@@ -38,7 +40,6 @@ check "fio: 4-256 KiB random writes with CRC32C digests, verify=crc32c" \
 # sync=1: file engines open with O_SYNC; this one sends each write with
 # FUA, which tgtd's store (write cache on, the LU on tmpfs: I/O inline)
 # writes with RWF_DSYNC. Seen by strace on tgtd, against a job without.
-command -v strace >/dev/null || skip_test "strace not installed (scripts/setup.sh installs it)"
 strace -f -e trace=pwrite64,pwritev2 -o "$WORK/strace" -p "$(tgtd_pid)" 2>"$WORK/strace.err" &
 tracer=$!
 check "strace attached to tgtd" wait_for 10 grep -q attached "$WORK/strace.err"

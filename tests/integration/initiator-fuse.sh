@@ -24,7 +24,7 @@ MNT2="$WORK/mnt two"  # a space in the folder's name
 FS="$WORK/fs"
 mkdir -p "$MNT" "$FS"
 
-for t in losetup mkfs.ext4 e2fsck iscsiadm python3; do
+for t in losetup mkfs.ext4 e2fsck iscsiadm python3 strace; do
   command -v "$t" >/dev/null || skip_test "$t not installed (scripts/setup.sh installs it)"
 done
 [[ -c /dev/fuse ]] || skip_test "no /dev/fuse"
@@ -135,7 +135,6 @@ echo "== O_DSYNC writes reach the target's store as durable writes (FUA)"
 # O_DSYNC; it passes the flag with the write, which the session sends with
 # FUA. tgtd (write cache on, the LU on tmpfs: I/O inline) then writes with
 # RWF_DSYNC; a plain write is a plain pwrite. Seen by strace on tgtd.
-command -v strace >/dev/null || skip_test "strace not installed (scripts/setup.sh installs it)"
 strace -f -e trace=pwrite64,pwritev2 -o "$WORK/strace" -p "$(tgtd_pid)" 2>"$WORK/strace.err" &
 tracer=$!
 check "strace attached to tgtd" wait_for 10 grep -q attached "$WORK/strace.err"
@@ -215,7 +214,9 @@ check "no session process or mount after the failures" \
 
 echo "== two logins of one target at once"
 SD2="$WORK/state2"
-sessions_of() { pgrep -f -- "--state-dir $1\$" | wc -l; }
+# The session process is a fork of its login: its command line is the
+# login's, --state-dir anywhere in it.
+sessions_of() { pgrep -f -- "--state-dir $1( |\$)" | wc -l; }
 "$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2" > "$WORK/l1.out" 2>&1 & l1=$!
 "$RBIO" login -T "$IQN" -p "$P" --state-dir "$SD2" > "$WORK/l2.out" 2>&1 & l2=$!
 rc1=0; wait "$l1" || rc1=$?
@@ -302,7 +303,9 @@ check "the target drops the session (I_T nexus $nexus) and refuses new logins" \
 reads_back() { cmp -s -n 65536 "$WORK/pattern" <(dd if="$MNT/lun2" bs=64k skip=3 count=1 iflag=direct status=none 2>/dev/null); }
 check "the session fails once the timeout is over" \
   wait_for 30 eval '"$RBIO" session --state-dir "$SD" > "$WORK/out" && out_has "state failed"'
-check "... and reads fail (EIO)" eval '! dd if="$MNT/lun2" of=/dev/null bs=4k count=1 iflag=direct status=none'
+check "... and reads fail (EIO)" \
+  eval '! dd if="$MNT/lun2" of=/dev/null bs=4k count=1 iflag=direct status=none 2> "$WORK/err" &&
+        grep -q "Input/output error" "$WORK/err"'
 check "the target takes logins again" tadm --op bind --mode target --tid 1 -I ALL
 check "the session comes back by itself, and the pattern reads back" wait_for 30 reads_back
 check "... rbio session says up" eval 'rc_is 0 "$RBIO" session --state-dir "$SD" && out_has "state up"'
@@ -368,7 +371,14 @@ stop_holder
 
 echo "== node records removed"
 check "iscsiadm -m node -o delete" bash -c "iscsiadm -m node -T '$IQN' -o delete >/dev/null 2>&1"
-check "... and no record is left" bash -c "! iscsiadm -m node 2>/dev/null | grep -q '$IQN'"
+# iscsiadm -m node exits 21 (no records) when none is left at all.
+no_record() {
+  local rc=0
+  iscsiadm -m node > "$WORK/nodes" 2>&1 || rc=$?
+  (( rc == 0 || rc == 21 )) || { echo "  iscsiadm -m node exited $rc"; return 1; }
+  ! grep -q "$IQN" "$WORK/nodes"
+}
+check "... and no record is left" no_record
 check "tgtd is alive" tgtd_alive
 
 finish

@@ -143,6 +143,8 @@ session_shows() {
   (( $(field "$WORK/session.out" "$1") >= $2 ))
 }
 check "the idle session sent pings (2 within 10 s)" wait_for 10 session_shows pings 2
+# An unanswered ping ends the connection after --noop-out-timeout (1 s) and
+# the session is reinstated: none means every ping was answered.
 check "... all answered: no reinstatement" test "$(field "$WORK/session.out" reinstatements)" = 0
 check "logout" "$RBIO" logout -T "$IQN" --state-dir "$ST"
 

@@ -87,7 +87,7 @@ for _ in $(seq 50); do port_busy "$PORT" && break; kill -0 "$ISTGT_PID" 2>/dev/n
 check "istgt listens on $P" port_busy "$PORT"
 
 check "rbio discover finds istgt's target" \
-  bash -c "'$RBIO' discover -p '$P' | grep -qx '$P,1 $IQN'"
+  bash -c "'$RBIO' discover --no-store -p '$P' | grep -qx '$P,1 $IQN'"
 bench() { timeout 120 "$RBIO" bench -T "$IQN" -p "$P" --lun 0 --time 2 --verify "$@" > "$WORK/bench.out" 2>&1 \
           || { tail -3 "$WORK/bench.out"; return 1; }; }
 check "bench: 4 KiB random writes, 32 in flight, read back" bench --rw randwrite --bs 4k --iodepth 32

@@ -216,8 +216,9 @@ check "... and the states are kept" \
 rm -f "$GROUPS_FILE"
 check "a missing groups file: one log line" wait_for 10 gw_log_has 1 "alua-groups: No such file or directory"
 check "... and gateway 1 keeps serving" answers 1 GOOD cdb "$READ10" 512
-check "each bad version is logged once" \
-  eval '[[ $(grep -c "unknown state .sleeping." "$(gw_state 2)/tgtd.log") == 1 ]]'
+logged_once() { [[ $(grep -c "$1" "$(gw_state 2)/tgtd.log") == 1 ]] || { echo "  not once: $1"; return 1; }; }
+check "each bad version is logged once" eval 'logged_once "unknown state .sleeping." &&
+  logged_once "port group .70000. is not a number" && logged_once "does not list this gateway.s port group 2"'
 check "tgtd keeps running through all of it" eval 'kill -0 $(cat "$(gw_state 1)/tgtd.pid") && kill -0 $(cat "$(gw_state 2)/tgtd.pid")'
 set_groups "1 active/optimized" "2 active/optimized"
 check "a good groups file again: in use on both gateways" \

@@ -100,7 +100,7 @@ late_write_phase "" cooperative 4
 check "cooperative: the late write through gateway 1 is GOOD" finish_late cooperative
 check "cooperative: it landed over gateway 2's newer data (the lost write)" \
   "$PROBE" "$(gw_url 2)" verify 0 8 3
-check "cooperative: no gateway was blocklisted" eval '! blocklisted "$A1" && ! blocklisted "$A2"'
+check "cooperative: no gateway was blocklisted" eval 'not_blocklisted "$A1" && not_blocklisted "$A2"'
 check "cooperative: gateway 1's metrics say it is not fenced" wait_for 10 metric 1 rbio_lu_rbd_fenced 0
 check "cooperative: ... and count no session ended for a silence (rbd_quiet_s is off there by default)" \
   metric 1 rbio_lu_rbd_quiet_sessions_ended_total 0
@@ -115,7 +115,7 @@ check "cooperative-quiet: gateway 1's log says why" \
 check "cooperative-quiet: ... and its metrics count it (rbio_lu_rbd_quiet_sessions_ended_total 1)" \
   wait_for 10 metric 1 rbio_lu_rbd_quiet_sessions_ended_total 1
 check "cooperative-quiet: the image keeps gateway 2's pattern 2" "$PROBE" "$(gw_url 2)" verify 0 8 2
-check "cooperative-quiet: no gateway was blocklisted" eval '! blocklisted "$A1" && ! blocklisted "$A2"'
+check "cooperative-quiet: no gateway was blocklisted" eval 'not_blocklisted "$A1" && not_blocklisted "$A2"'
 check "cooperative-quiet: a new session to gateway 1 writes (gateway 2 hands the lock over)" \
   "$PROBE" "$(gw_url 1)" write 0 8 4
 check "cooperative-quiet: ... gateway 1 owns the lock" eval '[[ $(owner) == "$A1" ]]'
@@ -211,7 +211,7 @@ check "quiet: ... and its metrics count it (rbio_lu_rbd_quiet_sessions_ended_tot
   wait_for 10 metric 1 rbio_lu_rbd_quiet_sessions_ended_total 1
 check "quiet: the image keeps the newer data" "$PROBE" "$(gw_url 2)" verify 0 8 6
 check "quiet: gateway 2 still owns the lock, and was not blocklisted" \
-  eval '[[ $(owner) == "$A2" ]] && ! blocklisted "$A2"'
+  eval '[[ $(owner) == "$A2" ]] && not_blocklisted "$A2"'
 check "quiet: a new session to gateway 1 writes at once (it takes the lock over)" \
   "$PROBE" "$(gw_url 1)" write 0 8 7
 check "quiet: ... and reads it back" "$PROBE" "$(gw_url 1)" verify 0 8 7

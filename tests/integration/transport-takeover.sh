@@ -133,7 +133,8 @@ check "login with the right CHAP secret works" iscsi-inq "$(chap_url rbio-secret
 # The reject must reach the initiator before tgt closes the connection.
 check "login with a wrong CHAP secret is refused as an authentication failure" \
   bash -c "iscsi-inq '$(chap_url wrong-secret)' 2>&1 | grep -q 'Authentication failure'"
-check "login without CHAP is refused" bash -c "! iscsi-inq '$(url takeover)' 2>/dev/null"
+check "login without CHAP is refused as an authentication failure" \
+  bash -c "! iscsi-inq '$(url takeover)' > '$WORK/nochap.out' 2>&1 && grep -q 'Authentication failure' '$WORK/nochap.out'"
 tadm --op unbind --mode account --tid 1 --user rbiouser
 check "tgtd is alive" tgtd_alive
 

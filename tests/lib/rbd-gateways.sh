@@ -12,7 +12,20 @@ addr_of() {
 }
 # owner: the client address that holds the image's exclusive lock.
 owner() { rbd_ lock ls --format json lun | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'; }
-blocklisted() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }' | grep -qxF "$1"; }
+# blocklisted ADDR / not_blocklisted ADDR: whether the cluster's blocklist
+# holds the client address; both fail when the cluster does not answer (a
+# negated probe would pass then).
+blocklist() { timeout 30 ceph -c "$CONF" osd blocklist ls 2> /dev/null | awk '{ print $1 }'; }
+blocklisted() {
+  local l
+  l=$(blocklist) || { echo "  ceph osd blocklist ls failed"; return 1; }
+  grep -qxF "$1" <<< "$l"
+}
+not_blocklisted() {
+  local l
+  l=$(blocklist) || { echo "  ceph osd blocklist ls failed"; return 1; }
+  ! grep -qxF "$1" <<< "$l"
+}
 # metric G NAME VALUE: gateway G's metrics file has LUN 1's NAME at VALUE
 # (tgtd rewrites it once a second).
 metric() { grep -qE "^$2\\{.*lun=\"1\"\\} $3\$" "$WORK/gw$1.prom"; }

@@ -187,6 +187,8 @@ carried_by() { snap; sleep "$1"; delta; only_on "${@:2}"; }
 # path_line SD: multipath's line for one path, e.g. "... sda 8:0 active ready running".
 path_line() { multipath -ll "$MAP" | grep -E " ${1#/dev/} [0-9]+:[0-9]+ "; }
 path_active() { path_line "$1" | grep -q 'active ready running'; }
+# The path is listed, and dm-multipath has failed it ("failed faulty ...").
+path_failed() { path_line "$1" | grep -q ' failed '; }
 # A standby path is up but holds no I/O: dm-multipath shows it "active ghost running".
 path_up() { path_line "$1" | grep -qE 'active (ready|ghost) running'; }
 # pg_of SD: "PRIO STATUS" of the path group holding SD in multipath -ll
@@ -284,7 +286,7 @@ mp_failover_end() {
          "replacement_timeout ${REPLACEMENT_TIMEOUT} s)"
   fi
   check "the failover time was measured from fio's completion log" test -n "$FAILOVER"
-  check "multipath marks gateway $ACTIVE's path failed" wait_for 10 eval '! path_active "${SD[ACTIVE]}"'
+  check "multipath marks gateway $ACTIVE's path failed" wait_for 10 path_failed "${SD[ACTIVE]}"
 }
 flowing() { kill -0 "$FIO_PID" 2>/dev/null && carried_by 0.3 "${SURVIVORS[@]}"; }
 # mp_fio_end: the job of mp_failover_start ends (within FIO_BOUND s,
