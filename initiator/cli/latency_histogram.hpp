@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace rbio::cli {
@@ -28,7 +29,7 @@ public:
         if (total_ == 0) return 0;
         // The rank of the sample that is the percentile (1-based).
         const uint64_t rank =
-            std::max<uint64_t>(1, uint64_t(std::min(p, 100.0) / 100.0 * double(total_) + 0.5));
+            std::max<uint64_t>(1, uint64_t(std::llround(std::min(p, 100.0) / 100.0 * double(total_))));
         uint64_t seen = 0;
         for (size_t b = 0; b < kBuckets; ++b) {
             seen += counts_[b];
