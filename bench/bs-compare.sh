@@ -36,7 +36,7 @@ BENCH_NAME=bs-compare
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------- options
-MODULES=$ROOT/build/modules
+MODULES=${RBIO_BUILD_DIR:-$ROOT/build}/modules  # the build the other benches measure
 STORES="rbio rdwr aio null"
 SECONDS_PER=10
 SIZE_MB=1024
