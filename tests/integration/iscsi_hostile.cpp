@@ -139,6 +139,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <span>
@@ -1104,6 +1105,40 @@ int case_flood(const Options& o) {
     return 0;
 }
 
+// Requests from `next`, sent back to back on non-blocking `fd` without
+// reading an answer, until the target takes nothing for `stall_ms`
+// (stopped) or `limit` bytes have gone.
+struct Flood {
+    size_t sent = 0, requests = 0;
+    bool stopped = false;
+};
+Flood flood_until_stopped(int fd, const std::function<Bytes()>& next, int stall_ms, size_t limit,
+                          const char* what) {
+    Flood f;
+    Bytes pdu = next();
+    size_t off = 0;
+    while (f.sent < limit) {
+        pollfd p{fd, POLLOUT, 0};
+        if (::poll(&p, 1, stall_ms) == 0) {
+            f.stopped = true;
+            break;
+        }
+        ssize_t n = ::send(fd, pdu.data() + off, pdu.size() - off, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            throw SetupError(errno_text(std::string("sending ") + what, errno));
+        }
+        f.sent += size_t(n);
+        off += size_t(n);
+        if (off == pdu.size()) {
+            off = 0;
+            ++f.requests;
+            pdu = next();
+        }
+    }
+    return f;
+}
+
 int case_login_flood(const Options& o) {
     if (o.target.empty()) throw SetupError("--target is required for case " + o.test_case);
     Conn c(o.port);
@@ -1134,25 +1169,9 @@ int case_login_flood(const Options& o) {
     // socket takes nothing for 500 ms).
     const int flags = ::fcntl(c.fd(), F_GETFL);
     ::fcntl(c.fd(), F_SETFL, flags | O_NONBLOCK);
-    const Bytes next = request(1, padding);
-    size_t sent = 0, requests = 0, off = 0;
-    for (;;) {
-        pollfd p{c.fd(), POLLOUT, 0};
-        if (::poll(&p, 1, 500) == 0) break;
-        ssize_t n = ::send(c.fd(), next.data() + off, next.size() - off, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            throw SetupError(errno_text("sending login requests", errno));
-        }
-        sent += size_t(n);
-        off += size_t(n);
-        if (off == next.size()) {
-            off = 0;
-            ++requests;
-        }
-        if (sent > (256u << 20))
-            throw SetupError("the target read 256 MiB of login requests and kept reading");
-    }
+    const auto [sent, requests, stopped] = flood_until_stopped(
+        c.fd(), [&] { return request(1, padding); }, 500, size_t(256) << 20, "login requests");
+    if (!stopped) throw SetupError("the target read 256 MiB of login requests and kept reading");
     const auto t0 = Clock::now();
     std::printf(
         "login-flood: %zu login requests (%zu bytes) sent unanswered-read, the target stopped reading; "
@@ -1180,29 +1199,10 @@ int case_request_flood(const Options& o) {
     const int flags = ::fcntl(s.conn.fd(), F_GETFL);
     ::fcntl(s.conn.fd(), F_SETFL, flags | O_NONBLOCK);
     const std::array<uint8_t, 6> tur{};
-    const size_t limit = size_t(o.max_mib) << 20;
-    size_t sent = 0, requests = 0, off = 0;
-    Bytes next = encode(scsi_command(s, o, tur, false, false, 0, 0));
-    bool stopped = false;
-    while (sent < limit) {
-        pollfd p{s.conn.fd(), POLLOUT, 0};
-        if (::poll(&p, 1, 2000) == 0) {  // long enough not to take a pause of tgtd for a stop
-            stopped = true;
-            break;
-        }
-        ssize_t n = ::send(s.conn.fd(), next.data() + off, next.size() - off, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            throw SetupError(errno_text("sending TEST UNIT READYs", errno));
-        }
-        sent += size_t(n);
-        off += size_t(n);
-        if (off == next.size()) {
-            off = 0;
-            ++requests;
-            next = encode(scsi_command(s, o, tur, false, false, 0, 0));
-        }
-    }
+    // 2 s without progress: long enough not to take a pause of tgtd for a stop.
+    const auto [sent, requests, stopped] = flood_until_stopped(
+        s.conn.fd(), [&] { return encode(scsi_command(s, o, tur, false, false, 0, 0)); }, 2000,
+        size_t(o.max_mib) << 20, "TEST UNIT READYs");
     std::printf(
         "request-flood: %zu TEST UNIT READYs (%zu bytes) sent without reading a response; %s; holding\n",
         requests, sent, stopped ? "the target stopped reading" : "the target read on to the limit");

@@ -244,23 +244,23 @@ check "... within rbd_timeout, not librados' 300 s ($((SECONDS - t0)) s)" eval '
 check "a bad path is refused, named" refused 17 x "expected rbd:POOL/IMAGE" rbd:justapool "rbd_conf=$CONF"
 # Pool and image settings take precedence over the client's own.
 rbd_ create --size 8M cached
-rbd_ config image set rbd/cached rbd_cache true
-check "an image set to use librbd's cache is refused, named" refused 18 x \
-  "the image's setting rbd_cache=true overrides rbio's false" rbd:rbd/cached "rbd_conf=$CONF"
-rbd_ config image rm rbd/cached rbd_cache
-rbd_ config pool set rbd rbd_skip_partial_discard true
-check "a pool set to skip partial discards is refused, named" refused 19 x \
-  "the pool's setting rbd_skip_partial_discard=true overrides rbio's false" rbd:rbd/cached "rbd_conf=$CONF"
-rbd_ config pool rm rbd rbd_skip_partial_discard
+# refused_setting LUN image|pool KEY VALUE RBIO_VALUE DESC: with rbd/cached
+# (or its pool) set to KEY=VALUE, LUN LUN on it is refused, naming the
+# setting; the setting is removed again.
+refused_setting() {
+  local lun=$1 level=$2 key=$3 value=$4 ours=$5 desc=$6 at=rbd/cached whose="the image's"
+  [[ $level == pool ]] && at=rbd whose="the pool's"
+  rbd_ config "$level" set "$at" "$key" "$value"
+  check "$desc" refused "$lun" x "$whose setting $key=$value overrides rbio's $ours" rbd:rbd/cached "rbd_conf=$CONF"
+  rbd_ config "$level" rm "$at" "$key"
+}
+refused_setting 18 image rbd_cache true false "an image set to use librbd's cache is refused, named"
+refused_setting 19 pool rbd_skip_partial_discard true false "a pool set to skip partial discards is refused, named"
 # Fencing: a gateway that breaks another's lock must blocklist it.
-rbd_ config image set rbd/cached rbd_blocklist_on_break_lock false
-check "an image set not to fence the lock's previous owner is refused, named" refused 19 x \
-  "the image's setting rbd_blocklist_on_break_lock=false overrides rbio's true" rbd:rbd/cached "rbd_conf=$CONF"
-rbd_ config image rm rbd/cached rbd_blocklist_on_break_lock
-rbd_ config pool set rbd rbd_persistent_cache_mode ssd
-check "a pool set to a persistent write-back cache is refused, named" refused 19 x \
-  "the pool's setting rbd_persistent_cache_mode=ssd overrides rbio's disabled" rbd:rbd/cached "rbd_conf=$CONF"
-rbd_ config pool rm rbd rbd_persistent_cache_mode
+refused_setting 19 image rbd_blocklist_on_break_lock false true \
+  "an image set not to fence the lock's previous owner is refused, named"
+refused_setting 19 pool rbd_persistent_cache_mode ssd disabled \
+  "a pool set to a persistent write-back cache is refused, named"
 check "... and served once the setting is gone" new_lun 1 19 rbd:rbd/cached rbio "rbd_conf=$CONF"
 tadm --op delete --mode logicalunit --tid 1 --lun 19
 echo "--- what tgtd logged for the refused LUs ---"
