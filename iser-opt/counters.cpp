@@ -28,6 +28,7 @@ const char* counter_name(Counter c) {
         case Counter::RxWaitCalls: return "rx_wait_calls";
         case Counter::RxWaitExpired: return "rx_wait_expired";
         case Counter::DirectCommands: return "direct_commands";
+        case Counter::PassesYielded: return "passes_yielded";
         case Counter::Count_: break;
     }
     return "unknown";

@@ -47,6 +47,7 @@ TEST(TransportSettings, DefaultsWhenThereIsNoFile) {
     EXPECT_EQ(s.rx_wait_pdus, 16u);
     EXPECT_EQ(s.rx_wait_us, 300u);
     EXPECT_EQ(s.iser_receive_kib, 64u);
+    EXPECT_EQ(s.iser_pass_completions, 1024u);
     EXPECT_EQ(s.data_budget_mib, 2048u);
     EXPECT_EQ(s.data_budget_total_auto, 1);
     EXPECT_GE(s.data_budget_total_mib, 64u);
@@ -139,7 +140,7 @@ TEST(TransportSettings, FileThenEnvironment) {
         "# rbio\ntransport = off\n portals = 127.0.0.1:3260 , *:3261 \ncoalesce=off\n"
         "direct_read_kib = 128   # comment\nstats_file = none\nwrite_in_place = off\n"
         "rx_wait_pdus = 0\nrx_wait_us = 2000\ndirect_commands = off\niser_receive_kib = 256\n"
-        "data_budget_mib = 0\n");
+        "data_budget_mib = 0\niser_pass_completions = 0\n");
     ::setenv("RBIO_CONFIG", path.c_str(), 1);
     rbio_tp_settings s;
     char err[256] = "";
@@ -153,6 +154,7 @@ TEST(TransportSettings, FileThenEnvironment) {
     EXPECT_EQ(s.rx_wait_us, 2000u);
     EXPECT_EQ(s.iser_receive_kib, 256u);
     EXPECT_EQ(s.data_budget_mib, 0u);
+    EXPECT_EQ(s.iser_pass_completions, 0u);
     EXPECT_STREQ(s.stats_file, "");
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "127.0.0.1", 3260));
     EXPECT_TRUE(rbio_tp_portal_selected(&s, "::1", 3261));
@@ -193,6 +195,19 @@ TEST(TransportSettings, ErrorsNameFileLineAndKey) {
         EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
         EXPECT_NE(std::string(err).find(path + ":1: iser_receive_kib"), std::string::npos) << err;
     }
+
+    // 0 is no limit; below 8 a pass could not reap one command's work.
+    for (const char* bad : {"iser_pass_completions = 7\n", "iser_pass_completions = 1048577\n",
+                            "iser_pass_completions = -1\n"}) {
+        std::ofstream(path) << bad;
+        EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), -1) << bad;
+        EXPECT_NE(std::string(err).find(path + ":1: iser_pass_completions: '"), std::string::npos) << err;
+        EXPECT_NE(std::string(err).find("0 (no limit) or a number from 8 to 1048576"), std::string::npos)
+            << err;
+    }
+    std::ofstream(path) << "iser_pass_completions = 8\n";
+    EXPECT_EQ(rbio_tp_load_settings(&s, err, sizeof err), 0) << err;
+    EXPECT_EQ(s.iser_pass_completions, 8u);
 
     // A leading minus sign would wrap in strtoul: -18446744073709551615 is 1.
 

@@ -10,7 +10,9 @@
 # connections with their counters, its metrics file the logged-in one.
 # Refusals that must happen: a login to
 # stock tgt's iSER without -Q (tgt's ACL bug), and an iSER connection to a
-# port nobody listens on. Last under rbio's transport, data_budget_mib = 64:
+# port nobody listens on. The control run with coalesce = off also cuts
+# completion passes at 8 (iser_pass_completions): its reads must all come
+# back. Last under rbio's transport, data_budget_mib = 64:
 # I/O within it runs, 16 MiB reads x 8 close their connection; and the same
 # reads close it under data_budget_total_mib = 64, as does, on another
 # connection, a command that would take tgtd over that total while host A
@@ -110,8 +112,14 @@ check "tgtd is alive" tgtd_alive
 tgtd_stop
 
 # The control: the same 4 KiB reads x 32 with coalesce = off must fall
-# below the threshold, or the check above could not fail.
-printf 'coalesce = off\n' > "$WORK/rbio-off.conf"
+# below the threshold, or the check above could not fail. The same run cuts
+# its completion passes at 8 (iser_pass_completions): 32 reads in flight
+# keep more than that in the queue, so passes are cut, and every read must
+# still come back (a cut pass leaves the channel unarmed: the pass it
+# schedules reaps what is left). The default of 1024 cut none in the runs
+# above (their lines say passes_yielded=0, not checked: a long pass is
+# legitimate there).
+printf 'coalesce = off\niser_pass_completions = 8\n' > "$WORK/rbio-off.conf"
 : > "$STATE/tgtd.log"
 RBIO_CONFIG="$WORK/rbio-off.conf" start_tgtd_rbio_iser
 must "the target again, with an rbio LUN" iser_target 1 "$IQN" "$BACKING"
@@ -122,6 +130,9 @@ check "coalesce = off: 4 KiB random reads, 32 in flight, verified" \
 check "coalesce = off: its connection ended with counters" conn_line off-r4k "$before"
 check "coalesce = off: below $MIN_WRS_PER_POST work requests per post ($(wpp_of off-r4k))" \
   wpp off-r4k "<" "$MIN_WRS_PER_POST"
+check "iser_pass_completions = 8: the log shows it" log_has "iser_pass_completions=8 "
+check "iser_pass_completions = 8: passes were cut, and the verified reads above all came back" \
+  grep -qE " passes_yielded=[1-9]" "$WORK/off-r4k.conn"
 tgtd_stop
 
 # data_budget_mib over iSER (tests/integration/data-budget.sh has the TCP

@@ -121,7 +121,7 @@ void config_file(std::string_view text, int port) {
         FUZZ_CHECK(s.max_queued_kib >= 64 && s.max_queued_kib <= 1048576);
         FUZZ_CHECK(s.rx_wait_pdus <= 256);
         FUZZ_CHECK(s.rx_wait_us >= 10 && s.rx_wait_us <= 100000);
-        FUZZ_CHECK(s.iser_spin_us <= 1000 && s.iser_srq_depth <= 16384);
+        FUZZ_CHECK(s.iser_spin_us <= 1000 && s.iser_pass_completions <= 1048576 && s.iser_srq_depth <= 16384);
         FUZZ_CHECK(s.iser_receive_kib >= 16 && s.iser_receive_kib <= 1024 &&
                    (s.iser_receive_kib & (s.iser_receive_kib - 1)) == 0);
         FUZZ_CHECK(std::memchr(s.portals, 0, sizeof s.portals) != nullptr);

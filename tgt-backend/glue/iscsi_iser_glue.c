@@ -745,22 +745,37 @@ static void tp_write_end(struct iscsi_connection *conn)
 		conn_fail(rc, "a response could not be queued");
 }
 
+/* Reaps the CQ. A pass that stopped at iser_pass_completions (the peer
+ * kept it busy) left the channel unarmed: the next pass is scheduled, and
+ * tgt runs what else is due (other connections, the store's completions,
+ * tgtadm) before it. */
+static void reap(struct rbio_iser_conn *rc)
+{
+	char why[256];
+
+	rc->heard = 0;
+	if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
+		conn_fail(rc, why);
+	else if (rbio_iser_ep_yielded(rc->ep)) {
+		rc->reap_due = 1;
+		tgt_add_sched_event(&rc->pass.ev);
+	}
+}
+
 /* A pass outside the completion channel's event: what the core has to
  * send, then one post; first the CQ's completions when the tick asked for
- * them (work outstanding with no completion for a while). */
+ * them (work outstanding with no completion for a while), or the last
+ * pass stopped at its limit. */
 static void conn_pass(void *ctx)
 {
 	struct rbio_iser_conn *rc = ctx;
-	char why[256];
 
 	if (rc->iscsi_conn.closed)
 		return;
 	rc->pass.in_pass = 1;
 	if (rc->reap_due) {
 		rc->reap_due = 0;
-		rc->heard = 0;
-		if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
-			conn_fail(rc, why);
+		reap(rc);
 	}
 	run_tx(rc);
 	rc->pass.in_pass = 0;
@@ -770,7 +785,6 @@ static void conn_pass(void *ctx)
 static void cq_event_handler(int fd, int events, void *data)
 {
 	struct rbio_iser_conn *rc = data;
-	char why[256];
 
 	(void)fd;
 	(void)events;
@@ -778,9 +792,7 @@ static void cq_event_handler(int fd, int events, void *data)
 		return;
 	rc->pass.in_pass = 1;
 	rc->passes_since_tick++;
-	rc->heard = 0;
-	if (rbio_iser_ep_run(rc->ep, on_rx, rc, why, sizeof(why)))
-		conn_fail(rc, why);
+	reap(rc);
 	run_tx(rc);
 	rc->pass.in_pass = 0;
 	rbio_iser_ep_flush(rc->ep);

@@ -184,6 +184,11 @@ ConnectionFamily connection_family(Counter c) {
             return {{"rbio_connection_direct_commands_total", C,
                      "READs and WRITEs past tgt's byte-stream reader and writer (direct_commands)"},
                     Applies::Both};
+        case Counter::PassesYielded:
+            return {{"rbio_connection_rdma_passes_yielded_total", C,
+                     "Completion passes that stopped at iser_pass_completions while the peer kept "
+                     "them busy, to let the other connections run"},
+                    Applies::Iser};
         case Counter::Count_: break;
     }
     return {{"rbio_connection_unknown_total", C, "unknown counter"}, Applies::Both};

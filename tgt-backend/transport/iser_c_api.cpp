@@ -123,6 +123,7 @@ EndpointConfig endpoint_config(const rbio_tp_settings& s) {
     c.batch_recv = s.batch_reads != 0;
     c.send.signal_every = s.coalesce ? 16 : 1;
     c.poll.spin_us = s.coalesce ? s.iser_spin_us : 0;
+    c.pass_completions = s.iser_pass_completions;
     return c;
 }
 
@@ -278,6 +279,8 @@ int rbio_iser_ep_run(rbio_iser_ep* e, rbio_iser_rx_fn rx, void* ctx, char* err, 
     return -1;
 }
 
+int rbio_iser_ep_yielded(const rbio_iser_ep* e) { return e->ep.yielded() ? 1 : 0; }
+
 int rbio_iser_ep_quiet_tick(rbio_iser_ep* e, char* why, size_t whylen) {
     // From the accept on, whether or not anything was sent: rdma_accept
     // moved the QP to RTS before the CM's reply went out, so the post is
@@ -372,7 +375,8 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
         out, len,
         "pdus_in=%llu pdus_out=%llu work_requests=%llu post_calls=%llu wrs_per_post=%.2f "
         "signaled=%llu completions=%llu completions_per_poll=%.2f channel_wakeups=%llu "
-        "rdma_reads=%llu spin_hits=%llu spin_misses=%llu direct_commands=%llu lent=%llu lend_refused=%llu",
+        "rdma_reads=%llu spin_hits=%llu spin_misses=%llu direct_commands=%llu lent=%llu lend_refused=%llu "
+        "passes_yielded=%llu",
         (unsigned long long)k[Counter::PdusIn], (unsigned long long)k[Counter::PdusOut],
         (unsigned long long)k[Counter::WorkRequests], (unsigned long long)k[Counter::PostCalls],
         posts > 0 ? double(k[Counter::WorkRequests]) / posts : 0.0, (unsigned long long)k[Counter::Signaled],
@@ -380,7 +384,7 @@ void rbio_iser_ep_describe(const rbio_iser_ep* e, char* out, size_t len) {
         (unsigned long long)k[Counter::ChannelWakeups], (unsigned long long)k[Counter::RdmaReads],
         (unsigned long long)k[Counter::SpinHits], (unsigned long long)k[Counter::SpinMisses],
         (unsigned long long)k[Counter::DirectCommands], (unsigned long long)k[Counter::Lent],
-        (unsigned long long)k[Counter::LendRefused]);
+        (unsigned long long)k[Counter::LendRefused], (unsigned long long)k[Counter::PassesYielded]);
 }
 
 void rbio_iser_ep_count_direct(rbio_iser_ep* e) { ++e->counters[Counter::DirectCommands]; }

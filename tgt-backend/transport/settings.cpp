@@ -51,16 +51,28 @@ uint32_t parse_power_of_two(std::string_view v, uint32_t min, uint32_t max, cons
     return n;
 }
 
+// 0 (`zero` says what it means), or a number from min to max.
+uint32_t parse_zero_or_uint(std::string_view v, uint32_t min, uint32_t max, const char* zero,
+                            const std::string& where) {
+    if (v == "0") return 0;
+    try {
+        return parse_uint(v, min, max, where);
+    } catch (const SettingsError&) {
+        throw SettingsError(where + ": '" + std::string(v) + "' is not 0 (" + zero + ") or a number from " +
+                            std::to_string(min) + " to " + std::to_string(max));
+    }
+}
+
 // 0 (no budget), or 64 MiB to 1 TiB: below 64 a host at its default I/O
 // size and queue depth (32 x 1280 KiB) would lose its connection.
 uint32_t parse_budget_mib(std::string_view v, const std::string& where) {
-    if (v == "0") return 0;
-    try {
-        return parse_uint(v, 64, 1048576, where);
-    } catch (const SettingsError&) {
-        throw SettingsError(where + ": '" + std::string(v) +
-                            "' is not 0 (no budget) or a number from 64 to 1048576");
-    }
+    return parse_zero_or_uint(v, 64, 1048576, "no budget", where);
+}
+
+// 0 (no limit), or 8 to 1048576: below 8 a pass would yield before it
+// reaped one command's completions (its receive, its sends).
+uint32_t parse_pass_completions(std::string_view v, const std::string& where) {
+    return parse_zero_or_uint(v, 8, 1048576, "no limit", where);
 }
 
 // "auto" (half the memory tgtd may use), 0 (none), or 64 MiB to 1 TiB.
@@ -188,6 +200,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
     else if (key == "iser_spin_us") s.iser_spin_us = parse_uint(value, 0, 1000, w);
     else if (key == "iser_srq_depth") s.iser_srq_depth = parse_uint(value, 0, 16384, w);
     else if (key == "iser_receive_kib") s.iser_receive_kib = parse_power_of_two(value, 16, 1024, w);
+    else if (key == "iser_pass_completions") s.iser_pass_completions = parse_pass_completions(value, w);
     else if (key == "direct_commands") s.direct_commands = parse_switch(value, w);
     else if (key == "data_budget_mib") s.data_budget_mib = parse_budget_mib(value, w);
     else if (key == "data_budget_total_mib") parse_total_mib(s, value, w);
@@ -199,7 +212,7 @@ void apply(rbio_tp_settings& s, std::string_view key, std::string_view value, co
                             "' (known: transport, iser, portals, stats_file, batch_reads, coalesce, "
                             "send_inline, write_in_place, direct_read_kib, rx_buffer_kib, max_queued_kib, "
                             "rx_wait_pdus, rx_wait_us, iser_spin_us, iser_srq_depth, iser_receive_kib, "
-                            "direct_commands, data_budget_mib, data_budget_total_mib, "
+                            "iser_pass_completions, direct_commands, data_budget_mib, data_budget_total_mib, "
                             "port_group, alua_groups_file, metrics_file)");
 }
 
@@ -227,6 +240,7 @@ void load(rbio_tp_settings& s) {
     s.iser_spin_us = 16;
     s.iser_srq_depth = 1024;
     s.iser_receive_kib = 64;
+    s.iser_pass_completions = 1024;
     s.direct_commands = 1;
     s.data_budget_mib = 2048;
     s.data_budget_total_auto = 1;
@@ -267,18 +281,19 @@ int rbio_tp_load_settings(rbio_tp_settings* s, char* err, size_t errlen) {
 }
 
 void rbio_tp_describe_settings(const rbio_tp_settings* s, char* out, size_t len) {
-    std::snprintf(out, len,
-                  "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
-                  "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
-                  "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u iser_receive_kib=%u direct_commands=%s "
-                  "data_budget_mib=%u data_budget_total_mib=%u%s (from %s)",
-                  s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
-                  s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off",
-                  s->coalesce ? "on" : "off", s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off",
-                  s->direct_read_kib, s->rx_buffer_kib, s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us,
-                  s->iser_spin_us, s->iser_srq_depth, s->iser_receive_kib, s->direct_commands ? "on" : "off",
-                  s->data_budget_mib, s->data_budget_total_mib, s->data_budget_total_auto ? " (auto)" : "",
-                  s->source);
+    std::snprintf(
+        out, len,
+        "transport=%s iser=%s portals=%s stats_file=%s batch_reads=%s coalesce=%s send_inline=%s "
+        "write_in_place=%s direct_read_kib=%u rx_buffer_kib=%u max_queued_kib=%u rx_wait_pdus=%u "
+        "rx_wait_us=%u iser_spin_us=%u iser_srq_depth=%u iser_receive_kib=%u iser_pass_completions=%u "
+        "direct_commands=%s "
+        "data_budget_mib=%u data_budget_total_mib=%u%s (from %s)",
+        s->enabled ? "on" : "off", s->iser ? "on" : "off", s->portals[0] ? s->portals : "all",
+        s->stats_file[0] ? s->stats_file : "none", s->batch_reads ? "on" : "off", s->coalesce ? "on" : "off",
+        s->send_inline ? "on" : "off", s->write_in_place ? "on" : "off", s->direct_read_kib, s->rx_buffer_kib,
+        s->max_queued_kib, s->rx_wait_pdus, s->rx_wait_us, s->iser_spin_us, s->iser_srq_depth,
+        s->iser_receive_kib, s->iser_pass_completions, s->direct_commands ? "on" : "off", s->data_budget_mib,
+        s->data_budget_total_mib, s->data_budget_total_auto ? " (auto)" : "", s->source);
 }
 
 uint64_t rbio_tp_cgroup_memory_limit(const char* proc_cgroup, const char* root, uint64_t bytes) {

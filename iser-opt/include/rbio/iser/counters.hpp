@@ -50,6 +50,9 @@ enum class Counter : uint8_t {
     // iSER, direct_commands: READs and WRITEs that went past tgt's
     // byte-stream reader and writer (tgt-backend/glue/direct_commands.h).
     DirectCommands,
+    // iSER: passes that stopped at iser_pass_completions with the peer
+    // still busy, and gave the event loop to the other connections.
+    PassesYielded,
     Count_
 };
 

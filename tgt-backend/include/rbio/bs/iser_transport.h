@@ -64,6 +64,9 @@ int rbio_iser_ep_fd(const struct rbio_iser_ep *ep);
 /* The completion channel fired: every completion handled (rx() per PDU),
  * everything posted, the channel re-armed. 0, or -1 with why. */
 int rbio_iser_ep_run(struct rbio_iser_ep *ep, rbio_iser_rx_fn rx, void *ctx, char *err, size_t errlen);
+/* The last rbio_iser_ep_run() stopped at iser_pass_completions: the CQ may
+ * hold more, its channel is not armed, and only another run reaps them. */
+int rbio_iser_ep_yielded(const struct rbio_iser_ep *ep);
 /* Posts what is queued (normally done by run). */
 void rbio_iser_ep_flush(struct rbio_iser_ep *ep);
 /* What rbio_iser_ep_quiet_tick() asks of the caller. */

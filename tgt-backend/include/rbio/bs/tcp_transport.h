@@ -38,6 +38,7 @@ struct rbio_tp_settings {
     uint32_t iser_spin_us;          /* iSER: longest spin on an empty CQ (adaptive); 0: never */
     uint32_t iser_srq_depth;        /* iSER: receives shared by a device's connections; 0: per connection */
     uint32_t iser_receive_kib;      /* iSER: each receive's data buffer; writes up to it use it in place */
+    uint32_t iser_pass_completions; /* iSER: completions a pass reaps before the loop's other work; 0: any */
     int direct_commands;            /* READ/WRITE past the core's byte-stream reader and writer */
     uint32_t data_budget_mib;       /* data buffers one connection may hold (data_budget.h); 0: any */
     uint32_t data_budget_total_mib; /* data buffers all connections may hold together; 0: any */

@@ -60,6 +60,13 @@ struct EndpointConfig {
     // Cover a quiet tail at the end of every pass (see cover_quiet_tail()),
     // for owners without a timer; costs a completion per idle pass.
     bool cover_every_pass = false;
+    // Completions one run_pass() reaps before it gives the event loop back
+    // (yielded()), though the peer keeps it busy; 0: no limit. A fast peer
+    // whose commands complete inline keeps finding new completions (its
+    // next commands answer the responses the pass just posted), and the
+    // spin catches them: without a limit such a pass never ends, and the
+    // loop's other connections and the store's completions wait for it.
+    uint32_t pass_completions = 0;
     PduSender peer = PduSender::Initiator;  // who sends what we receive
 };
 
@@ -172,8 +179,12 @@ public:
     };
     // The channel fd was readable, or the owner wants to make progress:
     // handles every completion (handler(const IserRx&) per PDU), posts,
-    // loops until the CQ is empty and the channel armed. False once the
-    // connection failed (error() says why).
+    // loops until the CQ is empty and the channel armed, or until
+    // pass_completions are reaped: then it has posted what the pass queued,
+    // leaves the channel unarmed (completions may be waiting, and no event
+    // would tell of them) and yielded() is true, and the owner must run
+    // another pass soon. False once the connection failed (error() says
+    // why).
     //
     // Doorbell batching, for an owner whose handlers free room for new work
     // (an initiator: each response frees a command slot): after each batch
@@ -188,11 +199,20 @@ public:
         constexpr bool post_per_batch = std::is_same_v<std::decay_t<Refill>, NoRefill>;
         poller_.on_channel_event();
         auto dispatch = [&](const ibv_wc& wc) { on_wc(wc, handle); };
+        const uint64_t reaped_before = counters_[Counter::Completions];
+        yielded_ = false;
         for (;;) {
             do poller_.drain(dispatch);
             while (refill() && !failed_);
             if constexpr (post_per_batch) flush();
             if (failed_) return false;
+            if (config_.pass_completions != 0 &&
+                counters_[Counter::Completions] - reaped_before >= config_.pass_completions) {
+                flush();
+                counters_[Counter::PassesYielded] += 1;
+                yielded_ = true;
+                return !failed_;
+            }
             if (poller_.drain_and_arm(dispatch)) {
                 refill();  // what an arm_every_event drain handled
                 flush();
@@ -203,6 +223,9 @@ public:
     }
 
     bool failed() const { return failed_; }
+    // The last run_pass() stopped at pass_completions, the CQ perhaps not
+    // empty and the channel not armed.
+    bool yielded() const { return yielded_; }
     const std::string& error() const { return error_; }
     uint64_t sends_queued_total() const { return sq_.queued_total(); }
     // The next flush's last send is signalled (SendQueue::signal_next_flush).
@@ -270,6 +293,7 @@ private:
     std::optional<RecvQueue> rq_;  // without an SRQ
     PduLimits limits_{};
     bool failed_ = false;
+    bool yielded_ = false;
     std::string error_;
     uint32_t rx_current_ = kNoSlot;  // the receive whose PDU is being handled
     bool rx_taken_ = false;          // its data buffer went to the owner
