@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # rbio's userspace initiator (`rbio bench`) against libiscsi's `iscsi-perf`,
 # same target, same run: 4 KiB random reads at 1 and 32 in flight, 1 MiB
-# sequential reads at 8. Prints IOPS, MB/s and the initiator's system calls
-# per I/O from one extra `strace -c -f` pass per client and point (rbio
-# also reports its own count, which excludes the login).
+# sequential reads at 8. Prints IOPS and MB/s, the medians of R rounds in
+# which the two clients alternate (rbio first in odd rounds, iscsi-perf in
+# even ones: the machine is noisy, and whoever runs second may find it
+# warmer or busier), and the initiator's system calls per I/O from one
+# extra `strace -c -f` pass per client and point (rbio also reports its
+# own count, which excludes the login).
 #
-#   bench/initiator-compare.sh [--time S] [--transport on|off]
+#   bench/initiator-compare.sh [--time S] [--rounds R] [--transport on|off]
+#
+#   --time S        seconds per measurement (default 5)
+#   --rounds R      alternating rounds per point (default 3)
+#   --transport     off serves the LUN through tgt's own TCP transport
 #
 # One sandboxed stock tgtd loads bs_rbio.so (control port 5930, portal
 # 127.0.0.1:13930) and serves an rbio LUN on a 1 GiB sparse tmpfs file.
@@ -16,15 +23,20 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${RBIO_BUILD_DIR:-$SRC/build}
 RBIO="$BUILD/initiator/rbio"
 SECS=5
+ROUNDS=3
 TRANSPORT=on
 while (( $# )); do
   case $1 in
-    --time) SECS=$2; shift 2 ;;
-    --transport) TRANSPORT=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --time) SECS=${2:-}; shift 2 ;;
+    --rounds) ROUNDS=${2:-}; shift 2 ;;
+    --transport) TRANSPORT=${2:-}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+[[ $SECS =~ ^[1-9][0-9]{0,3}$ ]] || { echo "--time takes whole seconds, 1-9999 (got '$SECS')" >&2; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "--rounds takes 1-99 (got '$ROUNDS')" >&2; exit 2; }
+[[ $TRANSPORT == on || $TRANSPORT == off ]] || { echo "--transport takes on or off (got '$TRANSPORT')" >&2; exit 2; }
 [[ -x $RBIO && -f $BUILD/modules/bs_rbio.so ]] || { echo "build first (cmake --build build)" >&2; exit 2; }
 for c in iscsi-perf strace tgtadm; do command -v $c >/dev/null || { echo "needs $c" >&2; exit 2; }; done
 
@@ -66,18 +78,39 @@ perf_run() {
 }
 calls() { awk '$NF == "total" { print $4 }' "$1"; }
 
-printf '%-28s %-10s %10s %10s %14s %12s\n' workload client IOPS MB/s syscalls/IO "(own count)"
+# median of a space-separated list of numbers ("-" if it is empty)
+median() {
+  tr ' ' '\n' | awk 'NF' | sort -g |
+    awk '{ v[NR] = $1 } END { if (!NR) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# range of a space-separated list: "lowest-highest"
+range() { tr ' ' '\n' | awk 'NF' | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
+
+printf '%-28s %-10s %10s %10s %16s %14s %12s\n' workload client IOPS MB/s "IOPS range" syscalls/IO "(own count)"
 for point in "4096 1 randread 1" "4096 32 randread 1" "1048576 8 read 0"; do
   read -r bs depth rw rnd <<< "$point"
   name="$((bs / 1024)) KiB $rw, $depth in flight"
   [[ $bs -ge 1048576 ]] && name="$((bs / 1048576)) MiB $rw, $depth in flight"
-  read -r _ iops mbs own < <(rbio_run "$bs" "$depth" "$rw")
+  declare -A IOPS=([rbio]="" [perf]="") MBS=([rbio]="" [perf]="")
+  own=""
+  for (( r = 1; r <= ROUNDS; r++ )); do
+    order=(rbio perf); (( r % 2 )) || order=(perf rbio)
+    for c in "${order[@]}"; do
+      if [[ $c == rbio ]]; then read -r _ iops mbs o < <(rbio_run "$bs" "$depth" "$rw"); own+="$o "
+      else read -r _ iops mbs < <(perf_run "$bs" "$depth" "$rnd"); fi
+      [[ $iops =~ ^[0-9]+$ && $iops -gt 0 ]] || { echo "$name, round $r: $c measured nothing" >&2; exit 1; }
+      IOPS[$c]+="$iops " MBS[$c]+="$mbs "
+      echo "initiator-compare: [$name] round $r/$ROUNDS: $c $iops IOPS" >&2
+    done
+  done
   read -r ios_s _ _ _ < <(rbio_run "$bs" "$depth" "$rw" "$WORK/strace-rbio")
   sc=$(awk -v c="$(calls "$WORK/strace-rbio")" -v n="$ios_s" 'BEGIN { printf "%.2f", n ? c / n : 0 }')
-  printf '%-28s %-10s %10s %10s %14s %12s\n' "$name" rbio "$iops" "$mbs" "$sc" "$own"
-  read -r _ iops mbs < <(perf_run "$bs" "$depth" "$rnd")
+  printf '%-28s %-10s %10s %10s %16s %14s %12s\n' "$name" rbio "$(median <<< "${IOPS[rbio]}")" \
+    "$(median <<< "${MBS[rbio]}")" "$(range <<< "${IOPS[rbio]}")" "$sc" "$(median <<< "$own")"
   read -r ios_s _ _ < <(perf_run "$bs" "$depth" "$rnd" "$WORK/strace-perf")
   sc=$(awk -v c="$(calls "$WORK/strace-perf")" -v n="$ios_s" 'BEGIN { printf "%.2f", n ? c / n : 0 }')
-  printf '%-28s %-10s %10s %10s %14s %12s\n' "" iscsi-perf "$iops" "$mbs" "$sc" "-"
+  printf '%-28s %-10s %10s %10s %16s %14s %12s\n' "" iscsi-perf "$(median <<< "${IOPS[perf]}")" \
+    "$(median <<< "${MBS[perf]}")" "$(range <<< "${IOPS[perf]}")" "$sc" "-"
+  unset IOPS MBS
 done
-echo "(transport=$TRANSPORT; $SECS s per point; strace passes are separate runs; $(nproc) cores shared by client and tgtd)"
+echo "(transport=$TRANSPORT; medians of $ROUNDS alternating rounds of $SECS s per point; strace passes are separate runs; $(nproc) cores shared by client and tgtd)"
