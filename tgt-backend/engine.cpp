@@ -864,7 +864,7 @@ void Engine::on_rbd_done(Io* io, int64_t res) {
             park_rbd_write(io);
             return;
         }
-        res = rbd_write_result(io);
+        res = rbd_write_result(io, notices);
     }
     io_done(io, res);
 }
@@ -1013,11 +1013,15 @@ unsigned Engine::swap_reopened() {
     return 1;
 }
 
-int64_t Engine::rbd_write_result(const Io* io) {
+int64_t Engine::rbd_write_result(const Io* io, uint32_t notices) {
     // One size per pass of reaping (pump resets it): librbd's locks, not
-    // one trip per write.
-    if (!rbd_size_valid_) {
+    // one trip per write. Unless a header notice began since it was taken
+    // (this write's `notices`, all read): that read may have brought a
+    // shrink that librbd clipped this write to, and the pass's size would
+    // call it whole.
+    if (!rbd_size_valid_ || notices != rbd_size_notices_) {
         rbd_size_ = rbd_->size_now();
+        rbd_size_notices_ = notices;
         rbd_size_valid_ = true;
     }
     if (io->offset + io->length > rbd_size_) [[unlikely]]
@@ -1046,7 +1050,8 @@ unsigned Engine::resume_rbd_writes() {
         }
         *link = io->next_free;
         io->next_free = nullptr;
-        io_done(io, rbd_write_result(io));  // a FUA write's flush is done: rbd_fua was cleared
+        io_done(io,
+                rbd_write_result(io, io->rbd_notices));  // a FUA write's flush is done: rbd_fua was cleared
         ++n;
     }
     return n;

@@ -197,7 +197,7 @@ private:
     bool rbd_start(Io* io, int rc);
     void park_rbd_write(Io* io);
     unsigned resume_rbd_writes();
-    int64_t rbd_write_result(const Io* io);
+    int64_t rbd_write_result(const Io* io, uint32_t notices);  // notices: begun before it, all read
     [[gnu::cold]] void rbd_fenced();
     [[gnu::cold]] bool lock_for(Cmd* c);
     [[gnu::cold]] unsigned lock_taken();
@@ -270,8 +270,9 @@ private:
     Io* parked_rbd_writes_ = nullptr;  // RBD writes done while a header notice is read (on_rbd_done)
     uint64_t rbd_size_ = 0;            // librbd's size for this pass's writes (rbd_write_result)
     bool rbd_size_valid_ = false;
-    Cmd* exclusive_ = nullptr;  // barrier command running
-    uint32_t inflight_ = 0;     // Ios in the kernel
+    uint32_t rbd_size_notices_ = 0;  // header notices begun (all read) when rbd_size_ was taken
+    Cmd* exclusive_ = nullptr;       // barrier command running
+    uint32_t inflight_ = 0;          // Ios in the kernel
     bool in_pump_ = false;
     bool inline_io_ = false;
     bool sync_open_ = false;      // opened O_SYNC / O_DSYNC (bsoflags sync): every write syncs
