@@ -68,6 +68,12 @@
 #                   killer ended it; rbio's transport stops reading once 1024
 #                   wait on a connection that takes no response. Strict runs
 #                   only, as stock tgt reads on.
+#   logout-behind-reads  4 READ(10)s of 4 MiB whose data is not read for
+#                   500 ms, then a Logout Request, then everything read: the
+#                   Logout Response must come before tgtd closes. Queued
+#                   behind megabytes of Data-In in a full socket, it was
+#                   cancelled by the close (stock tgt sends it first).
+#                   Both transports.
 #   data-out-cut    ... then a WRITE(10) parked at ExpCmdSN + 1 and part of
 #                   its unsolicited Data-Out, then close (and again with a
 #                   reset): tgt's conn_close freed that task as a parked
@@ -308,6 +314,8 @@ quick_case() {
   sed 's/^/  /' "$out"
   if (( rc == 1 )); then
     check "[$RUN] $case: the target closed the connection" false
+  elif (( rc == 4 )); then
+    check "[$RUN] $case: the case's own check held (exit 4: it failed, see its lines above)" false
   else
     check "[$RUN] $case: the hostile client ran (exit $rc)" test "$rc" -eq 0
   fi
@@ -438,6 +446,7 @@ run_all() {
   (( STRICT )) && quick_case data-out-cut --expect-close --max-connections 2
   idle_case login-flood 2000
   (( STRICT )) && request_flood_case
+  quick_case logout-behind-reads --count 4 --kib 4096 --hold-ms 500 --mrdsl 262144
   quick_case truncate-close
   quick_case truncate-reset
   quick_case churn --hold-ms "$CHURN_MS"

@@ -87,6 +87,15 @@
 //                   from 32 MiB up), never read the responses; hold the
 //                   connection (its local port printed first, as the
 //                   target's log names it)
+//   logout-behind-reads  log in, send --count READ(10)s of --kib KiB,
+//                   read nothing for --hold-ms (the target's responses fill
+//                   its socket), send a Logout Request (close the session),
+//                   then read everything the target sends, a PDU each 2 ms,
+//                   until it closes.
+//                   Exit 4 if no Logout Response came before the close (a
+//                   target that closed with the response still queued
+//                   behind the reads' data cancelled it); prints
+//                   "logout_response=0|1 data_in_bytes=N"
 //   lone-after-burst  log in; three times: 8 TEST UNIT READY one by one
 //                   (each answered before the next: the passes of an
 //                   initiator that sends one PDU per call), --count in one
@@ -106,7 +115,8 @@
 //                        malformed PDU (default 1000)
 //   --expect-close       exit 1 unless the target closes (or resets) the
 //                        connection within --wait-ms
-//   --hold-ms N          idle/flood: hold the connection at least this long;
+//   --hold-ms N          idle/flood/logout-behind-reads: hold the connection
+//                        (reading nothing) at least this long;
 //                        churn: how long to keep connecting (default 3000)
 //   --release FILE       idle/flood: after --hold-ms, hold until FILE exists
 //   --max-hold-ms N      idle/flood: never hold longer (default 60000)
@@ -1213,6 +1223,52 @@ int case_request_flood(const Options& o) {
     return 0;
 }
 
+// A host that reads its responses slowly, then logs out: the target has
+// its Logout Response queued behind megabytes of Data-In when it closes.
+int case_logout_behind_reads(const Options& o) {
+    Session s = ready_session(o);
+    const uint32_t blocks = o.kib * 2;
+    if (o.kib == 0 || blocks > 0xffff) throw SetupError("--kib must be 1..32767 (one READ(10))");
+    const uint32_t window = s.max_cmd_sn - s.cmd_sn + 1;
+    if (window < 2) throw SetupError("the target's command window has no room for a read and a logout");
+    const unsigned n = std::min<uint32_t>(o.count, window - 1);
+    Bytes burst;
+    for (unsigned i = 0; i < n; ++i) {
+        Bytes pdu = encode(
+            scsi_command(s, o, cdb10(0x28, i * blocks, uint16_t(blocks)), true, false, blocks * 512, 0));
+        burst.insert(burst.end(), pdu.begin(), pdu.end());
+    }
+    s.conn.send_or_throw(burst, "the READ(10) burst");
+    std::printf("logout-behind-reads: %u READ(10) of %u KiB sent, reading nothing for %d ms\n", n, o.kib,
+                o.hold_ms);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));  // the slow host itself
+    Bhs logout(Opcode::LogoutRequest);
+    logout.set_flags(0x80);  // F, reason 0: close the session
+    logout.set_itt(s.next_itt++).set_cmd_sn(s.cmd_sn++).set_exp_stat_sn(s.exp_stat_sn);
+    s.conn.send_or_throw(encode(logout), "the Logout Request");
+    size_t data_in = 0;
+    bool answered = false;
+    std::string ended = "the Logout Response came";
+    const auto deadline = Clock::now() + std::chrono::milliseconds(o.io_timeout_ms);
+    try {
+        while (!answered) {
+            // Still slow: the target's socket stays full while it drains
+            // its queue, also when its Logout Response goes in.
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            auto [bhs, data] = s.conn.recv_pdu(deadline, "the reads' data and the Logout Response");
+            const BhsView v(bhs.data());
+            if (v.opcode() == Opcode::DataIn) data_in += data.size();
+            answered = v.opcode() == Opcode::LogoutResponse;
+        }
+    } catch (const SetupError& e) {
+        ended = e.what();
+    }
+    std::printf("logout-behind-reads: %zu bytes of Data-In read; %s\n", data_in, ended.c_str());
+    std::printf("logout-behind-reads: logout_response=%d data_in_bytes=%zu\n", answered ? 1 : 0, data_in);
+    return answered ? 0 : 4;
+}
+
 // --count TEST UNIT READY in one send, then their responses.
 void tur_burst(Session& s, const Options& o, unsigned n) {
     const std::array<uint8_t, 6> tur{};
@@ -1381,6 +1437,7 @@ int main(int argc, char** argv) {
         if (c == "churn") return case_churn(o);
         if (c == "flood") return case_flood(o);
         if (c == "lone-after-burst") return case_lone_after_burst(o);
+        if (c == "logout-behind-reads") return case_logout_behind_reads(o);
         if (c == "ping-reply") return case_ping_reply(o);
         throw SetupError("unknown case '" + c + "'");
     } catch (const SetupError& e) {
