@@ -72,7 +72,9 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
     if (is_rbd_path(path)) {
         // librbd signals finished requests on the ring's eventfd too: tgtd
         // watches one fd per LU whatever the store.
-        auto image = std::make_unique<RbdImage>(parse_rbd_path(path), opts_.rbd, ring_.event_fd());
+        const RbdLocation where = parse_rbd_path(path);
+        RbdImageClaim claim(where, opts_.rbd, this);  // before the cluster is asked anything
+        auto image = std::make_unique<RbdImage>(where, opts_.rbd, ring_.event_fd());
         f.size = image->size_read();
         if (f.size < 512)
             throw Error("rbd " + image->name() + " is too small (" + std::to_string(f.size) +
@@ -88,6 +90,7 @@ OpenedFile Engine::open(const std::string& path, int oflags) {
                                        "librbd's requests never block");
         if (opts_.debug_unsafe_fua) warn_unsafe_fua("rbd " + image->name());
         rbd_ = std::move(image);
+        rbd_claim_ = std::move(claim);
         was_rbd_ = true;
         lock_ = opts_.rbd.lock == RbdSettings::Lock::Takeover ? LockState::Wanted : LockState::NotNeeded;
         log(RBIO_BS_LOG_INFO, "opened rbd image " + rbd_->name() + " (" + std::to_string(f.size) +
@@ -157,6 +160,7 @@ void Engine::close() noexcept {
     (void)reopen_.take();
     reopened_.reset();
     rbd_.reset();
+    rbd_claim_ = {};
     fd_.reset();
 }
 

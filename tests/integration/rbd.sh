@@ -262,6 +262,13 @@ refused_setting 19 image rbd_blocklist_on_break_lock false true \
 refused_setting 19 pool rbd_persistent_cache_mode ssd disabled \
   "a pool set to a persistent write-back cache is refused, named"
 check "... and served once the setting is gone" new_lun 1 19 rbd:rbd/cached rbio "rbd_conf=$CONF"
+# One LU per image in a gateway when either takes the lock over: two
+# would break each other's lock, so blocklist each other, at every write.
+check "a second LU on an image LU 19 serves is refused with rbd_lock=takeover, named" \
+  refused 20 x "rbd image rbd/cached is already served by another LU of this tgtd: two LUs" \
+  rbd:rbd/cached "rbd_conf=$CONF:rbd_lock=takeover"
+check "... and served beside it with the cooperative lock" new_lun 1 20 rbd:rbd/cached rbio "rbd_conf=$CONF"
+tadm --op delete --mode logicalunit --tid 1 --lun 20
 tadm --op delete --mode logicalunit --tid 1 --lun 19
 echo "--- what tgtd logged for the refused LUs ---"
 grep -E "rbio: tid:1 lun:1[0-9]: " "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'

@@ -26,6 +26,7 @@
 #include "rbio/bs/coalesce.hpp"
 #include "rbio/bs/options.hpp"
 #include "rbio/bs/rbd_image.hpp"
+#include "rbio/bs/rbd_image_claim.hpp"
 #include "rbio/bs/rbd_reopen.hpp"
 #include "rbio/bs/ring.hpp"
 #include "rbio/common/unique_fd.hpp"
@@ -257,6 +258,7 @@ private:
     Ring ring_;
     UniqueFd fd_;
     std::unique_ptr<RbdImage> rbd_;
+    RbdImageClaim rbd_claim_;             // this LU's image, against another LU fencing it
     uint64_t size_ = 0;                   // what hosts were last told (RBD resize)
     uint64_t refused_size_ = UINT64_MAX;  // an RBD size under one block, logged once
     std::deque<Cmd> cmd_store_;           // grows with the load, never shrinks or moves
