@@ -33,7 +33,8 @@
 # Matrix: transport {stock, rbio} x backing store {null, rbio (sparse file on
 # tmpfs)} x {4 KiB at 1, 32, 128 in flight; 64 KiB, 256 KiB, 1 MiB at 32 in
 # flight} x {read, write}. Each round runs every workload against the four
-# configurations back to back (order rotated per workload and round), so
+# configurations back to back (the stores' order rotated per workload and
+# round, and which transport goes first alternating with them), so
 # the noise of the shared 2-core machine hits them alike; the ratio
 # rbio/stock is the median of the per-round ratios of those pairs. Writes
 # run before reads in every round, so once a 1 MiB write has wrapped the
@@ -398,7 +399,13 @@ for (( r = 0; r < ROUNDS; r++ )); do
     fi
     declare -A ROUND_IOPS=()
     for (( k = 0; k < NC; k++ )); do
-      cfg=${CONFIGS[(k + r + w) % NC]}
+      # Stores rotate with the workload and round; within a store the
+      # transport that goes first alternates with them too. (A rotation
+      # of the four configurations alone put stock before rbio in three
+      # of its four positions, for both stores.)
+      si=$(( (k / ${#TRANSPORTS[@]} + r + w) % ${#STORES[@]} )) ti=$(( k % ${#TRANSPORTS[@]} ))
+      (( (r + w) % 2 )) && ti=$(( ${#TRANSPORTS[@]} - 1 - ti ))
+      cfg=${TRANSPORTS[ti]}/${STORES[si]}
       t=${cfg%/*} s=${cfg#*/}
       measure "$t" "$s" "$op" "$bytes" "$depth" "$SECONDS_PER"
       n=$(( n + 1 ))
