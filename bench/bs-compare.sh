@@ -283,10 +283,16 @@ for (( r = 0; r < ROUNDS; r++ )); do
   for (( w = 0; w < ${#WORKLOADS[@]}; w++ )); do
     wl=${WORKLOADS[w]}
     IFS=: read -r op bytes depth <<< "$wl"
-    # Rotate the store order per workload and round so no store is always
-    # first (first after a switch of workload) or last.
+    # The store order changes per workload and round so no store is always
+    # first (first after a switch of workload) or last, and each of two
+    # stores goes before the other as often as after (the ratios are taken
+    # per round): rows of a balanced Latin square (offsets 0, +1, -1, +2,
+    # ... from a start that moves by one; a plain rotation of four put
+    # null before rbio in three rows of four), every other cycle reversed.
     for (( k = 0; k < NS; k++ )); do
-      s=${STORE_LIST[(k + r + w) % NS]}
+      o=$(( r + w )) d=$(( k % 2 ? (k + 1) / 2 : -(k / 2) ))
+      (( (o / NS) % 2 )) && d=$(( -d ))
+      s=${STORE_LIST[((o + d) % NS + NS) % NS]}
       measure "$op" "$bytes" "$depth" "$s" "$SECONDS_PER"
       iops=$M_IOPS cpu=$M_CPU
       R_IOPS[$wl|$s]+="$iops "
