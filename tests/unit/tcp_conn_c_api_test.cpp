@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "rbio/bs/tcp_transport.h"
+#include "rbio/iser/pdu.hpp"
 
 namespace {
 
@@ -67,6 +69,55 @@ TEST(TcpConnCApi, PeekShowsBufferedBytesInPlaceUntilTheyAreRead) {
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(std::memcmp(p, sent.data() + 48, 52), 0);
     EXPECT_EQ(rbio_tcp_conn_peek(c.get(), 53), nullptr);
+}
+
+// Receive moderation's level, from the connection's description.
+unsigned rx_wait_level(const rbio_tcp_conn* c) {
+    char out[2048];
+    rbio_tcp_conn_describe(c, out, sizeof out);
+    const std::string d(out);
+    const size_t at = d.find("rx_wait_level=");
+    return at == std::string::npos ? ~0u : unsigned(std::stoul(d.substr(at + 14)));
+}
+
+// The headers of one pass, as the core reads them, then the pass's end.
+void pass(rbio_tcp_conn* c, unsigned commands, unsigned data_outs) {
+    using rbio::iser::Bhs;
+    using rbio::iser::Opcode;
+    char err[256] = "";
+    for (unsigned i = 0; i < commands; ++i) {
+        Bhs b(Opcode::ScsiCommand);
+        b.set_flags(0x80 | 0x20 | 0x01).set_itt(i).set_expected_data_transfer_length(131072);
+        ASSERT_EQ(rbio_tcp_conn_check_bhs(c, b.bytes().data(), 8192, 0, 0, err, sizeof err), 0) << err;
+    }
+    for (unsigned i = 0; i < data_outs; ++i) {
+        Bhs b(Opcode::DataOut);
+        b.set_final(i + 1 == data_outs).set_data_segment_length(8192).set_ttt(1);
+        ASSERT_EQ(rbio_tcp_conn_check_bhs(c, b.bytes().data(), 8192, 0, 0, err, sizeof err), 0) << err;
+    }
+    ASSERT_EQ(rbio_tcp_conn_rx_wait_end_pass(c, 0, 1, err, sizeof err), 0) << err;
+}
+
+// An initiator at one command in flight that now and then writes 128 KiB
+// in Data-Outs after an R2T: the 15 Data-Outs that arrive together are one
+// command's, and no reason to wait for 15 requests before its next.
+TEST(TcpConnCApi, DataOutsOfOneWriteSetNoReceiveWait) {
+    Fd ours, peer;
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    ours.fd = sv[0];
+    peer.fd = sv[1];
+    rbio_tp_settings s = defaults();
+    char err[256] = "";
+    std::unique_ptr<rbio_tcp_conn, ConnFree> c(rbio_tcp_conn_new(ours.fd, &s, err, sizeof err));
+    ASSERT_TRUE(c) << err;
+    for (int i = 0; i < 32; ++i) pass(c.get(), 1, 0);  // passes usually see one request
+    ASSERT_EQ(rx_wait_level(c.get()), 1u);
+    pass(c.get(), 1, 15);
+    EXPECT_EQ(rx_wait_level(c.get()), 1u) << "Data-Outs counted as requests";
+    // The control: 16 commands in one pass were in flight together.
+    pass(c.get(), 16, 0);
+    EXPECT_EQ(rx_wait_level(c.get()), 16u);
 }
 
 }  // namespace

@@ -49,11 +49,16 @@ public:
     // Receive moderation (rbio/iser/rx_moderation.hpp). The wait timer's
     // descriptor, for the event loop; -1 when moderation is off.
     int rx_wait_fd() const { return timer_.get(); }
-    // A request header the core just read, with the session's digests.
+    // A header the core just read, with the session's digests. Its bytes
+    // count towards the PDU under way; a Data-Out is no request to the
+    // moderation: the Data-Outs of one write arrive together and say
+    // nothing of how many commands the initiator keeps in flight (counted,
+    // one 128 KiB write set a wait of 15 requests that its next command,
+    // alone, sat out until the timer).
     void on_request_header(iser::BhsView bhs, bool header_digest, bool data_digest) {
         const size_t bytes = iser::layout_of(bhs, header_digest, data_digest).total_bytes();
         announced_ += bytes;
-        moderation_.on_pdu(bytes);
+        if (bhs.opcode() != iser::Opcode::DataOut) moderation_.on_pdu(bytes);
     }
     // The end of a pass: sets the socket's SO_RCVLOWAT and arms the wait
     // timer as the moderation says. 0, or -errno of a call that failed (then

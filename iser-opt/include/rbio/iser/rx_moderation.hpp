@@ -45,7 +45,8 @@ public:
 
     bool enabled() const { return config_.max_pdus > 1; }
 
-    // A whole PDU of `bytes` (header, AHS, data, padding, digests) arrived.
+    // A request of `bytes` (header, AHS, data, padding, digests) arrived;
+    // not a Data-Out, which belongs to a command already counted.
     void on_pdu(size_t bytes) {
         ++pdus_;
         if (bytes < smallest_) smallest_ = bytes;
