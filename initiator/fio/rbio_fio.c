@@ -127,8 +127,10 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_INT,
 		.off1 = offsetof(struct rbio_fio_options, timeout_ms),
 		.def = "30000",
+		.minval = 1,
+		.maxval = 3600000,
 		.help = "milliseconds a command may take before it is aborted (ABORT TASK) and "
-			"sent again",
+			"sent again (1-3600000)",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_ISCSI,
 	},

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -96,17 +97,24 @@ struct rbio_fio_conn {
                 return;
             }
             in_flight.erase(cookie);
-            if (!o.good()) {
-                std::fprintf(stderr, "rbio fio engine: %s: %s at LBA %llu failed: %s\n", where.c_str(),
-                             op == RBIO_FIO_READ        ? "read"
-                             : op == RBIO_FIO_WRITE     ? "write"
-                             : op == RBIO_FIO_WRITE_FUA ? "write (FUA)"
-                                                        : "sync",
-                             (unsigned long long)lba, describe(o).c_str());
+            const uint64_t resid = o.good() && o.underflow ? o.residual : 0;
+            // GOOD with no byte moved fails too: fio requeues the rest of a
+            // short transfer only when some bytes moved, and would count
+            // this one done, a write unwritten or a read's buffer stale.
+            if (!o.good() || (!buf.empty() && resid >= buf.size())) {
+                std::fprintf(
+                    stderr, "rbio fio engine: %s: %s at LBA %llu failed: %s\n", where.c_str(),
+                    op == RBIO_FIO_READ        ? "read"
+                    : op == RBIO_FIO_WRITE     ? "write"
+                    : op == RBIO_FIO_WRITE_FUA ? "write (FUA)"
+                                               : "sync",
+                    (unsigned long long)lba,
+                    o.good() ? ("GOOD, but no data moved (residual " + std::to_string(resid) + ")").c_str()
+                             : describe(o).c_str());
                 done.push_back({cookie, EIO, 0});
                 return;
             }
-            done.push_back({cookie, 0, o.underflow ? o.residual : 0});
+            done.push_back({cookie, 0, resid});
         };
         session->submit(std::move(cmd));
     }
@@ -124,6 +132,8 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
         if (s->initiator_name && *s->initiator_name) opts.initiator_name = s->initiator_name;
         if (s->chap_user && *s->chap_user)
             opts.chap = ChapCredentials{s->chap_user, s->chap_secret ? s->chap_secret : ""};
+        else if (s->chap_secret && *s->chap_secret)  // else a typo logs in without CHAP
+            throw std::invalid_argument("option 'chap_secret' is set without 'chap_user'");
         if (s->header_digest && *s->header_digest &&
             !parse_digest_policy(s->header_digest, opts.offer.header_digest))
             throw std::invalid_argument("header_digest: none, accept, prefer or crc32c");
@@ -160,6 +170,11 @@ struct rbio_fio_conn* rbio_fio_connect(const struct rbio_fio_settings* s, char* 
         c->capacity = read_capacity16(*c->session, c->lun);
         if (c->capacity.block_size == 0 || c->capacity.blocks == 0)
             fail(ErrorKind::Io, c->where + ": READ CAPACITY(16) reports an empty LU");
+        if (c->capacity.blocks > UINT64_MAX / c->capacity.block_size)
+            fail(ErrorKind::Io, c->where + ": READ CAPACITY(16) reports " +
+                                    std::to_string(c->capacity.blocks) + " blocks of " +
+                                    std::to_string(c->capacity.block_size) +
+                                    " bytes: over 16 EiB, not a size fio can address");
         return c.release();
     } catch (const std::exception& e) {
         put_error(err, errlen, e.what());

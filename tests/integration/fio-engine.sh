@@ -68,5 +68,13 @@ check "... saying it cannot connect" grep -q "cannot connect" "$WORK/fio-unreach
 check "lun=16384 fails the job: beyond the largest LUN" \
   fio_verify_fails biglun "$P" "$IQN" 16384 randwrite 4k 1 1M
 check "... fio names the option and its limit" grep -qF "lun: max value out of range: 16384 (16383 max)" "$WORK/fio-biglun.out"
+# A secret without a user would log in without CHAP, the typo unseen.
+check "chap_secret without chap_user fails the job" \
+  fio_verify_fails nouser "$P" "$IQN" 1 randwrite 4k 1 1M chap_secret=s3cret-s3cret
+check "... naming both options" grep -qF "option 'chap_secret' is set without 'chap_user'" "$WORK/fio-nouser.out"
+# 0 used to mean the default, 30 s, silently.
+check "command_timeout=0 fails the job, fio naming its range" \
+  eval 'fio_verify_fails notimeout "$P" "$IQN" 1 randwrite 4k 1 1M command_timeout=0 &&
+        grep -qF "command_timeout: min value out of range: 0 (1 min)" "$WORK/fio-notimeout.out"'
 check "tgtd is alive" tgtd_alive
 finish
