@@ -100,6 +100,19 @@ TEST(BlockPool, PageAlignedOrSixteenAligned) {
     for (void* p : got) BlockPool::release(p);
 }
 
+// A size near SIZE_MAX: rounded up to whole pages it would wrap to 0, and
+// a block of no bytes would come back as the size asked.
+TEST(BlockPool, RefusesASizeThatWouldWrap) {
+    BlockPool data(data_config());
+    BlockPoolConfig mc = data_config();
+    mc.mapped = true;
+    BlockPool mapped(mc);
+    for (size_t size : {SIZE_MAX, SIZE_MAX - 10, SIZE_MAX / 2 + 1}) {
+        EXPECT_EQ(data.alloc(size), nullptr) << size;
+        EXPECT_EQ(mapped.alloc(size), nullptr) << size;
+    }
+}
+
 TEST(BlockPool, KeepsAtMostPooledMaxBytes) {
     BlockPool p(data_config());  // 32 KiB
     std::vector<void*> blocks;

@@ -68,8 +68,10 @@ void* BlockPool::alloc_new(int cls, size_t size) noexcept {
 }
 
 Block* BlockPool::make(int cls, size_t size) noexcept {
-    if (c_.page_aligned) size = round_up(size, kPage);
+    // Checked before the rounding, which would wrap a size near SIZE_MAX
+    // to 0 (a block of no bytes handed out as the size asked).
     if (size > std::numeric_limits<size_t>::max() / 2) return nullptr;
+    if (c_.page_aligned) size = round_up(size, kPage);
     Block* b = nullptr;
     size_t allocated = 0;
     if (c_.mapped) {
