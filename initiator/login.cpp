@@ -157,7 +157,11 @@ void Session::Impl::login() {
                 auto to = find_key(parse_text(c.data), "TargetAddress");
                 if (!to) protocol_error("login redirect without a TargetAddress");
                 std::string_view a = *to;
-                if (size_t comma = a.rfind(','); comma != std::string_view::npos && comma > a.rfind(']') + 1)
+                // ",TPGT" after the port, or right after an IPv6 address's
+                // ']' (the port is optional): "[2001:db8::1],1".
+                const size_t bracket = a.rfind(']');
+                if (size_t comma = a.rfind(',');
+                    comma != std::string_view::npos && (bracket == std::string_view::npos || comma > bracket))
                     a = a.substr(0, comma);  // ",TPGT"
                 try {
                     throw LoginRedirect{Portal::parse(a), r[37] == 2};
@@ -251,6 +255,18 @@ void Session::Impl::login() {
             std::vector<uint8_t> c = decode_binary_value(*challenge);
             if (c.size() > 1024) protocol_error("CHAP: challenge of " + std::to_string(c.size()) + " bytes");
             const auto& cred = *options_.chap;
+            // Mutual CHAP with no secret, or the initiator's own, is no
+            // check of the target: MD5 over no secret is anyone's, and with
+            // one secret both ways a false target answers our challenge
+            // with our answer to it, got from another login (RFC 7143
+            // §12.1.3). Refused before anything goes out.
+            if (options_.chap_in &&
+                (options_.chap_in->secret.empty() || options_.chap_in->secret == cred.secret))
+                fail(ErrorKind::AuthFailure,
+                     "login to " + target + " at " + portal_.to_string() +
+                         ": mutual CHAP: the target's secret is " +
+                         (options_.chap_in->secret.empty() ? "empty" : "the initiator's") +
+                         "; give it a secret of its own");
             auto resp = chap_md5_response(uint8_t(ident), as_bytes(cred.secret), c);
             KeyValues answer = {{"CHAP_N", cred.username}, {"CHAP_R", encode_hex_value(resp)}};
             if (!options_.chap_in) {

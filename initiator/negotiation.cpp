@@ -174,7 +174,11 @@ void Negotiation::apply(const KeyValues& keys, KeyValues& replies) {
             } else if (key == "ErrorRecoveryLevel" || key == "MaxConnections") {
                 parse_number(key, value, 0, 65535);
                 replies.emplace_back(key, key == "MaxConnections" ? "1" : "0");
-            } else if (key == "DefaultTime2Wait" || key == "DefaultTime2Retain") {
+            } else if (key == "DefaultTime2Wait") {
+                // Maximum (RFC 7143 §13.15): the answer is at least the
+                // target's; ours would be 0, no wait.
+                replies.emplace_back(key, std::to_string(parse_number(key, value, 0, 3600)));
+            } else if (key == "DefaultTime2Retain") {  // Minimum (§13.16)
                 replies.emplace_back(key, std::to_string(respond_min(0, parse_number(key, value, 0, 3600))));
             } else if (key == "OFMarker" || key == "IFMarker") {
                 replies.emplace_back(key, "No");

@@ -152,6 +152,10 @@ initiator::SessionOptions session_options(const Args& args) {
     o.chap = chap_option(args, "--chap-user", "--chap-secret", "RBIO_CHAP_SECRET");
     o.chap_in = chap_option(args, "--chap-user-in", "--chap-secret-in", "RBIO_CHAP_SECRET_IN");
     if (o.chap_in && !o.chap) throw UsageError("--chap-user-in (mutual CHAP) needs --chap-user as well");
+    if (o.chap_in && o.chap->secret == o.chap_in->secret)
+        throw UsageError(
+            "--chap-secret-in must differ from --chap-secret (RFC 7143: with one secret both "
+            "ways, a false target answers the host's challenge with the host's own answer)");
     if (args.has("--transport")) {
         std::string t = args.get("--transport");
         if (t == "tcp") o.transport = initiator::Transport::Tcp;

@@ -77,10 +77,12 @@ run_all() {
       eval 'rc_is 2 "$RBIO" bench -T "$IQN" -p 127.0.0.1:1 --time 1 '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
   done
   # Commands of one portal took the last of several -p without a word; the
-  # ones that do not log in took login options and ignored them.
+  # ones that do not log in took login options and ignored them. Mutual
+  # CHAP with one secret both ways lets a false target pass it.
   for bad in "inquiry -T $IQN -p $P -p 127.0.0.1:1" "discard -T $IQN -p $P -p 127.0.0.1:1 --offset 0 --length 4k" \
              "discover -p $P -p 127.0.0.1:1" "session --chap-user u" "logout -T $IQN --transport iser" \
-             "target-metrics --header-digest crc32c"; do
+             "target-metrics --header-digest crc32c" \
+             "login -T $IQN -p $P --chap-user u --chap-secret s3cret-s3cret --chap-user-in t --chap-secret-in s3cret-s3cret"; do
     check "rejected: $bad (exit 2, one line)" \
       eval 'rc_is 2 "$RBIO" '"$bad"' && [[ $(wc -l <"$WORK/out") -eq 1 ]]'
   done

@@ -101,6 +101,18 @@ TEST(InitiatorNegotiation, ExchangeWithTgtLikeAnswers) {
     EXPECT_EQ(replies[0].second, "NotUnderstood");
 }
 
+// Keys the target offers first: DefaultTime2Wait's result is the Maximum
+// (§13.15), so the answer is the target's value, not 0; DefaultTime2Retain's
+// the Minimum (§13.16), so 0, ours.
+TEST(InitiatorNegotiation, TimeKeysTheTargetOffersAreAnsweredByTheirRules) {
+    Negotiation n(LoginOffer{}, false);
+    KeyValues replies;
+    n.apply({{"DefaultTime2Wait", "2"}, {"DefaultTime2Retain", "20"}}, replies);
+    ASSERT_EQ(replies.size(), 2u);
+    EXPECT_EQ(replies[0], (std::pair<std::string, std::string>{"DefaultTime2Wait", "2"}));
+    EXPECT_EQ(replies[1], (std::pair<std::string, std::string>{"DefaultTime2Retain", "0"}));
+}
+
 TEST(InitiatorNegotiation, UnansweredKeysKeepDefaults) {
     LoginOffer o;
     o.initial_r2t = false;
