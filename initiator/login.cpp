@@ -65,7 +65,7 @@ void Session::Impl::verify_target_chap(const KeyValues& keys, const ChapChalleng
                                          "(no CHAP_N/CHAP_R; is an outgoing account bound to it?)");
     if (*name != in.username)
         fail(ErrorKind::AuthFailure,
-             where + "the target calls itself '" + name->substr(0, 64) + "', expected '" + in.username + "'");
+             where + "the target calls itself '" + printable(*name) + "', expected '" + in.username + "'");
     if (!chap_md5_matches(mine.id, as_bytes(in.secret), mine.challenge, decode_binary_value(*response)))
         fail(ErrorKind::AuthFailure, where + "the target's CHAP_R is wrong: it does not know the secret");
     RBIO_LOG(Info, "target " << target << " authenticated itself as " << in.username);
@@ -227,8 +227,8 @@ void Session::Impl::login() {
         auto method = find_key(s.keys, "AuthMethod");
         if (method && *method != "None")
             fail(ErrorKind::AuthFailure, "login to " + target + " at " + portal_.to_string() +
-                                             ": target requires authentication (AuthMethod=" + *method +
-                                             "); give --chap-user/--chap-secret");
+                                             ": target requires authentication (AuthMethod=" +
+                                             printable(*method) + "); give --chap-user/--chap-secret");
         if (!s.transit) transit_security({});
     } else {
         first.emplace_back("AuthMethod", "CHAP,None");
@@ -284,7 +284,7 @@ void Session::Impl::login() {
                 if (!s.transit) transit_security({});
             }
         } else {
-            protocol_error("target chose AuthMethod=" + *method + ", which was not offered");
+            protocol_error("target chose AuthMethod=" + printable(*method) + ", which was not offered");
         }
     }
 

@@ -11,7 +11,7 @@ namespace {
 
 [[noreturn]] void bad_answer(std::string_view key, std::string_view offered, std::string_view answer,
                              const char* why) {
-    fail(ErrorKind::Protocol, "negotiation: target answered " + std::string(key) + "=" + std::string(answer) +
+    fail(ErrorKind::Protocol, "negotiation: target answered " + std::string(key) + "=" + printable(answer) +
                                   " to our " + std::string(offered) + ": " + why);
 }
 
@@ -74,9 +74,9 @@ uint32_t parse_number(std::string_view key, std::string_view value, uint32_t lo,
     auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, base);
     if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size())
         fail(ErrorKind::Protocol,
-             "negotiation: " + std::string(key) + "=" + std::string(value) + " is not a number");
+             "negotiation: " + std::string(key) + "=" + printable(value) + " is not a number");
     if (v < lo || v > hi)
-        fail(ErrorKind::Protocol, "negotiation: " + std::string(key) + "=" + std::string(value) +
+        fail(ErrorKind::Protocol, "negotiation: " + std::string(key) + "=" + printable(value) +
                                       " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
     return uint32_t(v);
 }

@@ -70,4 +70,12 @@ std::optional<std::string> find_key(const KeyValues& pairs, std::string_view key
     return std::nullopt;
 }
 
+std::string printable(std::string_view value, size_t max) {
+    std::string out(value.substr(0, max));
+    for (char& ch : out)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    if (value.size() > max) out += "...";
+    return out;
+}
+
 }  // namespace rbio::initiator

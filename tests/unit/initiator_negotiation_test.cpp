@@ -249,3 +249,21 @@ TEST(InitiatorText, RoundTripAndMalformed) {
     std::vector<uint8_t> empty_key = {'=', 'b', 0};
     EXPECT_TRUE(throws_protocol([&] { parse_text(empty_key); }));
 }
+
+// A target's value in a message: an escape sequence would reach the
+// admin's terminal, a long value would bury the line.
+TEST(InitiatorText, ValuesInMessagesArePrintable) {
+    EXPECT_EQ(printable("CHAP"), "CHAP");
+    EXPECT_EQ(printable("\x1b]0;owned\x07"), "?]0;owned?");
+    EXPECT_EQ(printable(std::string(100, 'x'), 8), "xxxxxxxx...");
+    EXPECT_EQ(printable("a\x7f"
+                        "b"),
+              "a?b");
+    KeyValues replies;
+    try {
+        Negotiation(LoginOffer{}, false).apply({{"MaxBurstLength", "\x1b[2J"}}, replies);
+        ADD_FAILURE() << "a non-number was taken";
+    } catch (const InitiatorError& e) {
+        EXPECT_EQ(std::string(e.what()).find('\x1b'), std::string::npos) << e.what();
+    }
+}

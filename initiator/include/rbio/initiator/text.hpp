@@ -25,4 +25,8 @@ KeyValues parse_text(std::span<const uint8_t> data);
 // The value of `key`, if present (the first occurrence).
 std::optional<std::string> find_key(const KeyValues& pairs, std::string_view key);
 
+// A value the target sent, for a message: control bytes (a terminal's
+// escape sequences) become '?', and past `max` bytes it is cut with "...".
+std::string printable(std::string_view value, size_t max = 64);
+
 }  // namespace rbio::initiator
