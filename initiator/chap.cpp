@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "rbio/initiator/error.hpp"
+#include "rbio/initiator/text.hpp"
 
 namespace rbio::initiator {
 
@@ -62,8 +63,7 @@ int base64_digit(char c) {
 
 std::vector<uint8_t> decode_binary_value(std::string_view text) {
     auto bad = [&](const char* why) {
-        fail(ErrorKind::Protocol,
-             std::string("binary value '") + std::string(text.substr(0, 40)) + "': " + why);
+        fail(ErrorKind::Protocol, std::string("binary value '") + printable(text, 40) + "': " + why);
     };
     if (text.size() < 3 || text[0] != '0') bad("no 0x or 0b prefix, or empty");
     std::string_view body = text.substr(2);

@@ -166,7 +166,8 @@ void Session::Impl::login() {
                 try {
                     throw LoginRedirect{Portal::parse(a), r[37] == 2};
                 } catch (const std::invalid_argument& e) {
-                    protocol_error(std::string("login redirect to a bad TargetAddress: ") + e.what());
+                    // (the message quotes the target's text)
+                    protocol_error("login redirect to a bad TargetAddress: " + printable(e.what(), 200));
                 }
             }
             if (r[36] != 0) login_status_error(portal_, target, r[36], r[37]);

@@ -85,7 +85,7 @@ bool parse_bool(std::string_view key, std::string_view value) {
     if (value == "Yes") return true;
     if (value == "No") return false;
     fail(ErrorKind::Protocol,
-         "negotiation: " + std::string(key) + "=" + std::string(value) + " is neither Yes nor No");
+         "negotiation: " + std::string(key) + "=" + printable(value) + " is neither Yes nor No");
 }
 
 uint32_t negotiate_min(std::string_view key, uint32_t offered, std::string_view answer, uint32_t lo,

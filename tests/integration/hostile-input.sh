@@ -70,10 +70,11 @@
 #                   only, as stock tgt reads on.
 #   logout-behind-reads  4 READ(10)s of 4 MiB whose data is not read for
 #                   500 ms, then a Logout Request, then everything read: the
-#                   Logout Response must come before tgtd closes. Queued
-#                   behind megabytes of Data-In in a full socket, it was
-#                   cancelled by the close (stock tgt sends it first).
-#                   Both transports.
+#                   Logout Response must come before tgtd closes, though
+#                   it is queued behind megabytes of Data-In in a full
+#                   socket (stock tgt writes it out before it closes).
+#                   Both transports; a guard on how a logout ends (a
+#                   suspected cancel at the close did not reproduce).
 #   data-out-cut    ... then a WRITE(10) parked at ExpCmdSN + 1 and part of
 #                   its unsolicited Data-Out, then close (and again with a
 #                   reset): tgt's conn_close freed that task as a parked

@@ -271,7 +271,7 @@ check "... and served beside it with the cooperative lock" new_lun 1 20 rbd:rbd/
 tadm --op delete --mode logicalunit --tid 1 --lun 20
 tadm --op delete --mode logicalunit --tid 1 --lun 19
 echo "--- what tgtd logged for the refused LUs ---"
-grep -E "rbio: tid:1 lun:1[0-9]: " "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'
+grep -E "rbio: tid:1 lun:(1[0-9]|20): " "$STATE/tgtd.log" | sed 's/^.*rbio: /  /'
 check "tgtd still serves the first LU" timeout 60 "$PROBE" "$U/1" verify 4096 256 7
 
 tadm --op delete --mode logicalunit --tid 1 --lun 1

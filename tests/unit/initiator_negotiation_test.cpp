@@ -2,6 +2,7 @@
 // initiator (initiator/negotiation.cpp), against plain key=value lists.
 #include <gtest/gtest.h>
 
+#include "rbio/initiator/chap.hpp"
 #include "rbio/initiator/error.hpp"
 #include "rbio/initiator/negotiation.hpp"
 
@@ -259,10 +260,19 @@ TEST(InitiatorText, ValuesInMessagesArePrintable) {
     EXPECT_EQ(printable("a\x7f"
                         "b"),
               "a?b");
-    KeyValues replies;
+    // A number, a boolean, a binary value: each refused without the escape.
+    for (const char* key : {"MaxBurstLength", "InitialR2T"}) {
+        KeyValues replies;
+        try {
+            Negotiation(LoginOffer{}, false).apply({{key, "\x1b[2J"}}, replies);
+            ADD_FAILURE() << key << ": a bad value was taken";
+        } catch (const InitiatorError& e) {
+            EXPECT_EQ(std::string(e.what()).find('\x1b'), std::string::npos) << e.what();
+        }
+    }
     try {
-        Negotiation(LoginOffer{}, false).apply({{"MaxBurstLength", "\x1b[2J"}}, replies);
-        ADD_FAILURE() << "a non-number was taken";
+        decode_binary_value("0x\x1b[2J");
+        ADD_FAILURE() << "a bad binary value was taken";
     } catch (const InitiatorError& e) {
         EXPECT_EQ(std::string(e.what()).find('\x1b'), std::string::npos) << e.what();
     }
