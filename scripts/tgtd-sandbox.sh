@@ -201,12 +201,19 @@ stop() {
     # statuses do not matter: how tgtd exits does, and is judged below.
     # Each has a time limit: a stopped or hung tgtd never answers.
     timeout 10 tgtadm -C "$port" --op update --mode sys --name State -v offline >/dev/null 2>&1 || true
-    local tid
-    for tid in $(timeout 10 tgtadm -C "$port" --lld iscsi --op show --mode target 2>/dev/null \
-                 | sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
-      timeout 10 tgtadm -C "$port" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 || true
+    # tgt refuses to remove an LU that still has commands (a connection
+    # closed a moment ago whose reads are in the store), and then the
+    # system: asked again until it goes, for up to 20 s.
+    local tid until=$((SECONDS + 20))
+    while :; do
+      for tid in $(timeout 10 tgtadm -C "$port" --lld iscsi --op show --mode target 2>/dev/null \
+                   | sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
+        timeout 10 tgtadm -C "$port" --lld iscsi --op delete --mode target --tid "$tid" --force >/dev/null 2>&1 || true
+      done
+      timeout 10 tgtadm -C "$port" --op delete --mode system >/dev/null 2>&1 && break
+      kill -0 "$pid" 2>/dev/null && (( SECONDS < until )) || break
+      sleep 0.2
     done
-    timeout 10 tgtadm -C "$port" --op delete --mode system >/dev/null 2>&1 || true
     if ! exited_within 30; then
       problems+=("tgtd (pid $pid) did not exit within 30 s of the shutdown request: killed")
       kill -KILL "$pid" 2>/dev/null || true

@@ -72,17 +72,19 @@ held_mib_at_least() { (($(held_mib) >= $1)); }
 # The process's gauges: all data buffers held, and data_budget_total_mib, in MiB.
 gauge_mib() { awk -v f="$1" '$1 ~ "^" f "\\{" { print int($NF / 1048576) }' "$METRICS"; }
 
-# flood_as NAME COUNT MIB [MRDSL]: a hostile client's flood on LUN 2, held
-# until released (release_as NAME); its output in $WORK/NAME.out.
+# flood_as NAME COUNT MIB [MRDSL [CLIENT OPTIONS...]]: a hostile client's
+# flood on LUN 2, held until released (release_as NAME); its output in
+# $WORK/NAME.out.
 declare -A FLOOD_PIDS
 flood_as() {
-  local name=$1
+  local name=$1 count=$2 mib=$3 mrdsl=${4:-262144}
+  shift $(($# < 4 ? $# : 4))
   rm -f "$WORK/$name.release"
-  timeout 120 "$HOSTILE" flood --port "$PORT" --target "$IQN" --lun 2 --count "$2" --kib $(($3 * 1024)) \
-    --mrdsl "${4:-262144}" --hold-ms 500 --release "$WORK/$name.release" --max-hold-ms 60000 \
+  timeout 120 "$HOSTILE" flood --port "$PORT" --target "$IQN" --lun 2 --count "$count" --kib $((mib * 1024)) \
+    --mrdsl "$mrdsl" --hold-ms 500 --release "$WORK/$name.release" --max-hold-ms 60000 "$@" \
     > "$WORK/$name.out" 2>&1 &
   FLOOD_PIDS[$name]=$!
-  check "hostile client $name sent its $2 READs of $3 MiB and holds" wait_for 30 grep -q holding "$WORK/$name.out"
+  check "hostile client $name sent its $count READs of $mib MiB and holds" wait_for 30 grep -q holding "$WORK/$name.out"
 }
 release_as() {
   local rc=0
@@ -115,7 +117,11 @@ perf_moves() {
 echo "== data_budget_mib = $BUDGET_MIB: 32 READs of 64 MiB, never read"
 start "$BUDGET_MIB"
 check "the metric starts at 0" wait_for 10 metric_is 0
-flood 32 64
+# The closes expected: the client waits up to 10 s after its hold for the
+# socket to go (tgtd logs a close at once, but closes the socket once the
+# commands it had in the store are done).
+CLOSE_WAIT=(--expect-close --wait-ms 10000)
+flood 32 64 262144 "${CLOSE_WAIT[@]}"
 check "tgtd logs the close with the budget" \
   wait_for 20 log_has "closing connection: a command wants 64 MiB of data buffers while the connection holds 256 MiB, over data_budget_mib=256"
 check "the good client verifies its data while the flood holds" good_client 1
@@ -128,7 +134,7 @@ check "the good client verifies its data after the flood" good_client 2
 check "tgtd's RSS is back under 300 MiB" wait_for 10 rss_under 300
 
 echo "== data_budget_mib = $BUDGET_MIB: 64 READ(10) of 8 MiB past tgt's reader, never read"
-flood 64 8 16777215
+flood 64 8 16777215 "${CLOSE_WAIT[@]}"
 check "tgtd logs the close with the budget" \
   wait_for 20 log_has "closing connection: a command wants 8 MiB of data buffers while the connection holds 256 MiB, over data_budget_mib=256"
 flood_release

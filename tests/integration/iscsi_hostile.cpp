@@ -114,7 +114,8 @@
 //   --wait-ms N          how long to watch for the target's reaction to a
 //                        malformed PDU (default 1000)
 //   --expect-close       exit 1 unless the target closes (or resets) the
-//                        connection within --wait-ms
+//                        connection within --wait-ms (flood: within
+//                        --wait-ms after the hold)
 //   --hold-ms N          idle/flood/logout-behind-reads: hold the connection
 //                        (reading nothing) at least this long;
 //                        churn: how long to keep connecting (default 3000)
@@ -1108,11 +1109,18 @@ int case_flood(const Options& o) {
                 read, o.kib, window);
     std::fflush(stdout);
     hold(o);
+    // With --expect-close, up to --wait-ms more for the close to arrive:
+    // the target logs it at once, but closes the socket only once the
+    // commands it had in its store are done.
+    for (const auto until = Clock::now() + std::chrono::milliseconds(o.wait_ms);
+         o.expect_close && !s.conn.peer_gone() && Clock::now() < until;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const int unread = s.conn.unread_bytes();
+    const bool closed = s.conn.peer_gone();
     std::printf("flood: after %d ms: %d bytes of responses unread, connection %s; closing it unread\n",
-                ms_since(t0), unread, s.conn.peer_gone() ? "closed by the target" : "still open");
+                ms_since(t0), unread, closed ? "closed by the target" : "still open");
     std::printf("flood: unread=%d\n", unread);
-    return 0;
+    return o.expect_close && !closed ? 1 : 0;
 }
 
 // Requests from `next`, sent back to back on non-blocking `fd` without
