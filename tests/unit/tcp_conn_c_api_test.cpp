@@ -36,16 +36,27 @@ rbio_tp_settings defaults() {
     return s;
 }
 
-TEST(TcpConnCApi, PeekShowsBufferedBytesInPlaceUntilTheyAreRead) {
+// A connection on one end of a socket pair; `peer` is the other end.
+struct Connected {
     Fd ours, peer;
+    rbio_tp_settings settings = defaults();
+    std::unique_ptr<rbio_tcp_conn, ConnFree> conn;
+};
+void connect(Connected& x) {
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    ours.fd = sv[0];
-    peer.fd = sv[1];
-    rbio_tp_settings s = defaults();
+    x.ours.fd = sv[0];
+    x.peer.fd = sv[1];
     char err[256] = "";
-    std::unique_ptr<rbio_tcp_conn, ConnFree> c(rbio_tcp_conn_new(ours.fd, &s, err, sizeof err));
-    ASSERT_TRUE(c) << err;
+    x.conn.reset(rbio_tcp_conn_new(x.ours.fd, &x.settings, err, sizeof err));
+    ASSERT_TRUE(x.conn) << err;
+}
+
+TEST(TcpConnCApi, PeekShowsBufferedBytesInPlaceUntilTheyAreRead) {
+    Connected x;
+    ASSERT_NO_FATAL_FAILURE(connect(x));
+    auto& c = x.conn;
+    auto& peer = x.peer;
 
     EXPECT_EQ(rbio_tcp_conn_peek(c.get(), 1), nullptr) << "nothing buffered yet";
     std::array<uint8_t, 100> sent{};
@@ -102,15 +113,9 @@ void pass(rbio_tcp_conn* c, unsigned commands, unsigned data_outs) {
 // in Data-Outs after an R2T: the 15 Data-Outs that arrive together are one
 // command's, and no reason to wait for 15 requests before its next.
 TEST(TcpConnCApi, DataOutsOfOneWriteSetNoReceiveWait) {
-    Fd ours, peer;
-    int sv[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-    ours.fd = sv[0];
-    peer.fd = sv[1];
-    rbio_tp_settings s = defaults();
-    char err[256] = "";
-    std::unique_ptr<rbio_tcp_conn, ConnFree> c(rbio_tcp_conn_new(ours.fd, &s, err, sizeof err));
-    ASSERT_TRUE(c) << err;
+    Connected x;
+    ASSERT_NO_FATAL_FAILURE(connect(x));
+    auto& c = x.conn;
     for (int i = 0; i < 32; ++i) pass(c.get(), 1, 0);  // passes usually see one request
     ASSERT_EQ(rx_wait_level(c.get()), 1u);
     pass(c.get(), 1, 15);
